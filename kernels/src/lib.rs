@@ -1,0 +1,1 @@
+//! The kernels of the release set: CUDA sources, CPU references and contracts.

@@ -1,0 +1,1 @@
+//! cuda-aot-registry: registry storage and transport.

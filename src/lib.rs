@@ -1,0 +1,1 @@
+//! cuda-aot: verify and load signed per-SM CUDA modules.

@@ -1,0 +1,2 @@
+//! cargo xtask: build, sign, publish and verify cuda-aot releases.
+fn main() {}
