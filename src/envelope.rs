@@ -1,0 +1,161 @@
+//! Signed envelopes over exact payload bytes, DSSE-style: signatures cover
+//! `"DSSEv1" SP len(type) SP type SP len(body) SP body`, so nothing depends on JSON
+//! canonicalisation and a signature for one kind of document never passes as another.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::error::{Error, Result};
+use crate::keys::SecretKey;
+
+/// The kinds of signed document; each has its own payload type string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PayloadType {
+    /// A trust root (signed by root keys).
+    Root,
+    /// A bundle index / snapshot (publisher).
+    Index,
+    /// The timestamp (publisher).
+    Timestamp,
+    /// A module manifest (builder).
+    Manifest,
+    /// A promotion record (reviewer).
+    Promotion,
+}
+
+impl PayloadType {
+    /// The payload type string written in envelopes.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PayloadType::Root => "application/vnd.cuda-aot.root.v1+json",
+            PayloadType::Index => "application/vnd.cuda-aot.index.v1+json",
+            PayloadType::Timestamp => "application/vnd.cuda-aot.timestamp.v1+json",
+            PayloadType::Manifest => "application/vnd.cuda-aot.manifest.v1+json",
+            PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
+        }
+    }
+}
+
+impl fmt::Display for PayloadType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The pre-authentication encoding: the exact bytes a signature covers.
+pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + payload_type.len() + 32);
+    out.extend_from_slice(
+        format!(
+            "DSSEv1 {} {} {} ",
+            payload_type.len(),
+            payload_type,
+            payload.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(payload);
+    out
+}
+
+/// One signature in an envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signature {
+    /// Key id hint (hex). The verifier derives ids from the trusted keys and only uses
+    /// this to find the candidate key.
+    pub keyid: String,
+    /// base64 of the 64-byte ed25519 signature.
+    pub sig: String,
+}
+
+/// A signed document: payload bytes (base64), their type, and signatures over the PAE.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Envelope {
+    /// The payload type string.
+    pub payload_type: String,
+    /// base64 of the exact payload bytes.
+    pub payload: String,
+    /// Signatures over `pae(payload_type, payload)`.
+    pub signatures: Vec<Signature>,
+}
+
+impl Envelope {
+    /// Signs `payload` as `payload_type` with each of `keys`.
+    pub fn sign(payload_type: PayloadType, payload: &[u8], keys: &[&SecretKey]) -> Envelope {
+        let mut env = Envelope {
+            payload_type: payload_type.as_str().into(),
+            payload: B64.encode(payload),
+            signatures: vec![],
+        };
+        for k in keys {
+            env.add_signature(k);
+        }
+        env
+    }
+
+    /// Adds one more signature (e.g. a second root key, or a reviewer co-signing).
+    pub fn add_signature(&mut self, key: &SecretKey) {
+        let payload = B64
+            .decode(&self.payload)
+            .expect("envelope built by this crate holds valid base64");
+        let sig = key.sign(&pae(&self.payload_type, &payload));
+        self.signatures.push(Signature {
+            keyid: key.public().key_id().hex(),
+            sig: B64.encode(sig),
+        });
+    }
+
+    /// Parses an envelope file (bounded, strict) and checks its payload type.
+    pub fn parse(bytes: &[u8], limit: u64, expected: PayloadType, what: &str) -> Result<Envelope> {
+        let env: Envelope = crate::json::parse(bytes, limit, what)?;
+        if env.payload_type != expected.as_str() {
+            return Err(Error::WrongPayloadType {
+                what: what.into(),
+                expected: expected.as_str().into(),
+                actual: env.payload_type,
+            });
+        }
+        Ok(env)
+    }
+
+    /// The decoded payload bytes.
+    pub fn payload_bytes(&self, what: &str) -> Result<Vec<u8>> {
+        B64.decode(&self.payload).map_err(|e| Error::Json {
+            what: what.into(),
+            message: format!("payload is not base64: {e}"),
+        })
+    }
+
+    /// The on-disk bytes of this envelope.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        crate::json::to_vec(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pae_matches_the_dsse_spec_example() {
+        // From the DSSE protocol description.
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
+    }
+
+    #[test]
+    fn wrong_payload_type_is_refused() {
+        let k = SecretKey::from_seed([1; 32]);
+        let env = Envelope::sign(PayloadType::Manifest, b"{}", &[&k]);
+        let err =
+            Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Index, "index").unwrap_err();
+        assert!(matches!(err, Error::WrongPayloadType { .. }), "{err}");
+        assert!(Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Manifest, "m").is_ok());
+    }
+}

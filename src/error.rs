@@ -1,0 +1,283 @@
+//! The one error type of the runtime crate, with the evidence and the `Fix:` advice of every refusal.
+
+use std::path::PathBuf;
+
+/// Everything that can refuse a trust root, a registry artifact or a module load.
+///
+/// Variants carry the evidence (file, module, SM, key, versions, digests). [`Error::fix`]
+/// says what to do about it; a CLI prints it as `Fix: ...` under the error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A required registry file does not exist.
+    #[error("{what}: missing ({path})")]
+    Missing {
+        /// What the file is (e.g. "timestamp").
+        what: String,
+        /// Where it was looked for.
+        path: String,
+    },
+    /// A file is larger than its limit (checked before parsing or hashing).
+    #[error("{what}: {actual} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// What the file is.
+        what: String,
+        /// The byte limit.
+        limit: u64,
+        /// The size seen (at least `limit + 1`).
+        actual: u64,
+    },
+    /// A JSON payload is malformed, has unknown fields or violates its schema.
+    #[error("{what}: invalid JSON: {message}")]
+    Json {
+        /// What the payload is.
+        what: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// A JSON object repeats a key (a classic parser-differential attack).
+    #[error("{what}: duplicated JSON key {key:?}")]
+    DuplicateKey {
+        /// What the payload is.
+        what: String,
+        /// The repeated key.
+        key: String,
+    },
+    /// A name (module, target, function, path component) is not in the allowed form.
+    #[error("invalid {kind} {value:?}: {reason}")]
+    InvalidName {
+        /// What kind of name.
+        kind: &'static str,
+        /// The offending value (escaped when printed).
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A registry file or folder is a symbolic link.
+    #[error("{path}: is a symbolic link; registry files must be regular files")]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// An envelope holds a payload of another kind than expected.
+    #[error("{what}: payload type {actual:?} where {expected:?} is required")]
+    WrongPayloadType {
+        /// What the file is.
+        what: String,
+        /// The required payload type.
+        expected: String,
+        /// The payload type found.
+        actual: String,
+    },
+    /// A public key or signature is malformed, or a key is weak.
+    #[error("{what}: bad key or signature: {reason}")]
+    BadKey {
+        /// Where it was found.
+        what: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Not enough distinct keys of the required role signed.
+    #[error(
+        "{what}: signed by {valid} of the {threshold} required {role} key(s){}",
+        describe_foreign(.foreign)
+    )]
+    Threshold {
+        /// What was signed.
+        what: String,
+        /// The role whose signatures are required.
+        role: String,
+        /// Distinct valid signatures of that role.
+        valid: usize,
+        /// Required count.
+        threshold: u32,
+        /// Signatures by keys that are not keys of the role: `(key id, what the key is)`.
+        foreign: Vec<(String, String)>,
+    },
+    /// A trust root is inconsistent (threshold above key count, a key shared by builder and reviewer).
+    #[error("trust root v{version}: {reason}")]
+    BadRoot {
+        /// The root version.
+        version: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Root N+1 is not correctly chained to root N.
+    #[error("root rotation v{from} -> v{to}: {reason}")]
+    RootRotation {
+        /// The trusted version.
+        from: u64,
+        /// The version being rotated to.
+        to: u64,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A signed artifact has expired.
+    #[error("{what}: expired at {expires} (now {now}, clock skew allowance {skew_secs}s)")]
+    Expired {
+        /// What expired.
+        what: String,
+        /// Its expiry (RFC 3339).
+        expires: String,
+        /// The verifier's clock (RFC 3339).
+        now: String,
+        /// The allowed clock skew in seconds.
+        skew_secs: u64,
+    },
+    /// A version lower than one already seen (replay / rollback).
+    #[error("{what}: version {got} is older than version {seen} already seen (rollback refused)")]
+    Rollback {
+        /// What was rolled back.
+        what: String,
+        /// The version last seen.
+        seen: u64,
+        /// The version offered.
+        got: u64,
+    },
+    /// Two documents that must agree on a version do not.
+    #[error("{what}: version {got} where {expected} is required")]
+    VersionMismatch {
+        /// What disagrees.
+        what: String,
+        /// The required version.
+        expected: u64,
+        /// The version found.
+        got: u64,
+    },
+    /// Bytes do not hash to the digest that a signed document lists.
+    #[error("{what}: blake3 {actual} where {expected} is signed")]
+    DigestMismatch {
+        /// What was hashed (module/SM or file).
+        what: String,
+        /// The signed digest.
+        expected: String,
+        /// The digest of the bytes read.
+        actual: String,
+    },
+    /// Bytes are not the size that a signed document lists.
+    #[error("{what}: {actual} bytes where {expected} are signed{}", if *.at_least { " (read stopped there)" } else { "" })]
+    SizeMismatch {
+        /// What was read.
+        what: String,
+        /// The signed size.
+        expected: u64,
+        /// The bytes read.
+        actual: u64,
+        /// True when reading stopped at `expected + 1`: the file is at least that long.
+        at_least: bool,
+    },
+    /// A manifest does not describe the module/target that the index lists for it.
+    #[error("{what}: the index lists {listed} but the signed manifest describes {found}")]
+    MixAndMatch {
+        /// The manifest file.
+        what: String,
+        /// What the index says.
+        listed: String,
+        /// What the manifest says.
+        found: String,
+    },
+    /// The same module/target/kind is listed twice.
+    #[error("index lists {module} {target} ({kind}) twice")]
+    DuplicateEntry {
+        /// The module.
+        module: String,
+        /// The target.
+        target: String,
+        /// cubin or ptx.
+        kind: String,
+    },
+    /// A cubin's ELF header does not match the SM it claims.
+    #[error("{module} {claimed}: the cubin's ELF header says {actual}")]
+    ElfSmMismatch {
+        /// The module.
+        module: String,
+        /// The SM the manifest claims.
+        claimed: String,
+        /// The SM the ELF header records.
+        actual: String,
+    },
+    /// A blob that should be a cubin is not a readable CUDA ELF.
+    #[error("{what}: not a CUDA cubin: {reason}")]
+    NotCubin {
+        /// What was parsed.
+        what: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A development-signed bundle was offered where production trust is required, or vice versa.
+    #[error("{what}: channel {found:?} where {required:?} is required")]
+    Channel {
+        /// The artifact.
+        what: String,
+        /// The required channel.
+        required: String,
+        /// The channel found.
+        found: String,
+    },
+}
+
+fn describe_foreign(foreign: &[(String, String)]) -> String {
+    if foreign.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = foreign
+        .iter()
+        .map(|(id, is)| format!("{id} ({is})"))
+        .collect();
+    format!("; also signed by {}", parts.join(", "))
+}
+
+impl Error {
+    /// What to do about this error, one or two sentences, printed after `Fix:`.
+    ///
+    /// The advice never suggests skipping verification.
+    pub fn fix(&self) -> String {
+        match self {
+            Error::Io { .. } => "check that the path exists and is readable by this user".into(),
+            Error::Missing { what, .. } => format!(
+                "publish a complete release into this registry (cargo xtask release), or point at the registry that holds the {what}"
+            ),
+            Error::TooLarge { .. } => "the file is not what was published: re-fetch it from the publisher, or raise the limit only if this size is expected (Limits)".into(),
+            Error::Json { .. } | Error::DuplicateKey { .. } => {
+                "the file was not written by cuda-aot or was altered: republish it with cargo xtask publish".into()
+            }
+            Error::InvalidName { .. } => {
+                "module names are 1-64 characters of a-z, 0-9 and _, starting with a letter; targets look like sm_90, sm_90a or compute_90".into()
+            }
+            Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
+            Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),
+            Error::BadKey { .. } => "regenerate the key with cargo xtask keygen and list its printed public key in the trust root".into(),
+            Error::Threshold { role, .. } => format!(
+                "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
+            ),
+            Error::BadRoot { .. } => "fix the trust root: threshold at most the number of keys, distinct keys, builder and reviewer keys disjoint".into(),
+            Error::RootRotation { .. } => "a new root must be signed by a threshold of the previous root's root keys and of its own root keys, with version exactly one higher".into(),
+            Error::Expired { .. } => "publish again to refresh the timestamp (cargo xtask publish), or correct this machine's clock; a skew allowance can be set explicitly".into(),
+            Error::Rollback { .. } => "the registry is serving old metadata (replay or stale mirror): point at an up-to-date registry; delete the trust state file only if you deliberately reset this machine".into(),
+            Error::VersionMismatch { .. } | Error::MixAndMatch { .. } | Error::DuplicateEntry { .. } => {
+                "the registry mixes files of different releases: republish, or fetch the registry again as one snapshot".into()
+            }
+            Error::DigestMismatch { .. } | Error::SizeMismatch { .. } => {
+                "the file was altered or truncated after signing: fetch it again from the registry, or rebuild and republish (cargo xtask release)".into()
+            }
+            Error::ElfSmMismatch { module, actual, .. } => format!(
+                "rebuild {module} for the SM it claims; the blob was built for {actual} (cargo xtask build)"
+            ),
+            Error::NotCubin { .. } => "rebuild the module with cargo xtask build; the bytes are not a CUDA ELF".into(),
+            Error::Channel { required, .. } => format!(
+                "use a registry released and signed for the {required} channel, with a trust root of that channel"
+            ),
+        }
+    }
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,281 @@
+//! Module identity: every input that determines a built module's bytes, the digest that keys
+//! the build cache, the registry and the process-wide module cache, and the module manifest.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::digest::Digest;
+use crate::error::Error;
+use crate::name::{FunctionName, ModuleName, Target};
+
+/// What kind of blob a module is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Machine code for exactly one SM: production.
+    Cubin,
+    /// PTX for the driver's JIT: the labelled compatibility mode.
+    Ptx,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Cubin => "cubin",
+            Kind::Ptx => "ptx",
+        })
+    }
+}
+
+/// Which trust channel a document belongs to. Development releases are signed with keys
+/// generated on first use and are refused by production trust roots and policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    /// Signed with generated development keys.
+    Dev,
+    /// Signed with managed release keys.
+    Production,
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Channel::Dev => "dev",
+            Channel::Production => "production",
+        })
+    }
+}
+
+/// The toolkit that compiled a module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Toolkit {
+    /// nvcc's release version, e.g. `13.0.88`.
+    pub nvcc: String,
+    /// blake3 over the toolkit's executables (nvcc, cicc, ptxas, ...), in a fixed order.
+    pub digest: Digest,
+    /// Where the toolkit came from: `pinned-wheels` or `system`.
+    pub source: String,
+}
+
+/// A CUDA driver API version such as 13.0 (`cuDriverGetVersion` returns 13000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DriverVersion {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+impl DriverVersion {
+    /// From `cuDriverGetVersion`'s encoding (`1000 * major + 10 * minor`).
+    pub fn from_cuda(v: i32) -> Self {
+        let v = v.max(0) as u32;
+        DriverVersion {
+            major: v / 1000,
+            minor: (v % 1000) / 10,
+        }
+    }
+}
+
+impl fmt::Display for DriverVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl FromStr for DriverVersion {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || Error::InvalidName {
+            kind: "driver version",
+            value: s.escape_debug().to_string(),
+            reason: "expected MAJOR.MINOR, e.g. 13.0",
+        };
+        let (a, b) = s.split_once('.').ok_or_else(bad)?;
+        Ok(DriverVersion {
+            major: a.parse().map_err(|_| bad())?,
+            minor: b.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+impl Serialize for DriverVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+impl<'de> Deserialize<'de> for DriverVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Every input that determines a module's bytes. Its canonical JSON, hashed, is the
+/// identity digest: the key of the build cache and of the runtime's module cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// Module name (from kernels/).
+    pub module: ModuleName,
+    /// Exact target: `sm_90`, `sm_90a`, or `compute_90` for PTX.
+    pub sm: Target,
+    /// cubin or ptx.
+    pub kind: Kind,
+    /// nvcc version and toolkit digest.
+    pub toolkit: Toolkit,
+    /// Minimum driver CUDA version (cubin: toolkit major.0; PTX: toolkit major.minor).
+    pub driver_floor: DriverVersion,
+    /// Host compiler used by nvcc (`-ccbin`), with its version line.
+    pub host_toolchain: String,
+    /// The exact nvcc flags, in order.
+    pub flags: Vec<String>,
+    /// blake3 over the normalised source and every header it includes.
+    pub source_digest: Digest,
+    /// Proof-protocol / ABI version the kernels implement.
+    pub protocol: String,
+    /// Compile-time launch geometry and tuning constants.
+    pub geometry: BTreeMap<String, u64>,
+    /// Version of the kernel schedule; bumped when the launch contract changes.
+    pub schedule_version: u32,
+}
+
+impl Identity {
+    /// blake3 of the canonical (compact, fixed field order) JSON of the identity.
+    pub fn digest(&self) -> Digest {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"cuda-aot identity v1\n");
+        hasher.update(&crate::json::to_canonical(self));
+        Digest(*hasher.finalize().as_bytes())
+    }
+}
+
+/// One kernel entry point of a module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Function {
+    /// The symbol name.
+    pub name: FunctionName,
+    /// Total parameter bytes, where the cubin records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_bytes: Option<u32>,
+}
+
+/// The payload of a signed module manifest: the identity plus what the build produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Always [`Manifest::SCHEMA`].
+    pub schema: String,
+    /// The build inputs (nested: serde cannot deny unknown fields through `flatten`).
+    pub identity: Identity,
+    /// blake3 of the blob bytes.
+    pub module_digest: Digest,
+    /// Blob size in bytes.
+    pub size: u64,
+    /// Kernel entry points, read from the cubin's symbol table.
+    pub functions: Vec<Function>,
+    /// The trust channel this manifest was built for.
+    pub channel: Channel,
+}
+
+impl Manifest {
+    /// The schema tag of this version of the manifest format.
+    pub const SCHEMA: &'static str = "cuda-aot/manifest/v1";
+
+    /// `module sm (kind)`, the label used in errors and tables.
+    pub fn label(&self) -> String {
+        let id = &self.identity;
+        match id.kind {
+            Kind::Cubin => format!("{} {}", id.module, id.sm),
+            Kind::Ptx => format!("{} {} (ptx, compatibility mode)", id.module, id.sm),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample_identity() -> Identity {
+        Identity {
+            module: ModuleName::new("ntt").unwrap(),
+            sm: "sm_90".parse().unwrap(),
+            kind: Kind::Cubin,
+            toolkit: Toolkit {
+                nvcc: "13.0.88".into(),
+                digest: Digest::of(b"tk"),
+                source: "pinned-wheels".into(),
+            },
+            driver_floor: "13.0".parse().unwrap(),
+            host_toolchain: "g++ 12.2.0".into(),
+            flags: vec!["-cubin".into(), "-arch=sm_90".into()],
+            source_digest: Digest::of(b"src"),
+            protocol: "goldilocks-v1".into(),
+            geometry: BTreeMap::from([("block".to_string(), 256)]),
+            schedule_version: 1,
+        }
+    }
+
+    #[test]
+    fn identity_digest_changes_with_every_field() {
+        let base = sample_identity();
+        let d0 = base.digest();
+        let mut variants = Vec::new();
+        let mut v = base.clone();
+        v.sm = "sm_90a".parse().unwrap();
+        variants.push(v);
+        let mut v = base.clone();
+        v.flags.push("-lineinfo".into());
+        variants.push(v);
+        let mut v = base.clone();
+        v.toolkit.digest = Digest::of(b"other");
+        variants.push(v);
+        let mut v = base.clone();
+        v.host_toolchain = "g++ 13".into();
+        variants.push(v);
+        let mut v = base.clone();
+        v.geometry.insert("block".into(), 128);
+        variants.push(v);
+        let mut v = base.clone();
+        v.schedule_version = 2;
+        variants.push(v);
+        let mut v = base.clone();
+        v.kind = Kind::Ptx;
+        variants.push(v);
+        for v in variants {
+            assert_ne!(v.digest(), d0, "{v:?}");
+        }
+        assert_eq!(base.clone().digest(), d0);
+    }
+
+    #[test]
+    fn manifest_round_trips_and_refuses_unknown_fields() {
+        let m = Manifest {
+            schema: Manifest::SCHEMA.into(),
+            identity: sample_identity(),
+            module_digest: Digest::of(b"blob"),
+            size: 4,
+            functions: vec![Function {
+                name: FunctionName::new("ntt_butterfly").unwrap(),
+                param_bytes: Some(24),
+            }],
+            channel: Channel::Dev,
+        };
+        let bytes = crate::json::to_vec(&m);
+        let back: Manifest = crate::json::parse(&bytes, 1 << 20, "m").unwrap();
+        assert_eq!(back, m);
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        v["extra"] = 1.into();
+        let err = crate::json::parse::<Manifest>(&serde_json::to_vec(&v).unwrap(), 1 << 20, "m")
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        assert_eq!(DriverVersion::from_cuda(13000).to_string(), "13.0");
+        assert_eq!(DriverVersion::from_cuda(12080).to_string(), "12.8");
+    }
+}

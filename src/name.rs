@@ -1,0 +1,254 @@
+//! Validated names: module names, compile targets (`sm_90`, `sm_90a`, `compute_90`) and
+//! kernel entry points. A value of these types cannot hold `..`, `/`, NUL or escapes.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// A module name: 1-64 characters of `a-z`, `0-9` and `_`, starting with a letter.
+///
+/// Module names become registry paths and log fields, so the charset is closed: no `.`,
+/// `/`, `%`, whitespace, NUL or upper case (which would collide on case-insensitive stores).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModuleName(String);
+
+impl ModuleName {
+    /// Validates `s` as a module name.
+    pub fn new(s: &str) -> Result<Self, Error> {
+        let bad = |reason| {
+            Err(Error::InvalidName {
+                kind: "module name",
+                value: s.escape_debug().to_string(),
+                reason,
+            })
+        };
+        if s.is_empty() || s.len() > 64 {
+            return bad("must be 1 to 64 characters");
+        }
+        if !s.as_bytes()[0].is_ascii_lowercase() {
+            return bad("must start with a lower-case letter");
+        }
+        if !s
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return bad("only a-z, 0-9 and _ are allowed (no '.', '/', '%', spaces or NUL)");
+        }
+        Ok(ModuleName(s.to_string()))
+    }
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A kernel entry point name: a C identifier of at most 256 characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FunctionName(String);
+
+impl FunctionName {
+    /// Validates `s` as a C identifier.
+    pub fn new(s: &str) -> Result<Self, Error> {
+        let ok_start = s
+            .as_bytes()
+            .first()
+            .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
+        let ok_rest = s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok_start || !ok_rest || s.len() > 256 {
+            return Err(Error::InvalidName {
+                kind: "function name",
+                value: s.escape_debug().to_string(),
+                reason: "must be a C identifier of at most 256 characters",
+            });
+        }
+        Ok(FunctionName(s.to_string()))
+    }
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A compile target: a real SM (`sm_90`, arch-specific `sm_90a`) or a virtual
+/// architecture for PTX (`compute_90`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Target {
+    /// Compute capability major (9 for sm_90).
+    pub major: u32,
+    /// Compute capability minor (0 for sm_90).
+    pub minor: u32,
+    /// The arch-specific variant (`a` suffix): runs only on exactly this compute capability.
+    pub arch_specific: bool,
+    /// A virtual architecture (`compute_XX`), i.e. PTX.
+    pub virtual_arch: bool,
+}
+
+impl Target {
+    /// The real SM target for a device of compute capability `major.minor`.
+    pub fn sm(major: u32, minor: u32) -> Self {
+        Target {
+            major,
+            minor,
+            arch_specific: false,
+            virtual_arch: false,
+        }
+    }
+    /// The SM number as written in names (90 for 9.0, 120 for 12.0).
+    pub fn number(&self) -> u32 {
+        self.major * 10 + self.minor
+    }
+    /// Whether a binary for this target is an exact match for a device of compute
+    /// capability `major.minor`: the same SM (sm_90 or sm_90a on a 9.0 device).
+    pub fn is_exact_for(&self, major: u32, minor: u32) -> bool {
+        !self.virtual_arch && self.major == major && self.minor == minor
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let prefix = if self.virtual_arch { "compute" } else { "sm" };
+        let suffix = if self.arch_specific { "a" } else { "" };
+        write!(f, "{prefix}_{}{suffix}", self.number())
+    }
+}
+
+impl FromStr for Target {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = |reason| Error::InvalidName {
+            kind: "target",
+            value: s.escape_debug().to_string(),
+            reason,
+        };
+        let (virtual_arch, rest) = if let Some(r) = s.strip_prefix("sm_") {
+            (false, r)
+        } else if let Some(r) = s.strip_prefix("compute_") {
+            (true, r)
+        } else {
+            return Err(bad("must start with sm_ or compute_"));
+        };
+        let (digits, arch_specific) = match rest.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (rest, false),
+        };
+        if digits.len() < 2
+            || digits.len() > 3
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+            || digits.starts_with('0')
+        {
+            return Err(bad(
+                "expected 2 or 3 digits, e.g. sm_90, sm_90a, sm_120, compute_90",
+            ));
+        }
+        let n: u32 = digits.parse().map_err(|_| bad("not a number"))?;
+        Ok(Target {
+            major: n / 10,
+            minor: n % 10,
+            arch_specific,
+            virtual_arch,
+        })
+    }
+}
+
+macro_rules! string_serde {
+    ($t:ty, $parse:expr) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                $parse(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+string_serde!(ModuleName, ModuleName::new);
+string_serde!(FunctionName, FunctionName::new);
+string_serde!(Target, Target::from_str);
+
+impl fmt::Display for ModuleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl fmt::Display for FunctionName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_refuse_path_tricks() {
+        for bad in [
+            "../ntt",
+            "a/b",
+            "ntt\0",
+            "ntt%2e%2e",
+            "..",
+            "",
+            "Ntt",
+            "9ntt",
+            "a b",
+            "ntt.cu",
+            &"a".repeat(65),
+        ] {
+            let err = ModuleName::new(bad).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::InvalidName {
+                        kind: "module name",
+                        ..
+                    }
+                ),
+                "{bad:?}: {err}"
+            );
+        }
+        assert_eq!(
+            ModuleName::new("merkle_sha256").unwrap().as_str(),
+            "merkle_sha256"
+        );
+    }
+
+    #[test]
+    fn targets_round_trip_and_compare() {
+        for s in [
+            "sm_80",
+            "sm_90",
+            "sm_90a",
+            "sm_100",
+            "sm_120",
+            "compute_90",
+            "sm_100a",
+        ] {
+            assert_eq!(s.parse::<Target>().unwrap().to_string(), s);
+        }
+        for bad in [
+            "sm_9", "sm_090", "sm90", "sm_90b", "compute_", "sm_1000", "sm_9x",
+        ] {
+            assert!(bad.parse::<Target>().is_err(), "{bad}");
+        }
+        let a: Target = "sm_90a".parse().unwrap();
+        assert!(a.is_exact_for(9, 0) && !a.is_exact_for(8, 0));
+        assert!(!"compute_90".parse::<Target>().unwrap().is_exact_for(9, 0));
+        assert_eq!("sm_120".parse::<Target>().unwrap(), Target::sm(12, 0));
+    }
+
+    #[test]
+    fn function_names_are_c_identifiers() {
+        assert!(FunctionName::new("gl_add").is_ok());
+        assert!(FunctionName::new("_Z3addPy").is_ok());
+        assert!(FunctionName::new("a-b").is_err());
+        assert!(FunctionName::new("1a").is_err());
+        assert!(FunctionName::new("").is_err());
+    }
+}
