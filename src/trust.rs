@@ -33,12 +33,21 @@ impl VerifiedRoot {
     /// This is the one place signatures are counted: key ids are derived from the trusted
     /// keys, each valid signature counts its key once, and signatures by keys of other
     /// roles or unknown keys never count (they are named in the error).
-    pub fn verify_role(&self, env: &Envelope, role: RoleName, what: &str) -> Result<Vec<u8>> {
+    pub fn verify_role(&self, env: &Envelope, role: RoleName, what: &str) -> Result<Signed> {
         verify_threshold(&self.root, env, role, what)
     }
 }
 
-fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> Result<Vec<u8>> {
+/// A payload whose signature threshold was met.
+#[derive(Debug, Clone)]
+pub struct Signed {
+    /// The exact payload bytes.
+    pub payload: Vec<u8>,
+    /// The distinct keys of the role whose signatures verified.
+    pub signers: Vec<KeyId>,
+}
+
+fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> Result<Signed> {
     let payload = env.payload_bytes(what)?;
     let message = pae(&env.payload_type, &payload);
     let wanted: &Role = root.roles.get(role);
@@ -78,7 +87,10 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
             foreign,
         });
     }
-    Ok(payload)
+    Ok(Signed {
+        payload,
+        signers: valid.into_iter().collect(),
+    })
 }
 
 /// Checks a root's internal consistency: schema, thresholds, distinct keys, builder and

@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::envelope::{Envelope, PayloadType};
 use crate::error::{Error, Result};
 use crate::identity::{Channel, Kind, Manifest};
+use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Index, IndexEntry, RoleName, Time, Timestamp};
 use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
@@ -49,6 +50,7 @@ impl Default for Options {
 pub struct VerifiedManifest {
     manifest: Manifest,
     entry: IndexEntry,
+    signers: Vec<KeyId>,
 }
 
 impl VerifiedManifest {
@@ -59,6 +61,10 @@ impl VerifiedManifest {
     /// The index entry that lists it.
     pub fn entry(&self) -> &IndexEntry {
         &self.entry
+    }
+    /// The builder keys whose signatures counted.
+    pub fn signers(&self) -> &[KeyId] {
+        &self.signers
     }
 }
 
@@ -247,7 +253,7 @@ fn verify_timestamp(
     let what = layout::TIMESTAMP;
     let bytes = read_required(src, what, opts.limits.timestamp, "timestamp")?;
     let env = Envelope::parse(&bytes, opts.limits.timestamp, PayloadType::Timestamp, what)?;
-    let payload = root.verify_role(&env, RoleName::Publisher, what)?;
+    let payload = root.verify_role(&env, RoleName::Publisher, what)?.payload;
     let ts: Timestamp = crate::json::parse(&payload, opts.limits.timestamp, what)?;
     check_schema(what, &ts.schema, Timestamp::SCHEMA)?;
     check_not_rolled_back("timestamp", seen.timestamp, ts.version)?;
@@ -272,7 +278,7 @@ fn verify_index_file(
     }
     let bytes = read_exact_signed(src, &path, ts.index.size, &ts.index.digest, &path)?;
     let env = Envelope::parse(&bytes, opts.limits.index, PayloadType::Index, &path)?;
-    let payload = root.verify_role(&env, RoleName::Publisher, &path)?;
+    let payload = root.verify_role(&env, RoleName::Publisher, &path)?.payload;
     let index: Index = crate::json::parse(&payload, opts.limits.index, &path)?;
     check_schema(&path, &index.schema, Index::SCHEMA)?;
     if index.version != ts.index.version {
@@ -333,8 +339,8 @@ fn verify_manifests(
         // Mix-and-match: only the exact file the index lists is accepted.
         let bytes = read_exact_signed(src, &path, e.manifest_size, &e.manifest, &what)?;
         let env = Envelope::parse(&bytes, limit, PayloadType::Manifest, &what)?;
-        let payload = root.verify_role(&env, RoleName::Builder, &what)?;
-        let manifest: Manifest = crate::json::parse(&payload, limit, &what)?;
+        let signed = root.verify_role(&env, RoleName::Builder, &what)?;
+        let manifest: Manifest = crate::json::parse(&signed.payload, limit, &what)?;
         check_schema(&what, &manifest.schema, Manifest::SCHEMA)?;
         let id = &manifest.identity;
         let listed = format!(
@@ -368,6 +374,7 @@ fn verify_manifests(
         out.push(VerifiedManifest {
             manifest,
             entry: e.clone(),
+            signers: signed.signers,
         });
     }
     Ok(out)

@@ -1,1 +1,27 @@
-//! cuda-aot-registry: registry storage and transport.
+//! cuda-aot-registry: storage and transport of cuda-aot registries.
+//!
+//! [`DirRegistry`] publishes signed module manifests and blobs into a directory with the
+//! registry layout, atomically: blobs and manifests are content-addressed and written
+//! with temp file + fsync + rename; the next index is created with create-new semantics
+//! under a lock; `timestamp.json` is replaced last. A reader never sees a half-published
+//! release, and a publisher killed at any step leaves a registry that verifies at the old
+//! version.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cuda_aot_registry::{DirRegistry, PublishOptions, SignedModule};
+//! # let (root_file, modules, publisher): (Vec<u8>, Vec<SignedModule>, cuda_aot::SecretKey) = todo!();
+//! let reg = DirRegistry::new("/srv/registry");
+//! reg.ensure_root(&root_file)?;
+//! let published = reg.publish(&modules, &[&publisher], &PublishOptions::default())?;
+//! println!("index v{}", published.index_version);
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod dir;
+mod error;
+
+pub use dir::{DirRegistry, PublishOptions, Published, SignedModule, Step};
+pub use error::{Error, Result};

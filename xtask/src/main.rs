@@ -1,2 +1,90 @@
-//! cargo xtask: build, sign, publish and verify cuda-aot releases.
-fn main() {}
+//! `cargo xtask`: the build engineer's and reviewer's tool. This file only dispatches; each
+//! task lives in its own file as `impl Args { fn run(self) }`.
+
+#![forbid(unsafe_code)]
+
+mod bench;
+mod build;
+mod devkeys;
+mod keygen;
+mod paths;
+mod publish;
+mod release;
+mod repro;
+mod sign;
+mod toolchain;
+mod verify;
+
+use clap::{Parser, Subcommand};
+
+/// Build, sign, publish and verify ahead-of-time CUDA modules.
+///
+/// The main job is `cargo xtask release`: it bootstraps the pinned CUDA toolkit, compiles
+/// every module of manifests/release.toml for every target SM, signs the manifests and
+/// publishes them into a registry (by default .cuda-aot/registry), then verifies it.
+#[derive(Parser)]
+#[command(name = "cargo xtask", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Fetch (pinned, sha256-checked) and unpack the CUDA toolkit wheels.
+    Toolchain(toolchain::Args),
+    /// Compile every module for every target SM into cubins and unsigned manifests.
+    Build(build::Args),
+    /// Build the release set twice in two temporary folders and compare digests.
+    Repro(repro::Args),
+    /// Generate a signing key for one role.
+    Keygen(keygen::Args),
+    /// Sign the unsigned manifests of a build output with a builder key.
+    Sign(sign::Args),
+    /// Publish a signed build output into a registry (atomic; next index version).
+    Publish(publish::Args),
+    /// Verify a registry offline against a trust root and print what it holds.
+    Verify(verify::Args),
+    /// The main job: toolchain, build, sign, publish, verify.
+    Release(release::Args),
+    /// Benchmark the build: full release build, no-op rebuild, parallel efficiency.
+    Bench(bench::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Toolchain(a) => a.run(),
+        Task::Build(a) => a.run(),
+        Task::Repro(a) => a.run(),
+        Task::Keygen(a) => a.run(),
+        Task::Sign(a) => a.run(),
+        Task::Publish(a) => a.run(),
+        Task::Verify(a) => a.run(),
+        Task::Release(a) => a.run(),
+        Task::Bench(a) => a.run(),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        if let Some(fix) = fix_for(&e) {
+            eprintln!("Fix: {fix}");
+        }
+        std::process::exit(1);
+    }
+}
+
+/// The `Fix:` advice of the first error in the chain that has one.
+fn fix_for(e: &anyhow::Error) -> Option<String> {
+    e.chain().find_map(|c| {
+        if let Some(x) = c.downcast_ref::<cuda_aot::Error>() {
+            Some(x.fix())
+        } else if let Some(x) = c.downcast_ref::<cuda_aot_registry::Error>() {
+            Some(x.fix())
+        } else {
+            c.downcast_ref::<paths::Fix>().map(|f| f.0.clone())
+        }
+    })
+}
