@@ -13,6 +13,7 @@ mod release;
 mod repro;
 mod sign;
 mod toolchain;
+mod trust_root;
 mod verify;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +40,8 @@ enum Task {
     Repro(repro::Args),
     /// Generate a signing key for one role.
     Keygen(keygen::Args),
+    /// Write a signed trust root (version 1, or a rotation N -> N+1).
+    TrustRoot(trust_root::Args),
     /// Sign the unsigned manifests of a build output with a builder key.
     Sign(sign::Args),
     /// Publish a signed build output into a registry (atomic; next index version).
@@ -58,6 +61,7 @@ fn main() {
         Task::Build(a) => a.run(),
         Task::Repro(a) => a.run(),
         Task::Keygen(a) => a.run(),
+        Task::TrustRoot(a) => a.run(),
         Task::Sign(a) => a.run(),
         Task::Publish(a) => a.run(),
         Task::Verify(a) => a.run(),

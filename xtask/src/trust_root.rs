@@ -1,0 +1,137 @@
+//! `cargo xtask trust-root`: write a signed trust root (first version or a rotation).
+
+use anyhow::{Context, Result, bail};
+use cuda_aot::envelope::{Envelope, PayloadType};
+use cuda_aot::metadata::{Role, Roles, Root, Time};
+use cuda_aot::{Channel, Limits, PublicKey};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::devkeys;
+use crate::verify::ChannelArg;
+
+/// Write a signed trust root: the role keys, thresholds, version and expiry that clients
+/// trust. Version 1 is signed by a threshold of its own root keys; version N+1 (rotation,
+/// with --previous) must be signed by a threshold of the previous root's root keys AND of
+/// its own, so pass every needed private key with --sign-with. The result is checked the
+/// way a client checks it before it is written.
+///
+/// Example: cargo xtask trust-root --out keys/root.json --channel production
+///   --root ed25519:… --builder ed25519:… --reviewer ed25519:… --publisher ed25519:…
+///   --sign-with ~/keys/root-1.key
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to write the signed root (must not exist).
+    #[arg(long)]
+    out: PathBuf,
+    /// The root this one replaces (rotation): the new version is its version + 1.
+    #[arg(long)]
+    previous: Option<PathBuf>,
+    /// Root role public keys (repeat for several).
+    #[arg(long = "root", required = true)]
+    root_keys: Vec<PublicKey>,
+    /// Builder role public keys.
+    #[arg(long = "builder", required = true)]
+    builder_keys: Vec<PublicKey>,
+    /// Reviewer role public keys (must differ from builder keys).
+    #[arg(long = "reviewer", required = true)]
+    reviewer_keys: Vec<PublicKey>,
+    /// Publisher role public keys.
+    #[arg(long = "publisher", required = true)]
+    publisher_keys: Vec<PublicKey>,
+    /// Signatures needed from root keys.
+    #[arg(long, default_value_t = 1)]
+    root_threshold: u32,
+    /// Signatures needed from builder keys.
+    #[arg(long, default_value_t = 1)]
+    builder_threshold: u32,
+    /// Signatures needed from reviewer keys.
+    #[arg(long, default_value_t = 1)]
+    reviewer_threshold: u32,
+    /// Signatures needed from publisher keys.
+    #[arg(long, default_value_t = 1)]
+    publisher_threshold: u32,
+    /// Days until the root expires.
+    #[arg(long, default_value_t = 365)]
+    expires_days: u64,
+    /// dev or production.
+    #[arg(long, value_enum)]
+    channel: ChannelArg,
+    /// Private root key files to sign with (repeat; old and new keys for a rotation).
+    #[arg(long = "sign-with", required = true)]
+    sign_with: Vec<PathBuf>,
+}
+
+impl Args {
+    /// Runs the task.
+    pub fn run(self) -> Result<()> {
+        let limits = Limits::default();
+        let previous = match &self.previous {
+            Some(p) => Some(cuda_aot::trust::verify_anchor(
+                &std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+                &limits,
+                &p.display().to_string(),
+            )?),
+            None => None,
+        };
+        let version = previous.as_ref().map_or(1, |p| p.root().version + 1);
+        let root = Root {
+            schema: Root::SCHEMA.into(),
+            version,
+            expires: Time::now().plus(Duration::from_secs(self.expires_days * 86_400)),
+            channel: match self.channel {
+                ChannelArg::Dev => Channel::Dev,
+                ChannelArg::Production => Channel::Production,
+            },
+            roles: Roles {
+                root: Role {
+                    keys: self.root_keys,
+                    threshold: self.root_threshold,
+                },
+                builder: Role {
+                    keys: self.builder_keys,
+                    threshold: self.builder_threshold,
+                },
+                reviewer: Role {
+                    keys: self.reviewer_keys,
+                    threshold: self.reviewer_threshold,
+                },
+                publisher: Role {
+                    keys: self.publisher_keys,
+                    threshold: self.publisher_threshold,
+                },
+            },
+        };
+        let keys = self
+            .sign_with
+            .iter()
+            .map(|p| devkeys::read_key(p))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<_> = keys.iter().collect();
+        let file =
+            Envelope::sign(PayloadType::Root, &cuda_aot::json::to_vec(&root), &refs).to_bytes();
+        // Check it exactly as a client will, before writing anything.
+        match &previous {
+            Some(prev) => {
+                cuda_aot::trust::rotate(prev, &file, &limits, "new root")?;
+            }
+            None => {
+                cuda_aot::trust::verify_anchor(&file, &limits, "new root")?;
+            }
+        }
+        if self.out.exists() {
+            bail!(
+                "{} exists; refusing to overwrite a trust root",
+                self.out.display()
+            );
+        }
+        std::fs::write(&self.out, &file)
+            .with_context(|| format!("writing {}", self.out.display()))?;
+        eprintln!(
+            "wrote trust root v{version} ({}) to {}",
+            root.channel,
+            self.out.display()
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,289 @@
+//! Publishing with real processes: the real `xtask` binary, real keys made by `keygen`, a
+//! trust root made by `trust-root`, two publishers racing for the same index version, and
+//! a publisher killed (SIGKILL) after each step of a publish.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use cuda_aot::{
+    Channel, Digest, Function, FunctionName, Identity, Kind, Manifest, ModuleName, Toolkit,
+};
+
+fn xtask() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Keys, a trust root and two signed build outputs (add for sm_90, add for sm_80).
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let s = Setup {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let mut pubs = Vec::new();
+        for role in ["root", "builder", "reviewer", "publisher"] {
+            let out = run_ok(
+                xtask()
+                    .args(["keygen", "--role", role, "--out"])
+                    .arg(s.key(role)),
+            );
+            pubs.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
+        }
+        let mut cmd = xtask();
+        cmd.args(["trust-root", "--channel", "dev", "--out"])
+            .arg(s.root());
+        for (flag, key) in ["--root", "--builder", "--reviewer", "--publisher"]
+            .iter()
+            .zip(&pubs)
+        {
+            cmd.args([*flag, key]);
+        }
+        run_ok(cmd.arg("--sign-with").arg(s.key("root")));
+        s.build_output("a", "sm_90");
+        s.build_output("b", "sm_80");
+        s
+    }
+
+    fn p(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    fn key(&self, role: &str) -> PathBuf {
+        self.p(&format!("{role}.key"))
+    }
+    fn root(&self) -> PathBuf {
+        self.p("root.json")
+    }
+    fn registry(&self) -> PathBuf {
+        self.p("registry")
+    }
+
+    /// A build output folder holding one real cubin and its manifest, signed by `xtask sign`.
+    fn build_output(&self, name: &str, sm: &str) {
+        let blob = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/data/elf/add_{sm}.cubin")),
+        )
+        .unwrap();
+        let m = Manifest {
+            schema: Manifest::SCHEMA.into(),
+            identity: Identity {
+                module: ModuleName::new("add").unwrap(),
+                sm: sm.parse().unwrap(),
+                kind: Kind::Cubin,
+                toolkit: Toolkit {
+                    nvcc: "13.0.88".into(),
+                    digest: Digest::of(b"tk"),
+                    source: "pinned-wheels".into(),
+                },
+                driver_floor: "13.0".parse().unwrap(),
+                host_toolchain: "g++".into(),
+                flags: vec![format!("-arch={sm}")],
+                source_digest: Digest::of(b"add.cu"),
+                protocol: "test".into(),
+                geometry: Default::default(),
+                schedule_version: 1,
+            },
+            module_digest: Digest::of(&blob),
+            size: blob.len() as u64,
+            functions: vec![Function {
+                name: FunctionName::new("add").unwrap(),
+                param_bytes: Some(20),
+            }],
+            channel: Channel::Dev,
+        };
+        let dir = self.p(name).join("add");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{sm}.cubin")), &blob).unwrap();
+        std::fs::write(
+            dir.join(format!("{sm}.cubin.manifest.json")),
+            cuda_aot::json::to_vec(&m),
+        )
+        .unwrap();
+        run_ok(
+            xtask()
+                .arg("sign")
+                .arg(self.p(name))
+                .arg("--builder-key")
+                .arg(self.key("builder")),
+        );
+    }
+
+    fn publish_cmd(&self, output: &str) -> Command {
+        let mut c = xtask();
+        c.arg("publish")
+            .arg("--registry")
+            .arg(self.registry())
+            .arg("--trust")
+            .arg(self.root());
+        c.arg("--publisher-key")
+            .arg(self.key("publisher"))
+            .arg(self.p(output));
+        c
+    }
+
+    /// Runs `xtask verify`; returns (success, stdout + stderr).
+    fn verify(&self) -> (bool, String) {
+        let out = xtask()
+            .arg("verify")
+            .arg("--registry")
+            .arg(self.registry())
+            .arg("--trust")
+            .arg(self.root())
+            .arg("--state")
+            .arg(self.p("state.json"))
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+}
+
+/// Starts a publisher that pauses after `step`, announcing it in `pause_dir`.
+fn paused_publisher(s: &Setup, output: &str, step: &str, pause_dir: &Path) -> Child {
+    s.publish_cmd(output)
+        .env(
+            "CUDA_AOT_PUBLISH_PAUSE",
+            format!("{step}:{}", pause_dir.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_reached(pause_dir: &Path, count: usize) {
+    let start = Instant::now();
+    loop {
+        let n = std::fs::read_dir(pause_dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".reached")
+            })
+            .count();
+        if n >= count {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "publishers did not reach the pause point"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn publishing_the_same_blob_twice_is_idempotent() {
+    let s = Setup::new();
+    let first = run_ok(&mut s.publish_cmd("a"));
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("1 blob(s) written, 0 already present")
+    );
+    let second = run_ok(&mut s.publish_cmd("a"));
+    let text = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        text.contains("index v2") && text.contains("0 blob(s) written, 1 already present"),
+        "{text}"
+    );
+    let (ok, text) = s.verify();
+    assert!(ok && text.contains("index v2"), "{text}");
+}
+
+#[test]
+fn two_concurrent_publishers_one_wins_the_other_conflicts_then_succeeds_on_retry() {
+    let s = Setup::new();
+    run_ok(&mut s.publish_cmd("a")); // index v1
+    let pause = s.p("pause");
+    std::fs::create_dir(&pause).unwrap();
+    // Both prepare index v2 from v1 and stop before taking the lock.
+    let p1 = paused_publisher(&s, "a", "manifests", &pause);
+    let p2 = paused_publisher(&s, "b", "manifests", &pause);
+    wait_for_reached(&pause, 2);
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let (o1, o2) = (
+        p1.wait_with_output().unwrap(),
+        p2.wait_with_output().unwrap(),
+    );
+    let results = [(&o1, "a"), (&o2, "b")];
+    let winners: Vec<_> = results.iter().filter(|(o, _)| o.status.success()).collect();
+    let losers: Vec<_> = results
+        .iter()
+        .filter(|(o, _)| !o.status.success())
+        .collect();
+    assert_eq!(
+        (winners.len(), losers.len()),
+        (1, 1),
+        "exactly one publisher must win"
+    );
+    let loser_err = String::from_utf8_lossy(&losers[0].0.stderr);
+    assert!(
+        loser_err.contains("publish conflict: index version 2"),
+        "{loser_err}"
+    );
+    assert!(
+        loser_err.contains("Fix: another release was published at the same time"),
+        "{loser_err}"
+    );
+    let (ok, text) = s.verify();
+    assert!(ok && text.contains("index v2"), "{text}");
+    // The loser retries and lands on top of the winner: both SMs are listed.
+    run_ok(&mut s.publish_cmd(losers[0].1));
+    let (ok, text) = s.verify();
+    assert!(
+        ok && text.contains("index v3") && text.contains("sm_80") && text.contains("sm_90"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_publisher_killed_after_any_step_leaves_a_registry_that_verifies() {
+    for (step, visible) in [
+        ("blobs", false),
+        ("manifests", false),
+        ("locked", false),
+        ("index", false),
+        ("timestamp", true),
+    ] {
+        let s = Setup::new();
+        run_ok(&mut s.publish_cmd("a")); // index v1
+        let pause = s.p("pause");
+        std::fs::create_dir(&pause).unwrap();
+        let mut child = paused_publisher(&s, "b", step, &pause);
+        wait_for_reached(&pause, 1);
+        child.kill().unwrap(); // SIGKILL: no cleanup runs
+        child.wait().unwrap();
+        let (ok, text) = s.verify();
+        let expect = if visible { "index v2" } else { "index v1" };
+        assert!(ok && text.contains(expect), "killed after {step}: {text}");
+        // The next publish succeeds, whatever the dead one left behind.
+        run_ok(&mut s.publish_cmd("b"));
+        let (ok, text) = s.verify();
+        let expect = if visible { "index v3" } else { "index v2" };
+        assert!(
+            ok && text.contains(expect) && text.contains("sm_80"),
+            "publish after a kill at {step}: {text}"
+        );
+    }
+}
