@@ -212,6 +212,59 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A CUDA driver call failed, or there is no driver on this host.
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
+    /// The driver refused to load a verified module.
+    #[error("{what}: the driver could not load it: {source}")]
+    Load {
+        /// Module and target (PTX is labelled).
+        what: String,
+        /// The driver's error.
+        source: crate::cuda::CudaError,
+    },
+    /// The registry has no binary for exactly this device's SM (and PTX is not an option).
+    #[error("{module}: no cubin for this device's {device_sm} ({device}); the registry has {available}{}", if *.ptx_available { " (PTX exists: only in compatibility mode)" } else { "" })]
+    NoExactTarget {
+        /// The module.
+        module: String,
+        /// The device's SM, e.g. sm_90.
+        device_sm: String,
+        /// The device's name.
+        device: String,
+        /// The targets the registry holds for the module.
+        available: String,
+        /// Whether PTX the device could JIT exists.
+        ptx_available: bool,
+    },
+    /// The module needs a newer CUDA driver than the one installed.
+    #[error("{what}: needs CUDA driver {need} or newer; this driver is {have}")]
+    DriverTooOld {
+        /// Module and target.
+        what: String,
+        /// The manifest's driver floor.
+        need: String,
+        /// The installed driver's CUDA version.
+        have: String,
+    },
+    /// A module or kernel name that the verified bundle does not hold.
+    #[error("unknown {kind} {name:?}; available: {available}")]
+    Unknown {
+        /// "module" or "kernel".
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// What exists.
+        available: String,
+    },
+    /// A kernel launch argument is out of its contract (length, alignment, size).
+    #[error("{what}: {reason}")]
+    Argument {
+        /// Kernel and argument.
+        what: String,
+        /// What the contract requires.
+        reason: String,
+    },
     /// A development-signed bundle was offered where production trust is required, or vice versa.
     #[error("{what}: channel {found:?} where {required:?} is required")]
     Channel {
@@ -272,6 +325,17 @@ impl Error {
                 "rebuild {module} for the SM it claims; the blob was built for {actual} (cargo xtask build)"
             ),
             Error::NotCubin { .. } => "rebuild the module with cargo xtask build; the bytes are not a CUDA ELF".into(),
+            Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
+            Error::NoExactTarget { device_sm, ptx_available, .. } => {
+                let mut s = format!("add {device_sm} to the targets in manifests/release.toml and release again (cargo xtask release)");
+                if *ptx_available {
+                    s += ", or opt in to the labelled PTX compatibility mode (Policy::allow_ptx)";
+                }
+                s
+            }
+            Error::DriverTooOld { need, .. } => format!("install an NVIDIA driver that supports CUDA {need} or newer (nvidia-smi shows the CUDA version the driver supports)"),
+            Error::Argument { .. } => "pass buffers as the kernel contract in kernels/README.md describes".into(),
+            Error::Unknown { kind, .. } => format!("use a {kind} name listed above; the release set is defined in manifests/release.toml"),
             Error::Channel { required, .. } => format!(
                 "use a registry released and signed for the {required} channel, with a trust root of that channel"
             ),

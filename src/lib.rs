@@ -5,6 +5,7 @@
 //! checked (size first, then blake3, then the cubin's ELF SM) when loaded, and nothing is
 //! compiled or fetched at request time.
 
+pub mod cuda;
 pub mod digest;
 pub mod elf;
 pub mod envelope;
@@ -15,6 +16,7 @@ pub mod keys;
 pub mod limits;
 pub mod metadata;
 pub mod name;
+pub mod runtime;
 pub mod source;
 pub mod state;
 pub mod trust;
@@ -26,3 +28,4 @@ pub use identity::{Channel, DriverVersion, Function, Identity, Kind, Manifest, T
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
 pub use name::{FunctionName, ModuleName, Target};
+pub use runtime::{Counters, Module, Policy, Runtime};

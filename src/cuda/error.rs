@@ -213,7 +213,8 @@ impl CudaError {
     /// True when the image is not a valid image: the driver said `CUDA_ERROR_INVALID_IMAGE`,
     /// or the bytes were refused before the driver saw them ([`CudaError::BadImage`]).
     pub fn is_invalid_image(&self) -> bool {
-        self.code() == Some("CUDA_ERROR_INVALID_IMAGE") || matches!(self, CudaError::BadImage { .. })
+        self.code() == Some("CUDA_ERROR_INVALID_IMAGE")
+            || matches!(self, CudaError::BadImage { .. })
     }
 
     /// True when a kernel name is not in the module (`CUDA_ERROR_NOT_FOUND`).
@@ -308,6 +309,15 @@ fn code_fix(code: &str, function: Option<&str>) -> String {
         "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" | "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" => "the user-space driver \
              (libcuda) and the kernel module differ: reinstall the driver, or reboot after a driver upgrade"
             .into(),
+        "CUDA_ERROR_STUB_LIBRARY" => {
+            "the libcuda that was loaded is the toolkit's link stub (lib64/stubs), not a driver: \
+             remove the stubs folder from LD_LIBRARY_PATH, and install the NVIDIA driver"
+                .into()
+        }
+        "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER" => {
+            "this call needs a newer NVIDIA driver: upgrade the driver (cuda-aot targets CUDA 13.0)"
+                .into()
+        }
         _ => format!(
             "see the CUDA driver API documentation for {code}; nvidia-smi shows the device and driver state; \
              a sticky error (e.g. after an illegal address) needs a new process"
@@ -323,8 +333,14 @@ mod tests {
     #[test]
     fn driver_status_maps_to_its_c_name() {
         let cases = [
-            (CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU"),
-            (CUresult::CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"),
+            (
+                CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU,
+                "CUDA_ERROR_NO_BINARY_FOR_GPU",
+            ),
+            (
+                CUresult::CUDA_ERROR_INVALID_IMAGE,
+                "CUDA_ERROR_INVALID_IMAGE",
+            ),
             (CUresult::CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"),
             (CUresult::CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX"),
             (CUresult::CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"),
@@ -336,36 +352,66 @@ mod tests {
 
     #[test]
     fn driver_error_carries_op_and_code_and_predicates_see_it() {
-        let e = CudaError::driver("cuModuleLoadData", DriverError(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU));
+        let e = CudaError::driver(
+            "cuModuleLoadData",
+            DriverError(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU),
+        );
         assert!(e.is_no_binary_for_gpu());
         assert!(!e.is_invalid_image());
         assert_eq!(e.code(), Some("CUDA_ERROR_NO_BINARY_FOR_GPU"));
         let shown = e.to_string();
-        assert!(shown.starts_with("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU"), "{shown}");
+        assert!(
+            shown.starts_with("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU"),
+            "{shown}"
+        );
         assert!(e.fix().contains("exact SM"), "{}", e.fix());
 
-        let e = CudaError::driver("cuLibraryLoadData", DriverError(CUresult::CUDA_ERROR_INVALID_IMAGE));
+        let e = CudaError::driver(
+            "cuLibraryLoadData",
+            DriverError(CUresult::CUDA_ERROR_INVALID_IMAGE),
+        );
         assert!(e.is_invalid_image());
         assert!(!e.is_no_binary_for_gpu());
 
-        let bad = CudaError::BadImage { what: "cubin", reason: "not an ELF".into() };
+        let bad = CudaError::BadImage {
+            what: "cubin",
+            reason: "not an ELF".into(),
+        };
         assert!(bad.is_invalid_image());
     }
 
     #[test]
     fn function_error_names_the_kernel() {
-        let e = CudaError::function("ntt_scale", "cuModuleGetFunction", DriverError(CUresult::CUDA_ERROR_NOT_FOUND));
+        let e = CudaError::function(
+            "ntt_scale",
+            "cuModuleGetFunction",
+            DriverError(CUresult::CUDA_ERROR_NOT_FOUND),
+        );
         assert!(e.is_not_found());
         let shown = e.to_string();
-        assert!(shown.contains("\"ntt_scale\"") && shown.contains("cuModuleGetFunction"), "{shown}");
+        assert!(
+            shown.contains("\"ntt_scale\"") && shown.contains("cuModuleGetFunction"),
+            "{shown}"
+        );
         assert!(e.fix().contains("\"ntt_scale\""), "{}", e.fix());
-        let e = CudaError::function("k", "cuKernelGetFunction", DriverError(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU));
-        assert!(e.is_no_binary_for_gpu(), "library loads report a foreign SM at lookup");
+        let e = CudaError::function(
+            "k",
+            "cuKernelGetFunction",
+            DriverError(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU),
+        );
+        assert!(
+            e.is_no_binary_for_gpu(),
+            "library loads report a foreign SM at lookup"
+        );
     }
 
     #[test]
     fn driver_too_old_prints_versions() {
-        let e = CudaError::DriverTooOld { feature: "cuLibraryLoadData", needed: 12000, found: 11080 };
+        let e = CudaError::DriverTooOld {
+            feature: "cuLibraryLoadData",
+            needed: 12000,
+            found: 11080,
+        };
         assert_eq!(
             e.to_string(),
             "cuLibraryLoadData needs a driver for CUDA 12.0 or newer; this driver supports CUDA 11.8"
@@ -377,15 +423,44 @@ mod tests {
     fn every_fix_is_actionable_and_never_says_skip() {
         let all = [
             CudaError::DriverMissing,
-            CudaError::NoDevice { ordinal: 1, count: 0 },
-            CudaError::NoDevice { ordinal: 3, count: 2 },
+            CudaError::NoDevice {
+                ordinal: 1,
+                count: 0,
+            },
+            CudaError::NoDevice {
+                ordinal: 3,
+                count: 2,
+            },
             CudaError::driver("cuInit", DriverError(CUresult::CUDA_ERROR_UNKNOWN)),
-            CudaError::InvalidName { what: "kernel name", value: "a\0b".into(), reason: "contains a NUL byte" },
-            CudaError::BadImage { what: "PTX", reason: "x".into() },
-            CudaError::BadImage { what: "cubin", reason: "x".into() },
-            CudaError::DriverTooOld { feature: "f", needed: 12040, found: 12000 },
-            CudaError::ContextMismatch { function: "k".into(), kernel_ordinal: 0, stream_ordinal: 1 },
-            CudaError::ParamCount { function: "k".into(), expected: 2, actual: 1 },
+            CudaError::driver("cuInit", DriverError(CUresult::CUDA_ERROR_STUB_LIBRARY)),
+            CudaError::InvalidName {
+                what: "kernel name",
+                value: "a\0b".into(),
+                reason: "contains a NUL byte",
+            },
+            CudaError::BadImage {
+                what: "PTX",
+                reason: "x".into(),
+            },
+            CudaError::BadImage {
+                what: "cubin",
+                reason: "x".into(),
+            },
+            CudaError::DriverTooOld {
+                feature: "f",
+                needed: 12040,
+                found: 12000,
+            },
+            CudaError::ContextMismatch {
+                function: "k".into(),
+                kernel_ordinal: 0,
+                stream_ordinal: 1,
+            },
+            CudaError::ParamCount {
+                function: "k".into(),
+                expected: 2,
+                actual: 1,
+            },
         ];
         for e in all {
             let fix = e.fix();

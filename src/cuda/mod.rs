@@ -31,6 +31,7 @@
 
 mod device;
 mod error;
+mod image;
 mod module;
 #[cfg(feature = "research")]
 pub mod research;
@@ -59,7 +60,11 @@ pub fn driver_present() -> bool {
 
 /// `Ok(())` when libcuda is loadable, [`CudaError::DriverMissing`] otherwise.
 pub(crate) fn require_driver() -> Result<(), CudaError> {
-    if driver_present() { Ok(()) } else { Err(CudaError::DriverMissing) }
+    if driver_present() {
+        Ok(())
+    } else {
+        Err(CudaError::DriverMissing)
+    }
 }
 
 #[cfg(test)]
@@ -92,8 +97,15 @@ mod tests {
         let exe = std::env::current_exe().expect("path of the test binary");
         let bytes = std::fs::read(&exe).expect("read the test binary");
         let needle = compiler_needle();
-        let hit = bytes.windows(needle.len()).position(|w| w == needle.as_slice());
-        assert_eq!(hit, None, "{} names the runtime compiler at byte {hit:?}", exe.display());
+        let hit = bytes
+            .windows(needle.len())
+            .position(|w| w == needle.as_slice());
+        assert_eq!(
+            hit,
+            None,
+            "{} names the runtime compiler at byte {hit:?}",
+            exe.display()
+        );
     }
 
     /// The same scan finds the name when the research feature is on, so the scan itself works.

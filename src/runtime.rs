@@ -1,0 +1,519 @@
+//! The runtime loader: the one owner of device-global state. It verifies a registry once,
+//! picks each module's binary for exactly this device's SM, checks the driver floor, and
+//! loads each module once per process and device.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::Digest;
+use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule};
+use crate::error::{Error, Result};
+use crate::identity::{Channel, DriverVersion, Kind, Manifest};
+use crate::limits::Limits;
+use crate::name::Target;
+use crate::source::{DirSource, RegistrySource};
+use crate::state::TrustState;
+use crate::verify::{Options, VerifiedManifest, VerifiedModule, verify_index};
+
+/// What a runtime accepts and how it loads.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The channel the registry must be signed for (`Production` refuses dev keys).
+    pub channel: Channel,
+    /// Allow PTX (driver JIT) for modules without an exact cubin: the labelled
+    /// compatibility mode. Off in production.
+    pub allow_ptx: bool,
+    /// Prefer the arch-specific cubin (`sm_90a`) over the plain one on its own device.
+    pub prefer_arch_specific: bool,
+    /// Driver entry point used to load modules.
+    pub load_api: LoadApi,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Rollback-protection state file; `None` keeps no state (then rollback is only
+    /// detected within one process).
+    pub state_file: Option<PathBuf>,
+    /// Accepted clock skew past expiry (explicit; logged at open).
+    pub clock_skew: Duration,
+    /// Byte caps.
+    pub limits: Limits,
+}
+
+impl Policy {
+    /// Production: production-signed registries only, cubins only, exact SM.
+    pub fn production() -> Policy {
+        Policy {
+            channel: Channel::Production,
+            allow_ptx: false,
+            prefer_arch_specific: true,
+            load_api: LoadApi::Module,
+            device: 0,
+            state_file: None,
+            clock_skew: Duration::ZERO,
+            limits: Limits::default(),
+        }
+    }
+    /// Development: dev-signed registries (e.g. from `cargo xtask release` on a fresh clone).
+    pub fn development() -> Policy {
+        Policy {
+            channel: Channel::Dev,
+            ..Policy::production()
+        }
+    }
+    /// The same policy with the PTX compatibility mode allowed.
+    pub fn with_ptx_compatibility(self) -> Policy {
+        Policy {
+            allow_ptx: true,
+            ..self
+        }
+    }
+}
+
+/// A snapshot of the runtime's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Manifests verified (signatures, index entry) at open.
+    pub modules_verified: u64,
+    /// Modules handed to the driver (in this process, by this runtime).
+    pub modules_loaded: u64,
+    /// Requests for a module that was already loaded in this process.
+    pub cache_hits: u64,
+    /// Blob bytes hashed during verification.
+    pub bytes_hashed: u64,
+    /// Time spent verifying (metadata, signatures, blob digests, ELF checks).
+    pub verify_time: Duration,
+    /// Time spent in the driver's load calls.
+    pub driver_time: Duration,
+    /// Modules loaded as PTX through the driver JIT (compatibility mode).
+    pub compat_loads: u64,
+}
+
+#[derive(Default)]
+struct AtomicCounters {
+    modules_verified: AtomicU64,
+    modules_loaded: AtomicU64,
+    cache_hits: AtomicU64,
+    bytes_hashed: AtomicU64,
+    verify_ns: AtomicU64,
+    driver_ns: AtomicU64,
+    compat_loads: AtomicU64,
+}
+
+/// One module slot of the process-wide cache, keyed by device and identity.
+type Slot = Arc<Mutex<Option<Arc<LoadedModule>>>>;
+
+/// The process-wide module cache: `(device ordinal, identity digest, blob digest)` → slot.
+fn process_cache() -> &'static Mutex<HashMap<(usize, Digest, Digest), Slot>> {
+    static CACHE: OnceLock<Mutex<HashMap<(usize, Digest, Digest), Slot>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+struct Selected {
+    module: VerifiedModule,
+    slot: Slot,
+}
+
+/// A loaded module: its verified manifest and the driver's handle.
+#[derive(Clone)]
+pub struct Module {
+    manifest: Manifest,
+    loaded: Arc<LoadedModule>,
+}
+
+impl Module {
+    /// The manifest the loaded bytes were verified against.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    /// A kernel of this module; unknown names list the module's entry points.
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        if !self
+            .manifest
+            .functions
+            .iter()
+            .any(|f| f.name.as_str() == name)
+        {
+            let available = self
+                .manifest
+                .functions
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(Error::Unknown {
+                kind: "kernel",
+                name: format!("{}::{name}", self.manifest.identity.module),
+                available,
+            });
+        }
+        Ok(self.loaded.function(name)?)
+    }
+    /// True when this module runs as PTX through the driver JIT (compatibility mode).
+    pub fn is_compatibility_mode(&self) -> bool {
+        self.manifest.identity.kind == Kind::Ptx
+    }
+}
+
+/// The runtime: verified bundle, device, selected modules and counters.
+pub struct Runtime {
+    device: Device,
+    policy: Policy,
+    index_version: u64,
+    modules: BTreeMap<String, Selected>,
+    counters: AtomicCounters,
+}
+
+impl Runtime {
+    /// Verifies the registry at `registry` against the trust root file bytes `trust_root`
+    /// (one pass: root chain, timestamp, index, every manifest), probes the device,
+    /// selects each module's binary for exactly this device, checks the driver floor and
+    /// verifies the selected blobs (size, blake3, ELF SM). Nothing is loaded yet; see
+    /// [`Runtime::preload`] and [`Runtime::module`].
+    pub fn open(registry: impl AsRef<Path>, trust_root: &[u8], policy: Policy) -> Result<Runtime> {
+        // The driver first: without one, fail with a clear error before any work.
+        let device = Device::open(policy.device)?;
+        let info = device.info().clone();
+        let started = Instant::now();
+        let src = DirSource::new(registry.as_ref());
+        let seen = match &policy.state_file {
+            Some(p) => TrustState::load(p, policy.limits.state)?,
+            None => TrustState::default(),
+        };
+        let opts = Options {
+            skew: policy.clock_skew,
+            limits: policy.limits,
+            required_channel: Some(policy.channel),
+            ..Options::default()
+        };
+        log::info!(
+            "cuda-aot: verifying {} (channel {}, clock skew allowance {}s)",
+            src.describe(),
+            policy.channel,
+            policy.clock_skew.as_secs()
+        );
+        let index = verify_index(&src, trust_root, seen, &opts)?;
+        let counters = AtomicCounters::default();
+        counters
+            .modules_verified
+            .store(index.manifests().len() as u64, Ordering::Relaxed);
+
+        let mut by_module: BTreeMap<String, Vec<&VerifiedManifest>> = BTreeMap::new();
+        for m in index.manifests() {
+            by_module
+                .entry(m.manifest().identity.module.to_string())
+                .or_default()
+                .push(m);
+        }
+        let driver = DriverVersion::from_cuda(info.driver_version);
+        let mut modules = BTreeMap::new();
+        for (name, candidates) in by_module {
+            let manifests: Vec<&Manifest> = candidates.iter().map(|m| m.manifest()).collect();
+            let chosen = candidates[select(
+                &name,
+                &manifests,
+                (info.cc_major, info.cc_minor),
+                &info.name,
+                &policy,
+            )?];
+            let man = chosen.manifest();
+            if man.identity.driver_floor > driver {
+                return Err(Error::DriverTooOld {
+                    what: man.label(),
+                    need: man.identity.driver_floor.to_string(),
+                    have: driver.to_string(),
+                });
+            }
+            let module = index.load_module(&src, chosen, &policy.limits)?;
+            counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
+            if man.identity.kind == Kind::Ptx {
+                log::warn!(
+                    "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on {}",
+                    man.label(),
+                    info.sm()
+                );
+            }
+            let key = (info.ordinal, man.identity.digest(), man.module_digest);
+            let slot = process_cache()
+                .lock()
+                .expect("module cache lock")
+                .entry(key)
+                .or_default()
+                .clone();
+            modules.insert(name, Selected { module, slot });
+        }
+        if let Some(p) = &policy.state_file {
+            index.state().save(p)?;
+        }
+        counters
+            .verify_ns
+            .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        log::info!(
+            "cuda-aot: verified index v{} ({} modules for {} {}) in {:?}",
+            index.index().version,
+            modules.len(),
+            info.name,
+            info.sm(),
+            started.elapsed()
+        );
+        Ok(Runtime {
+            device,
+            policy,
+            index_version: index.index().version,
+            modules,
+            counters,
+        })
+    }
+
+    /// Loads every selected module now (at startup, before the first request).
+    pub fn preload(&self) -> Result<()> {
+        for name in self.modules.keys() {
+            self.module(name)?;
+        }
+        Ok(())
+    }
+
+    /// The loaded module `name`, loading it on first use: exactly once per process and
+    /// device, however many threads ask at once.
+    pub fn module(&self, name: &str) -> Result<Module> {
+        let sel = self.modules.get(name).ok_or_else(|| Error::Unknown {
+            kind: "module",
+            name: name.to_string(),
+            available: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
+        })?;
+        let manifest = sel.module.manifest().clone();
+        let mut slot = sel.slot.lock().expect("module slot lock");
+        if let Some(loaded) = slot.as_ref() {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Module {
+                manifest,
+                loaded: loaded.clone(),
+            });
+        }
+        let started = Instant::now();
+        let ctx = self.device.context();
+        let bytes = sel.module.bytes();
+        let loaded = match manifest.identity.kind {
+            Kind::Cubin => LoadedModule::load_cubin(ctx, bytes, self.policy.load_api),
+            Kind::Ptx => {
+                self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "cuda-aot: loading {} through the driver JIT (PTX compatibility mode)",
+                    manifest.label()
+                );
+                LoadedModule::load_ptx(ctx, bytes, self.policy.load_api)
+            }
+        };
+        self.counters
+            .driver_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let loaded = Arc::new(loaded.map_err(|source| Error::Load {
+            what: manifest.label(),
+            source,
+        })?);
+        self.counters.modules_loaded.fetch_add(1, Ordering::Relaxed);
+        *slot = Some(loaded.clone());
+        Ok(Module { manifest, loaded })
+    }
+
+    /// A kernel `function` of module `module`.
+    pub fn kernel(&self, module: &str, function: &str) -> Result<Kernel> {
+        self.module(module)?.kernel(function)
+    }
+
+    /// The device this runtime owns.
+    pub fn device(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+
+    /// A new stream on this runtime's device.
+    pub fn stream(&self) -> Result<Arc<CudaStream>> {
+        Ok(self.device.new_stream()?)
+    }
+
+    /// The manifests selected for this device, by module name.
+    pub fn selected(&self) -> impl Iterator<Item = &Manifest> {
+        self.modules.values().map(|s| s.module.manifest())
+    }
+
+    /// The verified index version.
+    pub fn index_version(&self) -> u64 {
+        self.index_version
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> Counters {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Counters {
+            modules_verified: get(&c.modules_verified),
+            modules_loaded: get(&c.modules_loaded),
+            cache_hits: get(&c.cache_hits),
+            bytes_hashed: get(&c.bytes_hashed),
+            verify_time: Duration::from_nanos(get(&c.verify_ns)),
+            driver_time: Duration::from_nanos(get(&c.driver_ns)),
+            compat_loads: get(&c.compat_loads),
+        }
+    }
+}
+
+/// Picks the binary of `module` for a device of compute capability `cc`: a cubin for
+/// exactly its SM (the `a` variant first when preferred), else, only if the policy allows,
+/// the newest PTX the device can JIT. Never another SM's cubin. Returns an index into
+/// `candidates`.
+fn select(
+    module: &str,
+    candidates: &[&Manifest],
+    cc: (u32, u32),
+    device: &str,
+    policy: &Policy,
+) -> Result<usize> {
+    let (major, minor) = cc;
+    let device_sm = Target::sm(major, minor);
+    let ids = || {
+        candidates
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (i, m.identity.sm, m.identity.kind))
+    };
+    let exact: Vec<(usize, Target)> = ids()
+        .filter(|(_, t, k)| *k == Kind::Cubin && t.is_exact_for(major, minor))
+        .map(|(i, t, _)| (i, t))
+        .collect();
+    if let Some((i, _)) = exact
+        .iter()
+        .find(|(_, t)| t.arch_specific == policy.prefer_arch_specific)
+        .or(exact.first())
+    {
+        return Ok(*i);
+    }
+    let runnable_ptx = |t: &Target| {
+        if t.arch_specific {
+            t.major == major && t.minor == minor
+        } else {
+            t.number() <= device_sm.number()
+        }
+    };
+    let ptx: Vec<(usize, Target)> = ids()
+        .filter(|(_, t, k)| *k == Kind::Ptx && runnable_ptx(t))
+        .map(|(i, t, _)| (i, t))
+        .collect();
+    if policy.allow_ptx
+        && let Some((i, _)) = ptx.iter().max_by_key(|(_, t)| t.number())
+    {
+        return Ok(*i);
+    }
+    let mut available: Vec<String> = candidates
+        .iter()
+        .map(|m| m.identity.sm.to_string())
+        .collect();
+    available.sort();
+    Err(Error::NoExactTarget {
+        module: module.to_string(),
+        device_sm: device_sm.to_string(),
+        device: device.to_string(),
+        available: available.join(" "),
+        ptx_available: !ptx.is_empty(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::tests::sample_identity;
+
+    fn m(sm: &str, kind: Kind) -> Manifest {
+        let mut identity = sample_identity();
+        identity.sm = sm.parse().unwrap();
+        identity.kind = kind;
+        Manifest {
+            schema: Manifest::SCHEMA.into(),
+            identity,
+            module_digest: Digest::of(b"x"),
+            size: 1,
+            functions: vec![],
+            channel: Channel::Dev,
+        }
+    }
+
+    fn pick(cands: &[Manifest], cc: (u32, u32), policy: &Policy) -> Result<String> {
+        let refs: Vec<&Manifest> = cands.iter().collect();
+        select("ntt", &refs, cc, "test GPU", policy).map(|i| cands[i].label())
+    }
+
+    #[test]
+    fn selection_takes_only_the_exact_sm() {
+        let set = [
+            m("sm_80", Kind::Cubin),
+            m("sm_90", Kind::Cubin),
+            m("sm_90a", Kind::Cubin),
+            m("sm_120", Kind::Cubin),
+        ];
+        let p = Policy::development();
+        assert_eq!(pick(&set, (9, 0), &p).unwrap(), "ntt sm_90a");
+        assert_eq!(
+            pick(
+                &set,
+                (9, 0),
+                &Policy {
+                    prefer_arch_specific: false,
+                    ..p.clone()
+                }
+            )
+            .unwrap(),
+            "ntt sm_90"
+        );
+        assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+        // An sm_86 device gets no sm_80 cubin, though it would run: exact SM only.
+        let err = pick(&set, (8, 6), &p).unwrap_err();
+        assert!(
+            matches!(&err, Error::NoExactTarget { device_sm, available, ptx_available: false, .. } if device_sm == "sm_86" && available == "sm_120 sm_80 sm_90 sm_90a"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_arch_specific_cubin_is_exact_only_on_its_own_device() {
+        let set = [m("sm_90a", Kind::Cubin)];
+        assert_eq!(
+            pick(&set, (9, 0), &Policy::development()).unwrap(),
+            "ntt sm_90a"
+        );
+        assert!(pick(&set, (10, 0), &Policy::development()).is_err());
+    }
+
+    #[test]
+    fn ptx_only_with_the_compatibility_policy() {
+        let set = [
+            m("sm_80", Kind::Cubin),
+            m("compute_80", Kind::Ptx),
+            m("compute_90", Kind::Ptx),
+        ];
+        let err = pick(&set, (9, 0), &Policy::development()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::NoExactTarget {
+                    ptx_available: true,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("only in compatibility mode")
+                && err.fix().contains("compatibility"),
+            "{err}"
+        );
+        let p = Policy::development().with_ptx_compatibility();
+        assert_eq!(
+            pick(&set, (9, 0), &p).unwrap(),
+            "ntt compute_90 (ptx, compatibility mode)"
+        );
+        // A device older than every PTX target cannot JIT it.
+        assert!(pick(&[m("compute_90", Kind::Ptx)], (8, 0), &p).is_err());
+        // An exact cubin always wins over PTX.
+        assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+    }
+}
