@@ -74,6 +74,33 @@ pub fn sign_root(root: &Root, signers: &[&SecretKey]) -> Vec<u8> {
     Envelope::sign(PayloadType::Root, &json::to_vec(root), signers).to_bytes()
 }
 
+/// PTX text of `add.cu` for `arch` (compute_80, compute_90).
+pub fn ptx(arch: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/elf/add_{arch}.ptx")),
+    )
+    .unwrap()
+}
+
+/// A signed module of `add` for `target` (cubin for sm_*, PTX for compute_*).
+pub fn signed_add(target: &str, builder: &SecretKey, channel: Channel) -> SignedModule {
+    let (blob, kind) = if target.starts_with("compute_") {
+        (ptx(target), Kind::Ptx)
+    } else {
+        (cubin(target), Kind::Cubin)
+    };
+    let mut m = manifest("add", target, &blob, channel);
+    m.identity.kind = kind;
+    if kind == Kind::Ptx {
+        m.functions = vec![Function {
+            name: FunctionName::new("add").unwrap(),
+            param_bytes: None,
+        }];
+        m.identity.driver_floor = "13.0".parse().unwrap();
+    }
+    SignedModule::new(sign_manifest(&m, &[builder]), blob).unwrap()
+}
+
 /// A manifest for a blob, as the build would write it.
 pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manifest {
     let info = cuda_aot::elf::inspect(blob).ok();
@@ -129,13 +156,18 @@ pub struct Fixture {
 impl Fixture {
     /// An empty registry holding root v1 (dev channel).
     pub fn new() -> Self {
+        Fixture::with_channel(Channel::Dev)
+    }
+
+    /// An empty registry holding root v1 of `channel`.
+    pub fn with_channel(channel: Channel) -> Self {
         let keys = Keys::new();
-        let root_file = sign_root(&root_payload(&keys, 1, Channel::Dev), &[&keys.root]);
+        let root_file = sign_root(&root_payload(&keys, 1, channel), &[&keys.root]);
         let f = Fixture {
             dir: tempfile::tempdir().unwrap(),
             keys,
             root_file,
-            channel: Channel::Dev,
+            channel,
         };
         f.registry().ensure_root(&f.root_file).unwrap();
         f

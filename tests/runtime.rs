@@ -1,0 +1,315 @@
+//! The runtime loader: CPU-side behaviour in CI, and GPU tests (ignored without a device)
+//! that run on the H200 host with `--ignored`.
+
+mod common;
+
+use common::*;
+use cuda_aot::cuda::{self, CUdeviceptr, DevicePtr, DevicePtrMut, LoadApi, LoadedModule};
+use cuda_aot::{Channel, Error, Policy, Runtime};
+use cuda_aot_registry::PublishOptions;
+use std::ffi::c_void;
+use std::sync::{Arc, Barrier};
+
+#[test]
+fn open_without_a_driver_is_a_clear_error_not_a_panic() {
+    if cuda::driver_present() {
+        eprintln!("libcuda is present on this host: the no-driver path is exercised in CI");
+        return;
+    }
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let err = Runtime::open(f.reg_path(), &f.root_file, Policy::development())
+        .err()
+        .expect("no driver here");
+    assert!(
+        matches!(&err, Error::Cuda(e) if e.is_driver_missing()),
+        "{err}"
+    );
+    assert!(err.to_string().contains("libcuda"), "{err}");
+    assert!(err.fix().contains("driver"), "{}", err.fix());
+}
+
+/// The registry made by `cargo xtask release` (copied to the GPU host): env
+/// CUDA_AOT_TEST_REGISTRY and CUDA_AOT_TEST_TRUST, defaulting to the repo's .cuda-aot/.
+fn release_registry() -> (std::path::PathBuf, Vec<u8>) {
+    let reg = std::env::var_os("CUDA_AOT_TEST_REGISTRY")
+        .map(Into::into)
+        .unwrap_or_else(|| ".cuda-aot/registry".into());
+    let trust: std::path::PathBuf = std::env::var_os("CUDA_AOT_TEST_TRUST")
+        .map(Into::into)
+        .unwrap_or_else(|| ".cuda-aot/dev-keys/root.json".into());
+    let trust = std::fs::read(&trust)
+        .unwrap_or_else(|e| panic!("{}: {e} (run cargo xtask release first)", trust.display()));
+    (reg, trust)
+}
+
+/// Launches `add(const u64* a, u64* b, int n)`: b[i] += a[i].
+fn run_add(rt: &Runtime) -> Vec<u64> {
+    let k = rt.kernel("add", "add").unwrap();
+    let stream = rt.stream().unwrap();
+    let a: Vec<u64> = (0..1000u64).map(|i| i * 3 + 1).collect();
+    let b: Vec<u64> = (0..1000u64).map(|i| i * 7 + 5).collect();
+    let da = stream.clone_htod(&a).unwrap();
+    let mut db = stream.clone_htod(&b).unwrap();
+    {
+        let (mut pa, _g1) = da.device_ptr(&stream);
+        let (mut pb, _g2) = db.device_ptr_mut(&stream);
+        let mut n: i32 = 1000;
+        let mut params = [
+            (&mut pa as *mut CUdeviceptr).cast::<c_void>(),
+            (&mut pb as *mut CUdeviceptr).cast(),
+            (&mut n as *mut i32).cast(),
+        ];
+        // SAFETY: add(const u64*, u64*, int); both buffers hold 1000 elements on this stream.
+        unsafe {
+            k.launch(&stream, (4, 1, 1), (256, 1, 1), 0, &mut params)
+                .unwrap()
+        };
+    }
+    let got = stream.clone_dtoh(&db).unwrap();
+    assert_eq!(
+        got,
+        a.iter().zip(&b).map(|(x, y)| x + y).collect::<Vec<_>>()
+    );
+    got
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_release_set_kernels_match_their_cpu_references() {
+    use cuda_aot_kernels::gpu::{FieldOps, Merkle, Ntt};
+    use cuda_aot_kernels::{goldilocks, merkle, ntt};
+    let (reg, trust) = release_registry();
+    let rt = Runtime::open(&reg, &trust, Policy::development()).unwrap();
+    rt.preload().unwrap();
+    println!(
+        "device: {} {} driver {}",
+        rt.device().name,
+        rt.device().sm(),
+        rt.device().driver_version_string()
+    );
+    for m in rt.selected() {
+        assert!(
+            m.identity
+                .sm
+                .is_exact_for(rt.device().cc_major, rt.device().cc_minor),
+            "{}",
+            m.label()
+        );
+        println!("selected {}", m.label());
+    }
+    let stream = rt.stream().unwrap();
+    let n = 1 << 16;
+    let x: Vec<u64> = (0..n as u64)
+        .map(|i| (i * 0x9e37_79b9_7f4a_7c15) % goldilocks::P)
+        .collect();
+    let y: Vec<u64> = (0..n as u64)
+        .map(|i| (i ^ 0xdead_beef) * 0x1000_0001 % goldilocks::P)
+        .collect();
+    let f = FieldOps::new(&rt).unwrap();
+    let (dx, dy) = (
+        stream.clone_htod(&x).unwrap(),
+        stream.clone_htod(&y).unwrap(),
+    );
+    let mut out = stream.alloc_zeros::<u64>(n).unwrap();
+    f.mul(&stream, &dx, &dy, &mut out).unwrap();
+    assert_eq!(
+        stream.clone_dtoh(&out).unwrap(),
+        x.iter()
+            .zip(&y)
+            .map(|(a, b)| goldilocks::mul(*a, *b))
+            .collect::<Vec<_>>()
+    );
+    f.axpy(&stream, 12345, &dx, &dy, &mut out).unwrap();
+    assert_eq!(
+        stream.clone_dtoh(&out).unwrap(),
+        goldilocks::axpy(12345, &x, &y)
+    );
+    let t = Ntt::new(&rt).unwrap();
+    let log_n = 14;
+    let mut d = stream.clone_htod(&x[..1 << log_n]).unwrap();
+    t.forward(
+        &stream,
+        &mut d,
+        &stream.clone_htod(&ntt::twiddles(log_n, false)).unwrap(),
+    )
+    .unwrap();
+    let mut want = x[..1 << log_n].to_vec();
+    ntt::forward(&mut want);
+    assert_eq!(stream.clone_dtoh(&d).unwrap(), want);
+    t.inverse(
+        &stream,
+        &mut d,
+        &stream.clone_htod(&ntt::twiddles(log_n, true)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stream.clone_dtoh(&d).unwrap(), x[..1 << log_n]);
+    let children: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mk = Merkle::new(&rt).unwrap();
+    let mut parents = stream.alloc_zeros::<u8>(children.len() / 2).unwrap();
+    mk.layer(
+        &stream,
+        &stream.clone_htod(&children).unwrap(),
+        &mut parents,
+    )
+    .unwrap();
+    assert_eq!(
+        stream.clone_dtoh(&parents).unwrap(),
+        merkle::layer_bytes(&children)
+    );
+    println!("counters: {:?}", rt.counters());
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_a_tampered_blob_is_refused_before_the_driver_sees_it() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let p = f.blob_path("sm_90");
+    let mut b = std::fs::read(&p).unwrap();
+    b[200] ^= 0x40;
+    std::fs::write(&p, b).unwrap();
+    let err = Runtime::open(f.reg_path(), &f.root_file, Policy::development())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::DigestMismatch { what, .. } if what.contains("add sm_90")),
+        "{err}"
+    );
+    println!("refused: {err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_an_sm80_cubin_claimed_as_sm90_is_refused_by_the_elf_check() {
+    let f = Fixture::new();
+    let blob = cubin("sm_80");
+    let m = manifest("add", "sm_90", &blob, Channel::Dev);
+    let signed =
+        cuda_aot_registry::SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap();
+    f.publish(&[signed], PublishOptions::default());
+    let err = Runtime::open(f.reg_path(), &f.root_file, Policy::development())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::ElfSmMismatch { claimed, actual, .. } if claimed == "sm_90" && actual == "sm_80"),
+        "{err}"
+    );
+    println!("refused: {err}");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_only_another_sms_cubin_is_no_exact_target() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_80", "sm_120"]);
+    let err = Runtime::open(f.reg_path(), &f.root_file, Policy::development())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::NoExactTarget { device_sm, available, .. } if device_sm == "sm_90" && available == "sm_120 sm_80"),
+        "{err}"
+    );
+    println!("refused: {err}\nFix: {}", err.fix());
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_sixteen_threads_first_use_gives_exactly_one_load() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let rt = Arc::new(Runtime::open(f.reg_path(), &f.root_file, Policy::development()).unwrap());
+    let barrier = Arc::new(Barrier::new(16));
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let (rt, barrier) = (rt.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                rt.module("add").unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let c = rt.counters();
+    println!("after 16 concurrent first uses: {c:?}");
+    assert_eq!((c.modules_loaded, c.cache_hits), (1, 15));
+    run_add(&rt);
+    // A second runtime in the same process shares the process-wide module cache.
+    let rt2 = Runtime::open(f.reg_path(), &f.root_file, Policy::development()).unwrap();
+    rt2.module("add").unwrap();
+    assert_eq!(
+        (rt2.counters().modules_loaded, rt2.counters().cache_hits),
+        (0, 1)
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_ptx_is_refused_by_default_and_loaded_labelled_in_compatibility_mode() {
+    for channel in [Channel::Production, Channel::Dev] {
+        let f = Fixture::with_channel(channel);
+        let m = signed_add("compute_90", &f.keys.builder, channel);
+        f.publish(&[m], PublishOptions::default());
+        let base = if channel == Channel::Production {
+            Policy::production()
+        } else {
+            Policy::development()
+        };
+        let err = Runtime::open(f.reg_path(), &f.root_file, base.clone())
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                &err,
+                Error::NoExactTarget {
+                    ptx_available: true,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        println!("{channel} policy refused: {err}");
+        let rt = Runtime::open(f.reg_path(), &f.root_file, base.with_ptx_compatibility()).unwrap();
+        let module = rt.module("add").unwrap();
+        assert!(module.is_compatibility_mode());
+        assert!(module.manifest().label().contains("compatibility mode"));
+        run_add(&rt);
+        let c = rt.counters();
+        assert_eq!((c.modules_loaded, c.compat_loads), (1, 1));
+        println!(
+            "compatibility policy loaded {} (driver JIT {:?}): {c:?}",
+            module.manifest().label(),
+            c.driver_time
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_module_and_library_loading_both_run_the_kernel() {
+    for api in [LoadApi::Module, LoadApi::Library] {
+        let f = Fixture::new();
+        f.publish_sms(&["sm_90"]);
+        let policy = Policy {
+            load_api: api,
+            ..Policy::development()
+        };
+        let rt = Runtime::open(f.reg_path(), &f.root_file, policy).unwrap();
+        run_add(&rt);
+        println!("{api:?}: {:?}", rt.counters());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_the_driver_refuses_another_architectures_cubin() {
+    // What the exact-SM selection and ELF check protect against, seen at the driver.
+    let dev = cuda::Device::open(0).unwrap();
+    let err = LoadedModule::load_cubin(dev.context(), &cubin("sm_120"), LoadApi::Module)
+        .err()
+        .unwrap();
+    assert!(err.is_no_binary_for_gpu(), "{err}");
+    println!("driver: {err}");
+}
