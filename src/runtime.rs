@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
@@ -13,10 +13,11 @@ use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule}
 use crate::error::{Error, Result};
 use crate::identity::{Channel, DriverVersion, Kind, Manifest};
 use crate::limits::Limits;
+use crate::metadata::IndexEntry;
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};
 use crate::state::TrustState;
-use crate::verify::{Options, VerifiedManifest, VerifiedModule, verify_index};
+use crate::verify::{Options, VerifiedModule, verify_index_for};
 
 /// What a runtime accepts and how it loads.
 #[derive(Debug, Clone)]
@@ -103,11 +104,27 @@ struct AtomicCounters {
 
 /// One module slot of the process-wide cache, keyed by device and identity.
 type Slot = Arc<Mutex<Option<Arc<LoadedModule>>>>;
+type CacheKey = (usize, Digest, Digest);
 
 /// The process-wide module cache: `(device ordinal, identity digest, blob digest)` → slot.
-fn process_cache() -> &'static Mutex<HashMap<(usize, Digest, Digest), Slot>> {
-    static CACHE: OnceLock<Mutex<HashMap<(usize, Digest, Digest), Slot>>> = OnceLock::new();
+/// Runtimes hold the slots; the cache holds weak references, so a module is unloaded
+/// when the last runtime (and kernel handle) using it is dropped.
+fn process_cache() -> &'static Mutex<HashMap<CacheKey, Weak<Mutex<Option<Arc<LoadedModule>>>>>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Weak<Mutex<Option<Arc<LoadedModule>>>>>>> =
+        OnceLock::new();
     CACHE.get_or_init(Default::default)
+}
+
+/// The shared slot for `key`, created if no live runtime holds one.
+fn shared_slot(key: CacheKey) -> Slot {
+    let mut cache = process_cache().lock().expect("module cache lock");
+    if let Some(slot) = cache.get(&key).and_then(Weak::upgrade) {
+        return slot;
+    }
+    cache.retain(|_, w| w.strong_count() > 0);
+    let slot = Slot::default();
+    cache.insert(key, Arc::downgrade(&slot));
+    slot
 }
 
 struct Selected {
@@ -193,30 +210,34 @@ impl Runtime {
             policy.channel,
             policy.clock_skew.as_secs()
         );
-        let index = verify_index(&src, trust_root, seen, &opts)?;
+        // One pass over the metadata; builder signatures and blobs only for the modules
+        // selected for this device (the index signature covers every entry's digest).
+        let cc = (info.cc_major, info.cc_minor);
+        let pick = |entries: &[IndexEntry]| -> Result<Vec<usize>> {
+            let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for (i, e) in entries.iter().enumerate() {
+                by_module.entry(e.module.as_str()).or_default().push(i);
+            }
+            by_module
+                .iter()
+                .map(|(name, idx)| {
+                    let cands: Vec<(Target, Kind)> = idx
+                        .iter()
+                        .map(|i| (entries[*i].sm, entries[*i].kind))
+                        .collect();
+                    select(name, &cands, cc, &info.name, &policy).map(|j| idx[j])
+                })
+                .collect()
+        };
+        let index = verify_index_for(&src, trust_root, seen, &opts, &pick)?;
         let counters = AtomicCounters::default();
         counters
             .modules_verified
             .store(index.manifests().len() as u64, Ordering::Relaxed);
-
-        let mut by_module: BTreeMap<String, Vec<&VerifiedManifest>> = BTreeMap::new();
-        for m in index.manifests() {
-            by_module
-                .entry(m.manifest().identity.module.to_string())
-                .or_default()
-                .push(m);
-        }
         let driver = DriverVersion::from_cuda(info.driver_version);
         let mut modules = BTreeMap::new();
-        for (name, candidates) in by_module {
-            let manifests: Vec<&Manifest> = candidates.iter().map(|m| m.manifest()).collect();
-            let chosen = candidates[select(
-                &name,
-                &manifests,
-                (info.cc_major, info.cc_minor),
-                &info.name,
-                &policy,
-            )?];
+        for chosen in index.manifests() {
+            let name = chosen.manifest().identity.module.to_string();
             let man = chosen.manifest();
             if man.identity.driver_floor > driver {
                 return Err(Error::DriverTooOld {
@@ -235,13 +256,13 @@ impl Runtime {
                 );
             }
             let key = (info.ordinal, man.identity.digest(), man.module_digest);
-            let slot = process_cache()
-                .lock()
-                .expect("module cache lock")
-                .entry(key)
-                .or_default()
-                .clone();
-            modules.insert(name, Selected { module, slot });
+            modules.insert(
+                name,
+                Selected {
+                    module,
+                    slot: shared_slot(key),
+                },
+            );
         }
         if let Some(p) = &policy.state_file {
             index.state().save(p)?;
@@ -364,19 +385,14 @@ impl Runtime {
 /// `candidates`.
 fn select(
     module: &str,
-    candidates: &[&Manifest],
+    candidates: &[(Target, Kind)],
     cc: (u32, u32),
     device: &str,
     policy: &Policy,
 ) -> Result<usize> {
     let (major, minor) = cc;
     let device_sm = Target::sm(major, minor);
-    let ids = || {
-        candidates
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (i, m.identity.sm, m.identity.kind))
-    };
+    let ids = || candidates.iter().enumerate().map(|(i, (t, k))| (i, *t, *k));
     let exact: Vec<(usize, Target)> = ids()
         .filter(|(_, t, k)| *k == Kind::Cubin && t.is_exact_for(major, minor))
         .map(|(i, t, _)| (i, t))
@@ -404,10 +420,7 @@ fn select(
     {
         return Ok(*i);
     }
-    let mut available: Vec<String> = candidates
-        .iter()
-        .map(|m| m.identity.sm.to_string())
-        .collect();
+    let mut available: Vec<String> = candidates.iter().map(|(t, _)| t.to_string()).collect();
     available.sort();
     Err(Error::NoExactTarget {
         module: module.to_string(),
@@ -438,7 +451,10 @@ mod tests {
     }
 
     fn pick(cands: &[Manifest], cc: (u32, u32), policy: &Policy) -> Result<String> {
-        let refs: Vec<&Manifest> = cands.iter().collect();
+        let refs: Vec<(Target, Kind)> = cands
+            .iter()
+            .map(|m| (m.identity.sm, m.identity.kind))
+            .collect();
         select("ntt", &refs, cc, "test GPU", policy).map(|i| cands[i].label())
     }
 

@@ -189,6 +189,22 @@ pub fn verify_index(
     seen: TrustState,
     opts: &Options,
 ) -> Result<VerifiedIndex> {
+    verify_index_for(src, anchor, seen, opts, &|entries| {
+        Ok((0..entries.len()).collect())
+    })
+}
+
+/// Like [`verify_index`], but step 5 verifies only the manifests of the index entries
+/// that `wanted` picks (the index signature already covers every entry's digest). The
+/// runtime uses it to check the builder signatures of the modules it will load, not of
+/// every target in the bundle.
+pub fn verify_index_for(
+    src: &dyn RegistrySource,
+    anchor: &[u8],
+    seen: TrustState,
+    opts: &Options,
+    wanted: &dyn Fn(&[IndexEntry]) -> Result<Vec<usize>>,
+) -> Result<VerifiedIndex> {
     let limits = &opts.limits;
     // 1. Trust root: the anchor must be self-consistent and signed by its own root keys.
     let anchor = verify_anchor(anchor, limits, "trust root")?;
@@ -206,7 +222,8 @@ pub fn verify_index(
     // 4. Index: exactly the bytes the timestamp names, publisher threshold, same version.
     let index = verify_index_file(src, &root, &timestamp, seen, opts)?;
     // 5. Manifests: listed digest, builder threshold, and describing what the index lists.
-    let manifests = verify_manifests(src, &root, &index, opts)?;
+    let picked = wanted(&index.entries)?;
+    let manifests = verify_manifests(src, &root, &index, &picked, opts)?;
     let state = seen.max(TrustState {
         root: root.root().version,
         timestamp: timestamp.version,
@@ -322,11 +339,12 @@ fn verify_manifests(
     src: &dyn RegistrySource,
     root: &VerifiedRoot,
     index: &Index,
+    picked: &[usize],
     opts: &Options,
 ) -> Result<Vec<VerifiedManifest>> {
     let limit = opts.limits.manifest;
-    let mut out = Vec::with_capacity(index.entries.len());
-    for e in &index.entries {
+    let mut out = Vec::with_capacity(picked.len());
+    for e in picked.iter().filter_map(|i| index.entries.get(*i)) {
         let path = layout::manifest(&e.manifest);
         let what = format!("manifest of {} {} ({})", e.module, e.sm, path);
         if e.manifest_size > limit {
