@@ -358,6 +358,11 @@ impl Runtime {
         self.modules.values().map(|s| s.module.manifest())
     }
 
+    /// The verified bytes selected for module `name` (what the driver is handed).
+    pub fn verified_bytes(&self, name: &str) -> Option<&Arc<[u8]>> {
+        self.modules.get(name).map(|s| s.module.bytes())
+    }
+
     /// The verified index version.
     pub fn index_version(&self) -> u64 {
         self.index_version

@@ -33,6 +33,7 @@ mod device;
 mod error;
 mod image;
 mod module;
+pub mod raw;
 #[cfg(feature = "research")]
 pub mod research;
 

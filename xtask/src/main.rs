@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_load;
 mod build;
 mod devkeys;
 mod keygen;
@@ -52,6 +53,8 @@ enum Task {
     Release(release::Args),
     /// Benchmark the build: full release build, no-op rebuild, parallel efficiency.
     Bench(bench::Args),
+    /// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC).
+    BenchLoad(bench_load::Args),
 }
 
 fn main() {
@@ -67,6 +70,7 @@ fn main() {
         Task::Verify(a) => a.run(),
         Task::Release(a) => a.run(),
         Task::Bench(a) => a.run(),
+        Task::BenchLoad(a) => a.run(),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

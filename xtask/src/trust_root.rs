@@ -7,8 +7,8 @@ use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::build::ChannelArg;
 use crate::devkeys;
-use crate::verify::ChannelArg;
 
 /// Write a signed trust root: the role keys, thresholds, version and expiry that clients
 /// trust. Version 1 is signed by a threshold of its own root keys; version N+1 (rotation,
@@ -79,10 +79,7 @@ impl Args {
             schema: Root::SCHEMA.into(),
             version,
             expires: Time::now().plus(Duration::from_secs(self.expires_days * 86_400)),
-            channel: match self.channel {
-                ChannelArg::Dev => Channel::Dev,
-                ChannelArg::Production => Channel::Production,
-            },
+            channel: Channel::from(self.channel),
             roles: Roles {
                 root: Role {
                     keys: self.root_keys,

@@ -8,6 +8,7 @@ use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::build::ChannelArg;
 use crate::{paths, publish};
 
 /// Verify a registry offline against a trust root, the way a prover does at startup:
@@ -32,17 +33,8 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     clock_skew_secs: u64,
     /// Require this channel (production refuses dev-signed registries).
-    #[arg(long)]
+    #[arg(long, value_enum)]
     channel: Option<ChannelArg>,
-}
-
-/// `--channel` values.
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum ChannelArg {
-    /// Development keys.
-    Dev,
-    /// Production keys.
-    Production,
 }
 
 impl Args {
@@ -54,10 +46,7 @@ impl Args {
             .unwrap_or_else(|| default_state_path(&self.registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
-            required_channel: self.channel.map(|c| match c {
-                ChannelArg::Dev => Channel::Dev,
-                ChannelArg::Production => Channel::Production,
-            }),
+            required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
         let v = verify_registry(&self.registry, &trust, &state, &opts)?;
@@ -70,8 +59,6 @@ impl Args {
 pub struct Verified {
     /// The verified metadata.
     pub index: VerifiedIndex,
-    /// The trust root file used.
-    pub trust: PathBuf,
 }
 
 /// The default state file for a registry: `.cuda-aot/state/<blake3 of its path>.json`.
@@ -106,10 +93,7 @@ pub fn verify_registry(
         index.load_module(&src, m, &limits)?;
     }
     index.state().save(state_path)?;
-    Ok(Verified {
-        index,
-        trust: trust.to_path_buf(),
-    })
+    Ok(Verified { index })
 }
 
 /// The table `verify` prints: module × target, kind, size, digest prefix, signer.

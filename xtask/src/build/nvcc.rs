@@ -1,0 +1,415 @@
+//! Running nvcc: the host compiler it gets (`-ccbin`, found the way cargo builds find it),
+//! the exact command line, its make-style dependency output, and the entry points of PTX.
+
+use anyhow::{Context, Result, anyhow, bail};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Advise, atomic, fail};
+use crate::paths;
+use crate::toolchain::{NVCC_ENV_SCRUB, show_command, which};
+
+/// The host C++ compiler nvcc runs (`-ccbin`), and its identity.
+#[derive(Debug, Clone)]
+pub struct HostCompiler {
+    /// Absolute path passed to `-ccbin`.
+    pub path: PathBuf,
+    /// The first line of `<compiler> --version`: recorded as `host_toolchain`.
+    pub version: String,
+}
+
+/// What [`host_compiler`] found last time for the same environment, and the compiler
+/// binary it resolved to (so a replaced compiler or a switched alternative is noticed).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostMemo {
+    path: PathBuf,
+    version: String,
+    real: PathBuf,
+    size: u64,
+    mtime_ns: u64,
+}
+
+impl HostMemo {
+    fn of(hc: &HostCompiler) -> Option<HostMemo> {
+        let real = hc.path.canonicalize().ok()?;
+        let (size, mtime_ns) = stat(&real)?;
+        Some(HostMemo {
+            path: hc.path.clone(),
+            version: hc.version.clone(),
+            real,
+            size,
+            mtime_ns,
+        })
+    }
+}
+
+fn stat(p: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::metadata(p).ok()?;
+    let t = m
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some((m.len(), t.as_nanos() as u64))
+}
+
+/// The host compiler, memoised in `.cuda-aot/host-compiler/<environment key>.json`: the
+/// discovery below spawns the compiler three times, which would dominate a no-op rebuild.
+/// The memo is keyed by every environment variable the `cc` crate consults (and PATH), and
+/// used only while the compiler binary it resolved to is unchanged.
+pub fn host_compiler() -> Result<HostCompiler> {
+    let mut h = blake3::Hasher::new();
+    h.update(b"cuda-aot host compiler v1\n");
+    h.update(std::env::consts::ARCH.as_bytes());
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| {
+            k == "PATH" || k == "CROSS_COMPILE" || k.contains("CXX") || k.contains("CC")
+        })
+        .collect();
+    vars.sort();
+    for (k, v) in vars {
+        h.update(format!("\n{k}={v}").as_bytes());
+    }
+    let memo_path = paths::work_dir()
+        .join("host-compiler")
+        .join(format!("{}.json", &h.finalize().to_hex()[..16]));
+    if let Some(m) = std::fs::read(&memo_path)
+        .ok()
+        .and_then(|b| cuda_aot::json::parse::<HostMemo>(&b, 1 << 16, "host compiler memo").ok())
+    {
+        let same = m.path.canonicalize().is_ok_and(|r| r == m.real)
+            && stat(&m.real) == Some((m.size, m.mtime_ns));
+        if same {
+            return Ok(HostCompiler {
+                path: m.path,
+                version: m.version,
+            });
+        }
+    }
+    let hc = discover_host_compiler()?;
+    if let Some(m) = HostMemo::of(&hc) {
+        // Best effort: without the memo the next build just discovers again.
+        let _ = atomic::write(&memo_path, &cuda_aot::json::to_vec(&m));
+    }
+    Ok(hc)
+}
+
+/// Finds the host C++ compiler with the `cc` crate, exactly as a cargo build script would:
+/// `CXX_<target>`, `TARGET_CXX`/`HOST_CXX`, `CXX`, then the platform default (`c++`).
+fn discover_host_compiler() -> Result<HostCompiler> {
+    if std::env::consts::OS != "linux" {
+        bail!(
+            "the pinned CUDA toolkit is x86_64 Linux only; this is {}",
+            std::env::consts::OS
+        );
+    }
+    // Outside a build script cc cannot read TARGET/HOST/OPT_LEVEL, so they are explicit.
+    let triple = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
+    let tool = cc::Build::new()
+        .cpp(true)
+        .target(&triple)
+        .host(&triple)
+        .opt_level(3)
+        .cargo_metadata(false)
+        .emit_rerun_if_env_changed(false)
+        .warnings(false)
+        .try_get_compiler()
+        .map_err(|e| anyhow!("{e}"))
+        .advise(
+            || "finding the host C++ compiler".into(),
+            || "install a C++ compiler nvcc supports (g++ or clang++), or set CXX to one".into(),
+        )?;
+    let path = which(&tool.path().to_string_lossy()).advise(
+        || {
+            format!(
+                "the host C++ compiler `{}` (from CXX or the default)",
+                tool.path().display()
+            )
+        },
+        || "install g++ (e.g. apt-get install g++), or set CXX to an installed C++ compiler".into(),
+    )?;
+    let out = Command::new(&path)
+        .arg("--version")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {} --version", path.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+        .filter(|_| out.status.success())
+        .ok_or_else(|| {
+            fail(
+                format!("{} --version printed no version", path.display()),
+                "set CXX to a working C++ compiler",
+            )
+        })?;
+    Ok(HostCompiler { path, version })
+}
+
+/// One nvcc invocation.
+pub struct Invocation<'a> {
+    /// `<toolkit>/bin/nvcc`.
+    pub nvcc: &'a Path,
+    /// The identity flags (kind, arch, spec flags, geometry defines).
+    pub flags: &'a [String],
+    /// Host compiler for `-ccbin`.
+    pub ccbin: &'a Path,
+    /// Absolute source path.
+    pub source: &'a Path,
+    /// Working folder (the sources folder).
+    pub cwd: &'a Path,
+    /// Where the blob goes.
+    pub output: &'a Path,
+    /// Where the make-style dependency list goes.
+    pub depfile: &'a Path,
+}
+
+/// A failed nvcc run: what ran and what it said.
+#[derive(Debug)]
+pub struct Failure {
+    /// The command line, shell-quoted.
+    pub command: String,
+    /// Exit status text.
+    pub status: String,
+    /// nvcc's stderr (and stdout).
+    pub output: String,
+}
+
+impl Invocation<'_> {
+    /// The command, with nvcc's flag-injecting environment variables removed.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(self.nvcc);
+        cmd.args(self.flags)
+            .arg("-ccbin")
+            .arg(self.ccbin)
+            .arg("-MD")
+            .arg("-MF")
+            .arg(self.depfile)
+            .arg("-o")
+            .arg(self.output)
+            .arg(self.source)
+            .current_dir(self.cwd)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null());
+        for v in NVCC_ENV_SCRUB {
+            cmd.env_remove(v);
+        }
+        cmd
+    }
+
+    /// Runs nvcc; `Err` carries the command line and nvcc's output.
+    pub fn run(&self) -> Result<(), Failure> {
+        let mut cmd = self.command();
+        let command = show_command(&cmd);
+        match cmd.output() {
+            Ok(out) if out.status.success() && self.output.is_file() => Ok(()),
+            Ok(out) => {
+                let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                if !stdout.trim().is_empty() {
+                    text.push_str(&stdout);
+                }
+                let status = if out.status.success() {
+                    "exit status 0 but no output file".to_string()
+                } else {
+                    out.status.to_string()
+                };
+                Err(Failure {
+                    command,
+                    status,
+                    output: text,
+                })
+            }
+            Err(e) => Err(Failure {
+                command,
+                status: format!("could not start: {e}"),
+                output: String::new(),
+            }),
+        }
+    }
+}
+
+/// The header nvcc (the host preprocessor) reports missing, if that is why it failed.
+pub fn missing_header(output: &str) -> Option<(String, String)> {
+    output.lines().find_map(|l| {
+        let (at, rest) = l.split_once(": fatal error: ")?;
+        let header = rest.strip_suffix(": No such file or directory")?;
+        let file = at.split(':').next().unwrap_or(at);
+        Some((header.to_string(), file.to_string()))
+    })
+}
+
+/// The prerequisites of a make-style dependency file (`target: a b \` ...), in order.
+pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>> {
+    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+    let mut out = Vec::new();
+    for line in joined.lines().filter(|l| !l.trim().is_empty()) {
+        // The target ends at the first unescaped ": ".
+        let bytes = line.as_bytes();
+        let colon = (0..bytes.len())
+            .find(|&i| bytes[i] == b':' && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()))
+            .with_context(|| format!("dependency line without `target:`: {line}"))?;
+        let mut word = String::new();
+        let mut chars = line[colon + 1..].chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    word.push(' ');
+                    chars.next();
+                }
+                c if c.is_whitespace() => {
+                    if !word.is_empty() {
+                        out.push(PathBuf::from(std::mem::take(&mut word)));
+                    }
+                }
+                c => word.push(c),
+            }
+        }
+        if !word.is_empty() {
+            out.push(PathBuf::from(word));
+        }
+    }
+    Ok(out)
+}
+
+/// The kernel entry points of PTX text (`.entry NAME(`), with their parameter bytes laid out
+/// the way the cubin's constant bank does it (each parameter aligned to its size or
+/// `.align`), when every parameter's type is understood.
+pub fn ptx_entries(text: &str) -> Vec<(String, Option<u32>)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(at) = line.find(".entry ") else {
+            continue;
+        };
+        let rest = line[at + ".entry ".len()..].trim();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // Parameters follow until the closing `)`.
+        let mut params = Vec::new();
+        let mut tail = rest[name.len()..].to_string();
+        loop {
+            let done = tail.contains(')');
+            for p in tail.split(',') {
+                let p = p
+                    .trim()
+                    .trim_start_matches('(')
+                    .trim_end_matches(')')
+                    .trim();
+                if p.starts_with(".param") {
+                    params.push(p.to_string());
+                }
+            }
+            if done {
+                break;
+            }
+            match lines.next() {
+                Some(l) => tail = l.to_string(),
+                None => break,
+            }
+        }
+        let bytes = params.iter().try_fold(0u32, |off, p| {
+            let (size, align) = param_layout(p)?;
+            Some(off.next_multiple_of(align) + size)
+        });
+        out.push((name, bytes));
+    }
+    out
+}
+
+/// (size, alignment) of a PTX `.param` declaration.
+fn param_layout(decl: &str) -> Option<(u32, u32)> {
+    let words: Vec<&str> = decl.split_whitespace().collect();
+    let mut align = None;
+    let mut ty = None;
+    let mut i = 1;
+    while i < words.len() {
+        match words[i] {
+            ".align" => {
+                align = words.get(i + 1)?.parse().ok();
+                i += 2;
+            }
+            ".ptr" | ".global" | ".const" | ".shared" | ".local" => i += 1,
+            w if w.starts_with('.') => {
+                ty = Some(w);
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    let ty = ty?;
+    let elem: u32 = match &ty[2..] {
+        "8" => 1,
+        "16" => 2,
+        "32" => 4,
+        "64" => 8,
+        _ => return None,
+    };
+    let name = words.get(i)?;
+    let count = match name.find('[') {
+        Some(b) => name[b + 1..].trim_end_matches(']').parse().ok()?,
+        None => 1,
+    };
+    Some((elem * count, align.unwrap_or(elem)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depfiles_parse_with_continuations_and_escaped_spaces() {
+        let text = "/t/out.cubin : /k/ntt.cu \\\n    /usr/include/stdc-predef.h \\\n    /tk/bin/..//include/cuda_runtime.h /my\\ dir/x.cuh\n";
+        let deps = parse_depfile(text).unwrap();
+        assert_eq!(
+            deps,
+            [
+                "/k/ntt.cu",
+                "/usr/include/stdc-predef.h",
+                "/tk/bin/..//include/cuda_runtime.h",
+                "/my dir/x.cuh"
+            ]
+            .map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn ptx_entries_and_param_bytes_match_the_cubin_layout() {
+        let ptx = ".visible .entry add(\n\t.param .u64 add_param_0,\n\t.param .u64 add_param_1,\n\t.param .u32 add_param_2\n)\n{\n}\n\
+                   .visible .entry tail(\n\t.param .u32 a,\n\t.param .u64 .ptr .global .align 8 b,\n\t.param .align 4 .b8 c[12]\n)\n\
+                   .entry noargs()\n{\n}\n";
+        assert_eq!(
+            ptx_entries(ptx),
+            [
+                ("add".to_string(), Some(20)),
+                ("tail".to_string(), Some(28)),
+                ("noargs".to_string(), Some(0))
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_headers_are_recognised() {
+        let err = "miss.cu:1:10: fatal error: nope.cuh: No such file or directory\n    1 | #include \"nope.cuh\"\n";
+        assert_eq!(
+            missing_header(err),
+            Some(("nope.cuh".into(), "miss.cu".into()))
+        );
+        assert_eq!(
+            missing_header("bad.cu(1): error: expected an expression"),
+            None
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The build output folder, read by `sign` and `publish`:
+//! `<out>/<module>/<target>.<kind>` (the blob) and `<out>/<module>/<target>.<kind>.manifest.json`
+//! (its unsigned manifest). Files are replaced atomically, identical ones are left alone, and
+//! files of earlier builds that this build did not produce are removed.
+
+use anyhow::{Context, Result};
+use cuda_aot::{Kind, Manifest, ModuleName, Target};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+
+/// `<out>/<module>/<target>.<kind>`.
+pub fn blob_path(out: &Path, m: &Manifest) -> PathBuf {
+    out.join(m.identity.module.as_str())
+        .join(format!("{}.{}", m.identity.sm, m.identity.kind))
+}
+
+/// `<out>/<module>/<target>.<kind>.manifest.json`.
+pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
+    out.join(m.identity.module.as_str()).join(format!(
+        "{}.{}.manifest.json",
+        m.identity.sm, m.identity.kind
+    ))
+}
+
+/// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
+/// blob it names). Returns the two paths.
+pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<(PathBuf, PathBuf)> {
+    let (b, j) = (blob_path(out, m), manifest_path(out, m));
+    atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
+    atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
+        .with_context(|| format!("writing {}", j.display()))?;
+    Ok((b, j))
+}
+
+/// Removes build outputs in `out` that are not in `keep`, and module folders left empty.
+/// Only files named like outputs (`<module>/<target>.{cubin,ptx}[.manifest.json]`, with a
+/// valid module name and target) are ever removed; anything else is left alone.
+pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(out) else {
+        return Ok(removed);
+    };
+    for d in dirs.flatten() {
+        let name = d.file_name();
+        let is_module = name.to_str().is_some_and(|n| ModuleName::new(n).is_ok());
+        if !is_module || !d.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        for f in std::fs::read_dir(d.path())?.flatten() {
+            let p = f.path();
+            let looks_like_output = f.file_name().to_str().is_some_and(is_output_name);
+            if looks_like_output && !keep.contains(&p) && f.file_type().is_ok_and(|t| t.is_file()) {
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("removing the stale output {}", p.display()))?;
+                removed.push(p);
+            }
+        }
+        let _ = std::fs::remove_dir(d.path()); // only succeeds when empty
+    }
+    Ok(removed)
+}
+
+/// `<target>.<kind>` or `<target>.<kind>.manifest.json`, kind matching the target.
+fn is_output_name(n: &str) -> bool {
+    let n = n.strip_suffix(".manifest.json").unwrap_or(n);
+    let Some((t, kind)) = n.rsplit_once('.') else {
+        return false;
+    };
+    match t.parse::<Target>() {
+        Ok(t) => {
+            kind == Kind::Cubin.to_string() && !t.virtual_arch
+                || kind == Kind::Ptx.to_string() && t.virtual_arch
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_output_shaped_files_are_stale() {
+        for ok in [
+            "sm_90.cubin",
+            "sm_90a.cubin.manifest.json",
+            "compute_90.ptx",
+            "compute_90.ptx.manifest.json",
+        ] {
+            assert!(is_output_name(ok), "{ok}");
+        }
+        for no in [
+            "notes.txt",
+            "sm_90.ptx",
+            "compute_90.cubin",
+            "sm_9.cubin",
+            "sm_90.cubin.bak",
+            ".tmp-x",
+        ] {
+            assert!(!is_output_name(no), "{no}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("ntt");
+        std::fs::create_dir_all(&m).unwrap();
+        for f in ["sm_80.cubin", "sm_80.cubin.manifest.json", "README"] {
+            std::fs::write(m.join(f), "x").unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("Not-A-Module")).unwrap();
+        std::fs::write(dir.path().join("Not-A-Module/sm_80.cubin"), "x").unwrap();
+        let gone = remove_stale(dir.path(), &BTreeSet::from([m.join("sm_80.cubin")])).unwrap();
+        assert_eq!(gone, [m.join("sm_80.cubin.manifest.json")]);
+        assert!(m.join("README").exists() && dir.path().join("Not-A-Module/sm_80.cubin").exists());
+    }
+}

@@ -1,0 +1,504 @@
+//! The release spec (`manifests/release.toml`): which modules are built from which sources,
+//! for which targets, with which flags, geometry, protocol and schedule version; and the
+//! list of (module, target) jobs it expands to.
+
+use anyhow::{Context, Result, bail};
+use cuda_aot::{FunctionName, Kind, ModuleName, Target};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Advise, fail};
+use crate::toolchain::is_relative_plain;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    build: BuildSection,
+    #[serde(rename = "module")]
+    modules: Vec<ModuleFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuildSection {
+    sources: String,
+    targets: Vec<String>,
+    #[serde(default)]
+    nvcc_flags: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModuleFile {
+    name: String,
+    source: String,
+    entry_points: Vec<String>,
+    protocol: String,
+    schedule_version: u32,
+    #[serde(default)]
+    geometry: BTreeMap<String, u64>,
+    #[serde(default)]
+    nvcc_flags: Vec<String>,
+    #[serde(default)]
+    targets: Option<Vec<String>>,
+    #[serde(default)]
+    ptx: Vec<String>,
+}
+
+/// A parsed and validated release spec.
+#[derive(Debug, Clone)]
+pub struct ReleaseSpec {
+    /// The spec file.
+    pub path: PathBuf,
+    /// The folder holding the module sources (absolute, canonical).
+    pub sources: PathBuf,
+    /// Default real targets of every module.
+    pub targets: Vec<Target>,
+    /// nvcc flags of every module.
+    pub flags: Vec<String>,
+    /// The modules, in spec order.
+    pub modules: Vec<ModuleSpec>,
+}
+
+/// One module of the spec.
+#[derive(Debug, Clone)]
+pub struct ModuleSpec {
+    /// Module name.
+    pub name: ModuleName,
+    /// Source file, relative to the sources folder.
+    pub source: String,
+    /// Declared kernel entry points: exactly these must be in every built blob.
+    pub entry_points: Vec<FunctionName>,
+    /// Proof-protocol / ABI version string.
+    pub protocol: String,
+    /// Schedule version.
+    pub schedule_version: u32,
+    /// Geometry: key `k` becomes `-DCUDA_AOT_<K>=v`.
+    pub geometry: BTreeMap<String, u64>,
+    /// Extra nvcc flags of this module.
+    pub flags: Vec<String>,
+    /// Real targets (cubins).
+    pub targets: Vec<Target>,
+    /// Virtual architectures to emit PTX for: the explicit, labelled compatibility opt-in.
+    pub ptx: Vec<Target>,
+}
+
+/// One nvcc run: a module for a target.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Index into [`ReleaseSpec::modules`].
+    pub module: usize,
+    /// The target (`sm_90`, `sm_90a`, or `compute_90` for PTX).
+    pub target: Target,
+    /// cubin for `sm_*`, ptx for `compute_*`.
+    pub kind: Kind,
+    /// The exact nvcc flags (recorded in the identity), in order.
+    pub flags: Vec<String>,
+}
+
+/// Flags the build sets itself (or refuses) and a spec must not.
+const OWNED_FLAGS: &[(&str, &str)] = &[
+    ("-o", "the build chooses output paths"),
+    ("--output-file", "the build chooses output paths"),
+    ("-odir", "the build chooses output paths"),
+    ("--output-directory", "the build chooses output paths"),
+    ("-arch", "targets come from `targets` / `ptx`"),
+    ("--gpu-architecture", "targets come from `targets` / `ptx`"),
+    ("-code", "targets come from `targets` / `ptx`"),
+    ("--gpu-code", "targets come from `targets` / `ptx`"),
+    ("-gencode", "targets come from `targets` / `ptx`"),
+    ("--generate-code", "targets come from `targets` / `ptx`"),
+    ("-cubin", "the kind follows the target"),
+    ("--cubin", "the kind follows the target"),
+    ("-ptx", "the kind follows the target"),
+    ("--ptx", "the kind follows the target"),
+    ("-fatbin", "one blob per target: cubin or PTX"),
+    ("--fatbin", "one blob per target: cubin or PTX"),
+    ("-c", "one blob per target: cubin or PTX"),
+    (
+        "-ccbin",
+        "the host compiler is found like cargo finds it (CXX) and recorded",
+    ),
+    (
+        "--compiler-bindir",
+        "the host compiler is found like cargo finds it (CXX) and recorded",
+    ),
+    ("-M", "the build runs dependency generation itself"),
+    ("-MD", "the build runs dependency generation itself"),
+    ("-MMD", "the build runs dependency generation itself"),
+    ("-MF", "the build runs dependency generation itself"),
+    ("-MT", "the build runs dependency generation itself"),
+    ("-E", "the build compiles"),
+    (
+        "-lineinfo",
+        "line info embeds the absolute working folder and the source mtime: builds would not be reproducible",
+    ),
+    (
+        "--generate-line-info",
+        "line info embeds the absolute working folder and the source mtime: builds would not be reproducible",
+    ),
+    ("-G", "device debug builds are not release builds"),
+    (
+        "--device-debug",
+        "device debug builds are not release builds",
+    ),
+    ("-keep", "intermediate files are not outputs"),
+    ("--keep", "intermediate files are not outputs"),
+    ("-save-temps", "intermediate files are not outputs"),
+];
+
+/// Loads and validates a spec; `sources` overrides the spec's `build.sources` folder.
+pub fn load(path: &Path, sources: Option<&Path>) -> Result<ReleaseSpec> {
+    let text = std::fs::read_to_string(path).advise(
+        || format!("reading the release spec {}", path.display()),
+        || "pass --spec FILE, or run from a checkout with manifests/release.toml".into(),
+    )?;
+    let file: SpecFile = toml::from_str(&text).advise(
+        || format!("parsing the release spec {}", path.display()),
+        || "fix the spec; docs/build.md describes every field".into(),
+    )?;
+    validate(path, file, sources)
+}
+
+fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<ReleaseSpec> {
+    let fix = |s: &str| format!("{s} in {}", path.display());
+    let sources_dir = match sources {
+        Some(s) => s.to_path_buf(),
+        None => path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(&file.build.sources),
+    };
+    let sources_dir = sources_dir.canonicalize().advise(
+        || format!("the sources folder {}", sources_dir.display()),
+        || fix("set build.sources (relative to the spec file) to the folder of the .cu files"),
+    )?;
+    let targets = parse_targets(&file.build.targets, false).advise(
+        || format!("{}: build.targets", path.display()),
+        || fix("list real targets such as \"sm_90\" or \"sm_90a\" in build.targets"),
+    )?;
+    for f in &file.build.nvcc_flags {
+        check_flag(f).with_context(|| format!("{}: build.nvcc_flags", path.display()))?;
+    }
+    let mut modules: Vec<ModuleSpec> = Vec::new();
+    for m in file.modules {
+        let name = ModuleName::new(&m.name)
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("{}: module name", path.display()))?;
+        let here = |what: &str| format!("{}: module `{name}`: {what}", path.display());
+        if modules.iter().any(|x| x.name == name) {
+            return Err(fail(
+                here("defined twice"),
+                fix("give each [[module]] its own name"),
+            ));
+        }
+        if !is_relative_plain(Path::new(&m.source)) || m.source.contains([',', ' ']) {
+            return Err(fail(
+                here(&format!(
+                    "source `{}` must be a path inside the sources folder, without spaces or commas",
+                    m.source
+                )),
+                fix("write `source` relative to build.sources, without `..`"),
+            ));
+        }
+        let abs = sources_dir.join(&m.source);
+        if !abs.is_file() {
+            return Err(fail(
+                here(&format!("source file {} does not exist", abs.display())),
+                fix("create the file or correct the module's `source`"),
+            ));
+        }
+        if m.entry_points.is_empty() {
+            return Err(fail(
+                here("declares no entry_points"),
+                fix("list the module's extern \"C\" __global__ kernels in entry_points"),
+            ));
+        }
+        let entry_points = m
+            .entry_points
+            .iter()
+            .map(|e| FunctionName::new(e).map_err(anyhow::Error::new))
+            .collect::<Result<Vec<_>>>()
+            .with_context(|| here("entry_points"))?;
+        if m.protocol.is_empty()
+            || m.protocol.len() > 128
+            || !m.protocol.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(fail(
+                here("protocol must be 1-128 printable ASCII characters without spaces"),
+                fix("set protocol, e.g. \"goldilocks-v1\""),
+            ));
+        }
+        for k in m.geometry.keys() {
+            let ok = k.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+                && k.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !ok {
+                return Err(fail(
+                    here(&format!("geometry key `{k}` must be lower_snake_case")),
+                    fix("name geometry keys like `block`; each becomes -DCUDA_AOT_<KEY>=value"),
+                ));
+            }
+        }
+        for f in &m.nvcc_flags {
+            check_flag(f).with_context(|| here("nvcc_flags"))?;
+        }
+        let mod_targets = match &m.targets {
+            Some(t) => parse_targets(t, false).with_context(|| here("targets"))?,
+            None => targets.clone(),
+        };
+        let ptx = parse_targets(&m.ptx, true).with_context(|| here("ptx"))?;
+        modules.push(ModuleSpec {
+            name,
+            source: m.source,
+            entry_points,
+            protocol: m.protocol,
+            schedule_version: m.schedule_version,
+            geometry: m.geometry,
+            flags: m.nvcc_flags,
+            targets: mod_targets,
+            ptx,
+        });
+    }
+    if modules.is_empty() {
+        return Err(fail(
+            format!("{}: no [[module]] entries", path.display()),
+            fix("add a [[module]]"),
+        ));
+    }
+    Ok(ReleaseSpec {
+        path: path.to_path_buf(),
+        sources: sources_dir,
+        targets,
+        flags: file.build.nvcc_flags,
+        modules,
+    })
+}
+
+/// Parses target names; `virtual_` selects `compute_*` (PTX) versus `sm_*` (cubin).
+fn parse_targets(list: &[String], virtual_: bool) -> Result<Vec<Target>> {
+    let mut out: Vec<Target> = Vec::new();
+    for s in list {
+        let t: Target = s.parse().map_err(anyhow::Error::new)?;
+        if t.virtual_arch != virtual_ {
+            if virtual_ {
+                bail!("`{s}` is not a virtual architecture: PTX targets are written compute_XX");
+            }
+            bail!(
+                "`{s}` is a virtual architecture: PTX is opted into per module with `ptx = [\"{s}\"]`"
+            );
+        }
+        if out.contains(&t) {
+            bail!("`{s}` is listed twice");
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Refuses flags that the build sets itself, that would make output non-reproducible, or
+/// that would collide with geometry defines.
+fn check_flag(flag: &str) -> Result<()> {
+    let name = flag.split('=').next().unwrap_or(flag);
+    if let Some((f, why)) = OWNED_FLAGS.iter().find(|(f, _)| *f == name) {
+        return Err(fail(
+            format!("flag `{flag}` is not allowed: {why}"),
+            format!("remove `{f}` from nvcc_flags"),
+        ));
+    }
+    if ["-arch", "-code", "-gencode", "-MF", "-MT"]
+        .iter()
+        .any(|p| name.starts_with(p) && name.len() > p.len())
+    {
+        return Err(fail(
+            format!("flag `{flag}` is not allowed: targets and outputs are set by the build"),
+            format!("remove `{flag}` from nvcc_flags"),
+        ));
+    }
+    if flag.starts_with("-DCUDA_AOT_")
+        || flag.starts_with("-UCUDA_AOT_")
+        || flag.contains(" CUDA_AOT_")
+    {
+        return Err(fail(
+            format!("flag `{flag}` is not allowed: CUDA_AOT_* defines come from `geometry`"),
+            "set the value in the module's geometry table instead",
+        ));
+    }
+    Ok(())
+}
+
+impl ReleaseSpec {
+    /// Expands the spec into jobs: every selected module for its targets (or `targets`,
+    /// when given, for every selected module), cubins first, then its PTX opt-ins.
+    pub fn jobs(&self, modules: &[ModuleName], targets: &[Target]) -> Result<Vec<Job>> {
+        for m in modules {
+            if !self.modules.iter().any(|x| &x.name == m) {
+                let known: Vec<String> = self.modules.iter().map(|x| x.name.to_string()).collect();
+                return Err(fail(
+                    format!(
+                        "unknown module `{m}`: {} defines {}",
+                        self.path.display(),
+                        known.join(", ")
+                    ),
+                    "pass one of those names to --module",
+                ));
+            }
+        }
+        let mut jobs = Vec::new();
+        for (i, m) in self.modules.iter().enumerate() {
+            if !modules.is_empty() && !modules.contains(&m.name) {
+                continue;
+            }
+            let list: Vec<Target> = if targets.is_empty() {
+                m.targets.iter().chain(&m.ptx).copied().collect()
+            } else {
+                targets.to_vec()
+            };
+            for t in list {
+                let kind = if t.virtual_arch {
+                    Kind::Ptx
+                } else {
+                    Kind::Cubin
+                };
+                let mut flags = vec![
+                    match kind {
+                        Kind::Cubin => "-cubin".to_string(),
+                        Kind::Ptx => "-ptx".to_string(),
+                    },
+                    format!("-arch={t}"),
+                    // cicc names internal-linkage symbols (`static __constant__` tables) after
+                    // a hash of the source's absolute path; naming the source by its path
+                    // inside the sources folder keeps the bytes independent of the checkout.
+                    "-Xcicc".to_string(),
+                    "--orig_src_path_name".to_string(),
+                    "-Xcicc".to_string(),
+                    m.source.clone(),
+                ];
+                flags.extend(self.flags.iter().cloned());
+                flags.extend(m.flags.iter().cloned());
+                flags.extend(
+                    m.geometry
+                        .iter()
+                        .map(|(k, v)| format!("-DCUDA_AOT_{}={v}", k.to_ascii_uppercase())),
+                );
+                jobs.push(Job {
+                    module: i,
+                    target: t,
+                    kind,
+                    flags,
+                });
+            }
+        }
+        Ok(jobs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths;
+
+    fn spec_in(dir: &Path, body: &str) -> Result<ReleaseSpec> {
+        std::fs::write(dir.join("k.cu"), "").unwrap();
+        let p = dir.join("release.toml");
+        std::fs::write(&p, body).unwrap();
+        load(&p, None)
+    }
+
+    const GOOD: &str = r#"
+        [build]
+        sources = "."
+        targets = ["sm_80", "sm_90a"]
+        nvcc_flags = ["-O3"]
+        [[module]]
+        name = "k"
+        source = "k.cu"
+        entry_points = ["f"]
+        protocol = "p-v1"
+        schedule_version = 2
+        geometry = { block = 128, tile_rows = 4 }
+        ptx = ["compute_90"]
+    "#;
+
+    #[test]
+    fn jobs_carry_exact_flags_and_geometry_defines() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = spec_in(dir.path(), GOOD).unwrap();
+        let jobs = spec.jobs(&[], &[]).unwrap();
+        let names: Vec<String> = jobs.iter().map(|j| j.target.to_string()).collect();
+        assert_eq!(names, ["sm_80", "sm_90a", "compute_90"]);
+        assert_eq!(
+            jobs[1].flags,
+            [
+                "-cubin",
+                "-arch=sm_90a",
+                "-Xcicc",
+                "--orig_src_path_name",
+                "-Xcicc",
+                "k.cu",
+                "-O3",
+                "-DCUDA_AOT_BLOCK=128",
+                "-DCUDA_AOT_TILE_ROWS=4"
+            ]
+        );
+        assert_eq!(jobs[2].kind, Kind::Ptx);
+        assert_eq!(jobs[2].flags[0], "-ptx");
+        let only = spec.jobs(&[], &["sm_86".parse().unwrap()]).unwrap();
+        assert_eq!(only.len(), 1);
+        let err = spec
+            .jobs(&[ModuleName::new("nope").unwrap()], &[])
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("unknown module `nope`"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn bad_specs_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                GOOD.replace("\"-O3\"", "\"-lineinfo\""),
+                "would not be reproducible",
+            ),
+            (
+                GOOD.replace("\"-O3\"", "\"-DCUDA_AOT_BLOCK=1\""),
+                "geometry",
+            ),
+            (GOOD.replace("\"-O3\"", "\"-arch=sm_90\""), "not allowed"),
+            (GOOD.replace("k.cu", "../k.cu"), "inside the sources folder"),
+            (GOOD.replace("\"k.cu\"", "\"missing.cu\""), "does not exist"),
+            (GOOD.replace("[\"f\"]", "[]"), "no entry_points"),
+            (
+                GOOD.replace("compute_90", "sm_90"),
+                "not a virtual architecture",
+            ),
+            (
+                GOOD.replace("\"sm_80\"", "\"compute_80\""),
+                "virtual architecture",
+            ),
+            (GOOD.replace("sm_80", "sm_8x"), "expected 2 or 3 digits"),
+            (GOOD.replace("block", "Block"), "lower_snake_case"),
+            (GOOD.replace("protocol", "protocoll"), "unknown field"),
+        ];
+        for (body, want) in cases {
+            let err = format!("{:#}", spec_in(dir.path(), &body).unwrap_err());
+            assert!(err.contains(want), "want {want:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn repository_release_spec_has_3_modules_for_7_targets() {
+        let p = paths::repo_root().join("manifests/release.toml");
+        let spec = load(&p, None).unwrap();
+        let jobs = spec.jobs(&[], &[]).unwrap();
+        let cubins = jobs.iter().filter(|j| j.kind == Kind::Cubin).count();
+        assert!(
+            spec.modules.len() >= 3 && spec.targets.len() >= 7,
+            "{spec:?}"
+        );
+        assert_eq!(cubins, spec.modules.len() * spec.targets.len());
+    }
+}

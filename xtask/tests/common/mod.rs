@@ -1,0 +1,318 @@
+//! Shared helpers of the xtask integration tests: the real `xtask` binary, the pinned
+//! toolkit (bootstrapped once per test binary through the per-user wheel cache), and a
+//! throwaway workspace of small test kernels with its own spec, cache and output folder.
+
+#![allow(dead_code)] // each test file uses a subset
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The `xtask` binary cargo built for these tests.
+pub fn xtask() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.env_remove("CUDA_AOT_BUILD_CACHE");
+    c
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Bootstraps the pinned toolkit (once per test binary) and returns its root.
+pub fn toolkit_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let out = xtask()
+            .arg("toolchain")
+            .output()
+            .expect("run xtask toolchain");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "xtask toolchain failed (CI needs network access to PyPI once):\n{}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("toolkit"))
+            .expect("toolkit line");
+        PathBuf::from(line.trim())
+    })
+}
+
+/// The per-user cache folder, as the tool computes it.
+pub fn user_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("CUDA_AOT_CACHE_DIR") {
+        return PathBuf::from(x);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("cuda-aot")
+}
+
+pub const COMMON_CUH: &str = "#pragma once\n\
+__device__ __forceinline__ unsigned long long mix(unsigned long long x) {\n\
+    return x * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;\n\
+}\n";
+
+pub const OTHER_CUH: &str = "#pragma once\n\
+__device__ __forceinline__ unsigned int twice(unsigned int x) { return 2u * x; }\n";
+
+pub const ALPHA_CU: &str = "#include \"common.cuh\"\n\
+#ifndef CUDA_AOT_BLOCK\n#error the build passes -DCUDA_AOT_BLOCK\n#endif\n\
+extern \"C\" __global__ void __launch_bounds__(CUDA_AOT_BLOCK)\n\
+alpha_mix(unsigned long long* data, unsigned int n) {\n\
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+    if (i < n) data[i] = mix(data[i]);\n\
+}\n";
+
+/// Has an internal-linkage `__constant__` table in a namespace: nvcc mangles its symbol
+/// name with a hash of the source path unless the build pins that path.
+pub const BETA_CU: &str = "#include \"common.cuh\"\n\
+namespace beta { static __constant__ unsigned long long SALT[2] = {0x1234ull, 0x5678ull}; }\n\
+extern \"C\" __global__ void beta_salt(const unsigned long long* in, unsigned long long* out, unsigned int n) {\n\
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+    if (i < n) out[i] = mix(in[i] ^ beta::SALT[i & 1]);\n\
+}\n";
+
+pub const GAMMA_CU: &str = "#include \"other.cuh\"\n\
+extern \"C\" __global__ void gamma_twice(unsigned int* data, unsigned int n) {\n\
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+    if (i < n) data[i] = twice(data[i]);\n\
+}\n";
+
+pub const SPEC: &str = r#"[build]
+sources = "../src"
+targets = ["sm_80", "sm_90"]
+nvcc_flags = ["--std=c++17"]
+
+[[module]]
+name = "alpha"
+source = "alpha.cu"
+entry_points = ["alpha_mix"]
+protocol = "test-v1"
+schedule_version = 1
+geometry = { block = 128 }
+
+[[module]]
+name = "beta"
+source = "beta.cu"
+entry_points = ["beta_salt"]
+protocol = "test-v1"
+schedule_version = 1
+
+[[module]]
+name = "gamma"
+source = "gamma.cu"
+entry_points = ["gamma_twice"]
+protocol = "test-v1"
+schedule_version = 1
+"#;
+
+/// A throwaway workspace: `src/` (kernels), `spec/release.toml`, `cache/`, `out/`.
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+    runs: AtomicUsize,
+}
+
+/// One `xtask build` run.
+pub struct Run {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub report: Option<serde_json::Value>,
+}
+
+impl Ws {
+    /// Three modules (alpha and beta include common.cuh, gamma includes other.cuh), two
+    /// targets.
+    pub fn new() -> Ws {
+        toolkit_root();
+        let ws = Ws {
+            dir: tempfile::Builder::new()
+                .prefix("xtask-test-")
+                .tempdir()
+                .unwrap(),
+            runs: AtomicUsize::new(0),
+        };
+        for (f, text) in [
+            ("src/common.cuh", COMMON_CUH),
+            ("src/other.cuh", OTHER_CUH),
+            ("src/alpha.cu", ALPHA_CU),
+            ("src/beta.cu", BETA_CU),
+            ("src/gamma.cu", GAMMA_CU),
+            ("spec/release.toml", SPEC),
+        ] {
+            ws.write(f, text);
+        }
+        ws
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// Rewrites the spec.
+    pub fn edit_spec(&self, f: impl FnOnce(String) -> String) {
+        let s = f(self.read("spec/release.toml"));
+        self.write("spec/release.toml", &s);
+    }
+
+    /// `xtask build` on this workspace, plus `extra` arguments.
+    pub fn build(&self, extra: &[&str]) -> Run {
+        self.build_with(extra, |_| {})
+    }
+
+    /// Like [`Ws::build`], with a hook to adjust the command (environment).
+    pub fn build_with(&self, extra: &[&str], f: impl FnOnce(&mut Command)) -> Run {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed);
+        let report = self.path(&format!("reports/{n}.json"));
+        std::fs::create_dir_all(report.parent().unwrap()).unwrap();
+        let mut cmd = xtask();
+        cmd.arg("build")
+            .arg("--spec")
+            .arg(self.path("spec/release.toml"))
+            .arg("--cache-dir")
+            .arg(self.path("cache"))
+            .arg("--out")
+            .arg(self.path("out"))
+            .arg("--report-json")
+            .arg(&report)
+            .arg("-j")
+            .arg("2")
+            .args(extra);
+        f(&mut cmd);
+        let out = cmd.output().expect("run xtask build");
+        Run {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            report: std::fs::read(&report)
+                .ok()
+                .map(|b| serde_json::from_slice(&b).unwrap()),
+        }
+    }
+
+    /// Every file under `rel` with its bytes (empty when the folder does not exist).
+    pub fn snapshot(&self, rel: &str) -> BTreeMap<PathBuf, Vec<u8>> {
+        snapshot(&self.path(rel))
+    }
+}
+
+/// Every file under `dir` with its bytes.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    if !dir.exists() {
+        return out;
+    }
+    for e in walkdir::WalkDir::new(dir) {
+        let e = e.unwrap();
+        if e.file_type().is_file() {
+            out.insert(
+                e.path().strip_prefix(dir).unwrap().to_path_buf(),
+                std::fs::read(e.path()).unwrap(),
+            );
+        }
+    }
+    out
+}
+
+impl Run {
+    /// Asserts success and returns self.
+    #[track_caller]
+    pub fn ok(self) -> Run {
+        assert!(self.ok, "build failed:\n{}\n{}", self.stderr, self.stdout);
+        self
+    }
+
+    /// Asserts failure and returns self.
+    #[track_caller]
+    pub fn failed(self) -> Run {
+        assert!(!self.ok, "build succeeded unexpectedly:\n{}", self.stdout);
+        assert!(self.report.is_none(), "a failed build wrote a report");
+        self
+    }
+
+    fn report(&self) -> &serde_json::Value {
+        self.report.as_ref().expect("a report")
+    }
+
+    pub fn nvcc_runs(&self) -> u64 {
+        self.report()["nvcc_runs"].as_u64().unwrap()
+    }
+
+    /// `module target` of every blob that was compiled (not taken from the cache).
+    pub fn compiled(&self) -> BTreeSet<String> {
+        self.blobs(false)
+    }
+
+    /// `module target` of every blob that came from the cache.
+    pub fn cached(&self) -> BTreeSet<String> {
+        self.blobs(true)
+    }
+
+    fn blobs(&self, cached: bool) -> BTreeSet<String> {
+        self.report()["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["cached"].as_bool() == Some(cached))
+            .map(|m| {
+                format!(
+                    "{} {}",
+                    m["module"].as_str().unwrap(),
+                    m["target"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    /// The blob digest of `module target`.
+    pub fn digest(&self, module: &str, target: &str) -> String {
+        self.field(module, target, "module_digest")
+    }
+
+    /// The identity digest of `module target`.
+    pub fn identity(&self, module: &str, target: &str) -> String {
+        self.field(module, target, "identity_digest")
+    }
+
+    fn field(&self, module: &str, target: &str, field: &str) -> String {
+        self.report()["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["module"] == module && m["target"] == target)
+            .unwrap_or_else(|| panic!("no {module} {target} in the report"))[field]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+}
+
+/// `{"a x", "a y", ...}` for every module and target given.
+pub fn set(modules: &[&str], targets: &[&str]) -> BTreeSet<String> {
+    modules
+        .iter()
+        .flat_map(|m| targets.iter().map(move |t| format!("{m} {t}")))
+        .collect()
+}
