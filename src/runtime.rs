@@ -316,7 +316,9 @@ impl Runtime {
         let ctx = self.device.context();
         let bytes = sel.module.bytes();
         let loaded = match manifest.identity.kind {
-            Kind::Cubin => LoadedModule::load_cubin(ctx, bytes, self.policy.load_api),
+            Kind::Cubin => {
+                LoadedModule::load_cubin_shared(ctx, bytes.clone(), self.policy.load_api)
+            }
             Kind::Ptx => {
                 self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
                 log::warn!(

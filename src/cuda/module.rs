@@ -92,7 +92,7 @@ struct Owner {
     kind: ImageKind,
     /// The exact bytes given to the driver, kept until after unload: the driver copies them
     /// at load (documented for `cuLibraryLoadData`), this copy makes that a non-issue.
-    image: Box<[u8]>,
+    image: Arc<[u8]>,
 }
 
 // SAFETY: the handles are plain driver handles, not tied to the thread that created them:
@@ -164,17 +164,28 @@ impl LoadedModule {
         Self::load(ctx, image.into(), api, ImageKind::Cubin)
     }
 
+    /// Like [`LoadedModule::load_cubin`], but keeps the caller's shared bytes instead of
+    /// copying them (the runtime hands over its verified in-memory blob this way).
+    pub fn load_cubin_shared(
+        ctx: &Arc<CudaContext>,
+        image: Arc<[u8]>,
+        api: LoadApi,
+    ) -> Result<Self, CudaError> {
+        check_cubin(&image)?;
+        Self::load(ctx, image, api, ImageKind::Cubin)
+    }
+
     /// Loads PTX text into `ctx`; the driver JIT-compiles it for the device (milliseconds to
     /// hundreds of milliseconds). The text is copied and NUL-terminated as the driver
     /// requires; NUL bytes inside it and binary images are refused.
     pub fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
         let text = ptx_with_nul(ptx)?;
-        Self::load(ctx, text, api, ImageKind::Ptx)
+        Self::load(ctx, text.into(), api, ImageKind::Ptx)
     }
 
     fn load(
         ctx: &Arc<CudaContext>,
-        image: Box<[u8]>,
+        image: Arc<[u8]>,
         api: LoadApi,
         kind: ImageKind,
     ) -> Result<Self, CudaError> {

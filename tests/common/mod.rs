@@ -22,12 +22,23 @@ pub fn key() -> SecretKey {
     SecretKey::from_seed(seed)
 }
 
+/// A file under `tests/data/`: from the source tree, else relative to the working folder
+/// (test binaries copied to the GPU host run from a checkout elsewhere).
+pub fn data(rel: &str) -> Vec<u8> {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(rel);
+    let path = if built.exists() {
+        built
+    } else {
+        Path::new("tests/data").join(rel)
+    };
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A real cubin of `tests/data/elf/add.cu` for `sm` (sm_80, sm_90, sm_90a, sm_120).
 pub fn cubin(sm: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/elf/add_{sm}.cubin")),
-    )
-    .unwrap()
+    data(&format!("elf/add_{sm}.cubin"))
 }
 
 /// The keys of one trust root.
@@ -76,10 +87,7 @@ pub fn sign_root(root: &Root, signers: &[&SecretKey]) -> Vec<u8> {
 
 /// PTX text of `add.cu` for `arch` (compute_80, compute_90).
 pub fn ptx(arch: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/elf/add_{arch}.ptx")),
-    )
-    .unwrap()
+    data(&format!("elf/add_{arch}.ptx"))
 }
 
 /// A signed module of `add` for `target` (cubin for sm_*, PTX for compute_*).

@@ -20,6 +20,12 @@ use crate::toolchain::{ToolkitArgs, ToolkitChoice};
 /// three full builds of wall time. This is a benchmark, not a test: numbers depend on the
 /// machine and are recorded with it.
 #[derive(clap::Args)]
+#[command(after_long_help = "\
+Measures (a) the full release build from a cold cache, (b) the no-op rebuild (in process and
+as a fresh `xtask build` process) and its ratio to (a), (c) a rebuild after changing the header
+most modules include, and (d) parallel efficiency: time(-j1) / (N * time(-jN)). Every build
+runs in temporary folders; only the toolkit is shared. Prints a table and rewrites
+docs/build-bench.md (the history table keeps one row per run). Run it on a quiet machine.")]
 pub struct Args {
     /// Parallel nvcc jobs of the parallel builds (default: the number of available cores).
     #[arg(short = 'j', long = "jobs", value_name = "N")]
@@ -27,6 +33,9 @@ pub struct Args {
     /// How many no-op rebuilds to time; the median is reported.
     #[arg(long, value_name = "N", default_value_t = 5)]
     noop_runs: usize,
+    /// How many times to run each cold build (-jN and -j1); the median is reported.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    repeat: usize,
     /// Skip the -j1 build (parallel efficiency is then not measured).
     #[arg(long)]
     skip_serial: bool,
@@ -42,6 +51,7 @@ pub struct Args {
 
 /// Everything one run measured.
 struct Figures {
+    repeat: usize,
     jobs: usize,
     blobs: usize,
     full: Duration,
@@ -80,8 +90,20 @@ impl Args {
             ..base.clone()
         };
 
-        eprintln!("bench: full release build, cold cache, -j{}", par.jobs);
-        let full = build::run_build(&par)?;
+        let repeat = self.repeat.max(1);
+        eprintln!(
+            "bench: {repeat} full release build(s), cold cache, -j{}",
+            par.jobs
+        );
+        let mut fulls = Vec::new();
+        for _ in 0..repeat {
+            for d in [&par.cache, &par.out] {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            fulls.push(build::run_build(&par)?);
+        }
+        fulls.sort_by_key(|r| r.wall);
+        let full = fulls.swap_remove(fulls.len() / 2);
         let blobs = full.modules.len();
 
         eprintln!("bench: {runs} no-op rebuilds in process");
@@ -114,7 +136,7 @@ impl Args {
         let serial = if self.skip_serial {
             None
         } else {
-            eprintln!("bench: full release build, cold cache, -j1");
+            eprintln!("bench: {repeat} full release build(s), cold cache, -j1");
             let one = BuildOptions {
                 jobs: 1,
                 cache: tmp.path().join("cache-j1"),
@@ -122,10 +144,18 @@ impl Args {
                 sources: Some(sources.clone()),
                 ..base.clone()
             };
-            Some(build::run_build(&one)?.wall)
+            let mut walls = Vec::new();
+            for _ in 0..repeat {
+                for d in [&one.cache, &one.out] {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+                walls.push(build::run_build(&one)?.wall);
+            }
+            Some(median(walls))
         };
 
         let f = Figures {
+            repeat,
             jobs: par.jobs.min(blobs),
             blobs,
             full: full.wall,
@@ -252,7 +282,10 @@ impl Figures {
     fn table(&self, runs: usize) -> String {
         let mut rows = vec![
             (
-                format!("full release build, cold cache, -j{}", self.jobs),
+                format!(
+                    "full release build, cold cache, -j{} (median of {})",
+                    self.jobs, self.repeat
+                ),
                 format!(
                     "{} ({} blobs, {} nvcc runs)",
                     ms(self.full),
@@ -284,7 +317,13 @@ impl Figures {
             ));
         }
         if let Some(s) = self.serial {
-            rows.push(("full release build, cold cache, -j1".into(), ms(s)));
+            rows.push((
+                format!(
+                    "full release build, cold cache, -j1 (median of {})",
+                    self.repeat
+                ),
+                ms(s),
+            ));
             rows.push((
                 format!(
                     "parallel efficiency time(-j1) / ({} × time(-j{}))",
@@ -337,7 +376,7 @@ fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Resul
         })
         .unwrap_or_default();
     history.push(format!(
-        "| {date} | {cores} × {cpu} | -j{} | {} | {} ({:.2} %) | {} | {} |",
+        "| {date} | {cores} × {cpu} | {profile} | -j{} | {} | {} ({:.2} %) | {} | {} |",
         f.jobs,
         ms(f.full),
         ms(f.noop),
@@ -355,7 +394,7 @@ fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Resul
          ## Latest run\n\n\
          - date: {date}\n\
          - machine: {cores} cores available, CPU {cpu}, {os} {arch}\n\
-         - command: `cargo xtask bench` (xtask {profile} build)\n\
+         - command: `cargo xtask bench{args}` (xtask {profile} build)\n\
          - toolkit: nvcc {nvcc} ({source}, {digest}); host compiler: {host}\n\
          - release set: {modules} modules, {blobs} blobs ({spec})\n\n\
          {table}\n\
@@ -366,9 +405,14 @@ fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Resul
          Parallel efficiency below 1 comes from nvcc's own serial start-up per job and from \
          the last jobs of the queue running with idle workers beside them.\n\n\
          {HISTORY}\n\n\
-         | date | machine | jobs | full build | no-op (ratio) | full -j1 | efficiency |\n\
-         |---|---|---|---|---|---|---|\n\
+         | date | machine | xtask build | jobs | full build | no-op in process (ratio) | full -j1 | efficiency |\n\
+         |---|---|---|---|---|---|---|---|\n\
          {rows}\n",
+        args = if f.repeat > 1 {
+            format!(" --repeat {}", f.repeat)
+        } else {
+            String::new()
+        },
         os = std::env::consts::OS,
         arch = std::env::consts::ARCH,
         nvcc = tk.nvcc,

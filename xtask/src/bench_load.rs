@@ -176,6 +176,8 @@ impl Args {
         }
         rows.push(open);
 
+        // A/B in the same state: each arm starts right after a fresh Runtime::open (the
+        // same verification work, so the same cache warmth), and the arms alternate order.
         let mut bundle_verified = Row {
             scope: "bundle".into(),
             method: "verified_load",
@@ -189,18 +191,29 @@ impl Args {
             samples: vec![],
         };
         for i in 0..=reps {
-            let rt = Runtime::open(&self.registry, trust, policy.clone())?;
-            let t = Instant::now();
-            rt.preload()?;
-            let took = t.elapsed();
-            drop(rt);
-            let mut raw = Duration::ZERO;
-            for (_, bytes, _) in &selected {
-                raw += cuda::raw::time_module_load(ctx, bytes, false)?;
-            }
+            let verified = || -> Result<Duration> {
+                let rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                let t = Instant::now();
+                rt.preload()?;
+                Ok(t.elapsed())
+            };
+            let raw = || -> Result<Duration> {
+                let _rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                let mut raw = Duration::ZERO;
+                for (_, bytes, _) in &selected {
+                    raw += cuda::raw::time_module_load(ctx, bytes, false)?;
+                }
+                Ok(raw)
+            };
+            let (v, r) = if i % 2 == 0 {
+                (verified()?, raw()?)
+            } else {
+                let r = raw()?;
+                (verified()?, r)
+            };
             if i > 0 {
-                bundle_verified.samples.push(took);
-                bundle_raw.samples.push(raw);
+                bundle_verified.samples.push(v);
+                bundle_raw.samples.push(r);
             }
         }
         for (name, bytes, _) in &selected {
@@ -217,14 +230,24 @@ impl Args {
                 samples: vec![],
             };
             for i in 0..=reps {
-                let rt = Runtime::open(&self.registry, trust, policy.clone())?;
-                let t = Instant::now();
-                rt.module(name)?;
-                let took = t.elapsed();
-                drop(rt);
-                let r = cuda::raw::time_module_load(ctx, bytes, false)?;
+                let verified_once = || -> Result<Duration> {
+                    let rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                    let t = Instant::now();
+                    rt.module(name)?;
+                    Ok(t.elapsed())
+                };
+                let raw_once = || -> Result<Duration> {
+                    let _rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                    Ok(cuda::raw::time_module_load(ctx, bytes, false)?)
+                };
+                let (v, r) = if i % 2 == 0 {
+                    (verified_once()?, raw_once()?)
+                } else {
+                    let r = raw_once()?;
+                    (verified_once()?, r)
+                };
                 if i > 0 {
-                    verified.samples.push(took);
+                    verified.samples.push(v);
                     raw.samples.push(r);
                 }
             }

@@ -39,6 +39,19 @@ pub use spec::{Job, ModuleSpec, ReleaseSpec};
 /// (.cuda-aot/cache) when every input is unchanged: toolkit, host compiler, flags, sources
 /// and every header they include. A rebuild with nothing changed runs no nvcc at all.
 #[derive(clap::Args)]
+#[command(after_long_help = "\
+Outputs (read by `cargo xtask sign` and `publish`):
+  <out>/<module>/<target>.cubin                 one per module and target SM
+  <out>/<module>/<target>.cubin.manifest.json   its unsigned manifest (identity, digests, entry points)
+  <out>/<module>/<target>.ptx[.manifest.json]   only for modules that opt into PTX (compatibility mode)
+
+A failed build changes nothing: not the output folder, not the cache. docs/build.md explains the
+toolkit, the identity, the cache key and reproducibility.
+
+Examples:
+  cargo xtask build                                  the release set, one job per core
+  cargo xtask build --module ntt --target sm_90 -j 4
+  cargo xtask build --dry-run                        the jobs and their exact nvcc flags")]
 pub struct Args {
     /// Output folder; files of earlier builds that this build does not produce are removed.
     #[arg(long, value_name = "DIR")]
@@ -276,15 +289,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         build_start,
     };
     let n = plan.jobs.len();
-    let keyed: Vec<(Digest, Option<DepRecord>)> = plan
-        .jobs
-        .iter()
-        .map(|j| {
-            let k = ctx.dep_key(j);
-            let rec = cache.deps(&k);
-            (k, rec)
-        })
-        .collect();
+    // Each job's dependency record (read on the workers: parsing them is most of the work
+    // of a no-op rebuild).
+    let keyed: Vec<(Digest, Option<DepRecord>)> = par_map(&plan.jobs, opts.jobs, |j| {
+        let k = ctx.dep_key(j);
+        let rec = cache.deps(&k);
+        (k, rec)
+    });
     // Longest first (unknown counts as longest): the last job to start is a short one.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| Reverse(keyed[i].1.as_ref().map_or(u64::MAX, |r| r.compile_ms)));
@@ -382,6 +393,27 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         toolkit: plan.toolkit.identity.clone(),
         removed,
     })
+}
+
+/// `f` over `items` on up to `threads` threads, results in item order.
+fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    *slots[i].lock().expect("slot") = Some(f(item));
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| m.into_inner().expect("slot").expect("every item ran"))
+        .collect()
 }
 
 /// The outcome of one job.

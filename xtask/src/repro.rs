@@ -18,6 +18,11 @@ use crate::toolchain::ToolkitArgs;
 /// any mismatch. Reproducibility is what lets anyone check that a signed cubin came from
 /// the reviewed source.
 #[derive(clap::Args)]
+#[command(after_long_help = "\
+Copies the sources into two temporary folders at different paths and depths, builds the release
+set in each with its own empty build cache (both really compile; the nvcc run counts are
+printed), and prints per module and target whether the blob digests and the identity digests
+match. Exits non-zero on any blob mismatch; --keep leaves both folders for inspection.")]
 pub struct Args {
     /// Parallel nvcc jobs per build (default: the number of available cores).
     #[arg(short = 'j', long = "jobs", value_name = "N")]

@@ -83,6 +83,15 @@ impl ToolkitArgs {
 /// instant. Builds do this implicitly; run it to bootstrap ahead of time or to see the
 /// toolkit identity that manifests will record.
 #[derive(clap::Args)]
+#[command(after_long_help = "\
+The five pinned wheels (nvcc, crt, nvvm, runtime headers, CCCL; manifests/toolchain.toml) are
+fetched with `python3 -m pip download --no-deps` into the per-user cache
+($CUDA_AOT_CACHE_DIR, else ~/.cache/cuda-aot/wheels, one <sha256>.whl each), their sha256
+checked on every use, and unpacked into .cuda-aot/toolkit/<key>/. Reruns are instant.
+pip honours PIP_INDEX_URL and PIP_FIND_LINKS for mirrors and offline use.
+
+The toolkit identity recorded in every manifest is nvcc's version plus a blake3 digest over
+the toolkit's executables (bin/ and nvvm/bin/), and its source: pinned-wheels or system.")]
 pub struct Args {
     #[command(flatten)]
     toolkit: ToolkitArgs,
@@ -92,7 +101,14 @@ impl Args {
     /// Runs the task: ensures the toolkit and prints what it is and where.
     pub fn run(self) -> Result<()> {
         let opts = self.toolkit.options();
+        let t = std::time::Instant::now();
         let tk = ensure_with(&opts)?;
+        if !tk.fresh {
+            eprintln!(
+                "toolchain: already in place, stamp and executables checked in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1000.0
+            );
+        }
         println!("toolkit  {}", tk.root.display());
         println!("nvcc     {} ({})", tk.identity.nvcc, tk.nvcc.display());
         println!("source   {}", tk.identity.source);
@@ -142,6 +158,9 @@ pub struct ToolkitInfo {
     pub real_targets: Vec<String>,
     /// Virtual architectures nvcc accepts for PTX (`compute_80`, ...).
     pub virtual_targets: Vec<String>,
+    /// Whether this call unpacked (or, for a system toolkit, hashed) it; false when its
+    /// stamp was still valid.
+    pub fresh: bool,
 }
 
 impl ToolkitInfo {
@@ -371,6 +390,7 @@ impl Stamp {
             },
             real_targets: self.real_targets.clone(),
             virtual_targets: self.virtual_targets.clone(),
+            fresh: false,
         }
     }
 }
@@ -497,7 +517,10 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
         stamp.nvcc_version,
         stamp.digest
     );
-    Ok(stamp.info(dir.join(&pins.root)))
+    Ok(ToolkitInfo {
+        fresh: true,
+        ..stamp.info(dir.join(&pins.root))
+    })
 }
 
 /// Every pinned wheel's bytes, each checked against its sha256: cached wheels first (a
@@ -862,7 +885,10 @@ fn ensure_system(opts: &ToolchainOptions) -> Result<ToolkitInfo> {
         stamp.nvcc_version,
         stamp.digest
     );
-    Ok(stamp.info(root))
+    Ok(ToolkitInfo {
+        fresh: true,
+        ..stamp.info(root)
+    })
 }
 
 /// `$CUDA_HOME`, else the folder above the `bin/` holding the `nvcc` found on PATH.
@@ -971,6 +997,7 @@ mod tests {
             },
             real_targets: vec!["sm_80".into(), "sm_89".into(), "sm_90".into()],
             virtual_targets: vec!["compute_90".into()],
+            fresh: false,
         };
         let ok = |s: &str| tk.supports(&s.parse().unwrap());
         assert!(
