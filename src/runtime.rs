@@ -103,15 +103,16 @@ struct AtomicCounters {
 }
 
 /// One module slot of the process-wide cache, keyed by device and identity.
-type Slot = Arc<Mutex<Option<Arc<LoadedModule>>>>;
+type SlotInner = Mutex<Option<Arc<LoadedModule>>>;
+type Slot = Arc<SlotInner>;
+type ProcessCache = Mutex<HashMap<CacheKey, Weak<SlotInner>>>;
 type CacheKey = (usize, Digest, Digest);
 
 /// The process-wide module cache: `(device ordinal, identity digest, blob digest)` → slot.
 /// Runtimes hold the slots; the cache holds weak references, so a module is unloaded
 /// when the last runtime (and kernel handle) using it is dropped.
-fn process_cache() -> &'static Mutex<HashMap<CacheKey, Weak<Mutex<Option<Arc<LoadedModule>>>>>> {
-    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Weak<Mutex<Option<Arc<LoadedModule>>>>>>> =
-        OnceLock::new();
+fn process_cache() -> &'static ProcessCache {
+    static CACHE: OnceLock<ProcessCache> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 

@@ -203,7 +203,7 @@ impl Ntt {
 
     fn log_n(data: &CudaSlice<u64>) -> Result<u32> {
         let n = data.len();
-        if !n.is_power_of_two() || n < 2 || n > (1usize << 31) {
+        if !n.is_power_of_two() || !(2..=(1usize << 31)).contains(&n) {
             return Err(Error::Argument {
                 what: "NTT data".into(),
                 reason: format!("{n} elements; a power of two from 2 to 2^31 is required"),
@@ -238,7 +238,7 @@ impl Ntt {
             };
         }
         for stage in 0..log_n {
-            let mut stage = stage;
+            let (mut stage, mut log_n) = (stage, log_n);
             let (mut pd, _g) = data.device_ptr_mut(stream);
             let (mut pt, _gt) = twiddles.device_ptr(stream);
             let mut params = [
@@ -322,7 +322,7 @@ impl Merkle {
         parents: &mut CudaSlice<u8>,
     ) -> Result<()> {
         check_len("children", children.len(), parents.len() * 2)?;
-        if parents.len() % 32 != 0 {
+        if !parents.len().is_multiple_of(32) {
             return Err(Error::Argument {
                 what: "merkle parents".into(),
                 reason: format!("{} bytes; a multiple of 32 is required", parents.len()),

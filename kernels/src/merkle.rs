@@ -13,7 +13,7 @@ pub const NODE_BYTES: usize = 32;
 /// If `children` has an odd length.
 pub fn layer(children: &[[u8; NODE_BYTES]]) -> Vec<[u8; NODE_BYTES]> {
     assert!(
-        children.len() % 2 == 0,
+        children.len().is_multiple_of(2),
         "a Merkle layer needs an even number of children, got {}",
         children.len()
     );
@@ -38,7 +38,7 @@ pub fn layer(children: &[[u8; NODE_BYTES]]) -> Vec<[u8; NODE_BYTES]> {
 /// If `children.len()` is not a multiple of 64.
 pub fn layer_bytes(children: &[u8]) -> Vec<u8> {
     assert!(
-        children.len() % (2 * NODE_BYTES) == 0,
+        children.len().is_multiple_of(2 * NODE_BYTES),
         "a flat Merkle layer needs a multiple of 64 bytes, got {}",
         children.len()
     );

@@ -166,8 +166,8 @@ impl Args {
             );
         }
         println!(
-            "\n{:<10} {:<20} {:>9}  {:<12}  {}",
-            "MODULE", "TARGET", "BYTES", "BLAKE3", "RESULT"
+            "\n{:<10} {:<20} {:>9}  {:<12}  RESULT",
+            "MODULE", "TARGET", "BYTES", "BLAKE3"
         );
         for ((module, target), rest) in &rows {
             println!("{module:<10} {target:<20} {rest}");

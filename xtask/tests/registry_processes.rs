@@ -287,3 +287,86 @@ fn a_publisher_killed_after_any_step_leaves_a_registry_that_verifies() {
         );
     }
 }
+
+#[test]
+fn verify_names_the_first_failure_with_a_fix_and_exits_non_zero() {
+    let s = Setup::new();
+    run_ok(&mut s.publish_cmd("a"));
+    let blob = walkdir_first_blob(&s.registry());
+    let mut b = std::fs::read(&blob).unwrap();
+    b[64] ^= 0xff;
+    std::fs::write(&blob, b).unwrap();
+    let (ok, text) = s.verify();
+    assert!(!ok, "{text}");
+    assert!(text.contains("error: add sm_90 blob: blake3"), "{text}");
+    assert!(
+        text.contains("Fix: the file was altered or truncated after signing"),
+        "{text}"
+    );
+}
+
+fn walkdir_first_blob(registry: &Path) -> PathBuf {
+    let dir = registry.join("blobs/blake3");
+    let sub = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read_dir(sub)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
+#[test]
+fn keygen_writes_mode_0600_and_refuses_a_tracked_path_or_an_existing_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    let mode = std::fs::metadata(s.key("builder"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    // Inside the working tree and not ignored: refused, nothing written.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tracked = repo.join("keys/test-builder.key");
+    let out = xtask()
+        .args(["keygen", "--role", "builder", "--out"])
+        .arg(&tracked)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("inside the working tree and not ignored by git"),
+        "{err}"
+    );
+    assert!(err.contains("Fix:"), "{err}");
+    assert!(!tracked.exists());
+    // An existing key is never overwritten.
+    let out = xtask()
+        .args(["keygen", "--role", "builder", "--out"])
+        .arg(s.key("builder"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // A key readable by others is refused when used.
+    std::fs::set_permissions(s.key("builder"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = xtask()
+        .arg("sign")
+        .arg(s.p("a"))
+        .arg("--builder-key")
+        .arg(s.key("builder"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("readable by other users")
+            && err.contains("Fix: chmod 600"),
+        "{err}"
+    );
+}
