@@ -1,9 +1,39 @@
 //! cuda-aot: verify and load signed, per-SM CUDA modules built ahead of time.
 //!
-//! Provers link this crate. At startup [`verify::verify_index`] checks the signed bundle
-//! of a registry against a trust root (root → timestamp → index → manifests), blobs are
-//! checked (size first, then blake3, then the cubin's ELF SM) when loaded, and nothing is
-//! compiled or fetched at request time.
+//! Provers link this crate. At startup [`Runtime::open`] checks the signed bundle of a
+//! registry against a trust root (root → timestamp → index → manifests), picks each
+//! module's cubin for exactly the device's SM, checks blobs (size first, then blake3, then
+//! the cubin's ELF SM) and the driver floor; [`Runtime::preload`] then hands each module
+//! to the driver once per process. Nothing is compiled or fetched at request time.
+//!
+//! ```no_run
+//! use cuda_aot::{Policy, Runtime};
+//!
+//! # fn main() -> Result<(), cuda_aot::Error> {
+//! let trust = std::fs::read("keys/root.json").expect("trust root");
+//! let rt = Runtime::open("/srv/cuda-aot/registry", &trust, Policy::production())?;
+//! rt.preload()?;
+//! let kernel = rt.kernel("ntt", "ntt_butterfly")?; // launch on a cudarc stream
+//! println!("{} on {}: {:?}", kernel.name(), rt.device().sm(), rt.counters());
+//! # Ok(()) }
+//! ```
+//!
+//! Offline verification without a GPU (what `cargo xtask verify` does):
+//!
+//! ```no_run
+//! use cuda_aot::source::DirSource;
+//! use cuda_aot::verify::{Options, verify_index};
+//!
+//! # fn main() -> Result<(), cuda_aot::Error> {
+//! let src = DirSource::new("/srv/cuda-aot/registry");
+//! let trust = std::fs::read("keys/root.json").expect("trust root");
+//! let index = verify_index(&src, &trust, Default::default(), &Options::default())?;
+//! for m in index.manifests() {
+//!     let module = index.load_module(&src, m, &Default::default())?;
+//!     println!("{} {} bytes", m.manifest().label(), module.bytes().len());
+//! }
+//! # Ok(()) }
+//! ```
 
 pub mod cuda;
 pub mod digest;

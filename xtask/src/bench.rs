@@ -402,8 +402,10 @@ fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Resul
          no-op rebuild runs no nvcc at all (dependency records prove every source and header \
          unchanged, the cache entry is checked and the output already holds the bytes); \
          changing a header that several modules include recompiles exactly those modules. \
-         Parallel efficiency below 1 comes from nvcc's own serial start-up per job and from \
-         the last jobs of the queue running with idle workers beside them.\n\n\
+         Each job is its own nvcc process chain (host preprocessor, cicc, ptxas), so jobs \
+         scale with the cores; what keeps efficiency below 1 is the tail of the queue, where \
+         workers idle beside the last jobs (longest-first ordering keeps that tail short), and \
+         other load on the machine. Timings on a shared machine vary by several percent.\n\n\
          {HISTORY}\n\n\
          | date | machine | xtask build | jobs | full build | no-op in process (ratio) | full -j1 | efficiency |\n\
          |---|---|---|---|---|---|---|---|\n\

@@ -21,7 +21,9 @@ use crate::{paths, publish};
 /// through (a) the runtime's verified load (`Runtime::module` / `preload`, from verified
 /// in-memory bytes), (b) a bare cuModuleLoadData, (c) PTX through the driver JIT with the
 /// JIT cache off (CUDA_CACHE_DISABLE=1; needs PTX in the registry), (d) NVRTC compile +
-/// load (only when built with --features research). Verification at open is measured on
+/// load (only when built with --features research); and the verified bundle load through
+/// cuLibraryLoadData (context-independent loading). Each verified/bare pair starts after
+/// an identical Runtime::open, in alternating order. Verification at open is measured on
 /// its own row. Writes bench-load.csv and bench-load.svg, then re-reads the CSV and fails
 /// unless the verified bundle load is within 1.10x of the bare load and at least 100x
 /// faster than NVRTC.
@@ -257,6 +259,27 @@ impl Args {
         rows.push(bundle_verified);
         rows.push(bundle_raw);
 
+        // The same verified load through cuLibraryLoadData (context-independent loading).
+        let library = Policy {
+            load_api: cuda::LoadApi::Library,
+            ..policy.clone()
+        };
+        let mut bundle_lib = Row {
+            scope: "bundle".into(),
+            method: "verified_load_library",
+            bytes: total_bytes,
+            samples: vec![],
+        };
+        for i in 0..=reps {
+            let rt = Runtime::open(&self.registry, trust, library.clone())?;
+            let t = Instant::now();
+            rt.preload()?;
+            if i > 0 {
+                bundle_lib.samples.push(t.elapsed());
+            }
+        }
+        rows.push(bundle_lib);
+
         if ptx.is_empty() {
             eprintln!(
                 "note: the registry holds no PTX this device can JIT; skipping the PTX baseline"
@@ -459,6 +482,7 @@ fn chart(rows: &[Row], title: &str) -> String {
         "verified_load" => "#2b8a3e",
         "raw_cuModuleLoadData" => "#1c7ed6",
         "verify_at_open" => "#74b816",
+        "verified_load_library" => "#0ca678",
         "ptx_driver_jit" => "#f08c00",
         _ => "#c92a2a",
     };

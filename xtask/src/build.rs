@@ -7,14 +7,13 @@
 
 pub mod atomic;
 mod cache;
+mod job;
 mod nvcc;
 mod output;
 pub mod spec;
 
-use anyhow::{Context, Result, anyhow};
-use cuda_aot::{
-    Channel, Digest, Function, FunctionName, Identity, Kind, Manifest, ModuleName, Target,
-};
+use anyhow::Result;
+use cuda_aot::{Channel, Digest, Kind, Manifest, ModuleName, Target};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -26,7 +25,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::paths::{self, Fix};
 use crate::toolchain::{self, ToolchainOptions, ToolkitArgs, ToolkitInfo};
-use cache::{Cache, DepFile, DepRecord, FileDigests, Names};
+use cache::{Cache, DepRecord, FileDigests, Names};
+use job::{Ctx, Done};
 pub use nvcc::HostCompiler;
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
 
@@ -373,9 +373,11 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             }
         };
         manifest.channel = opts.channel;
-        let (blob_path, manifest_path) = output::write_module(&opts.out, &manifest, &blob)?;
+        let [blob_path, manifest_path, signed_path] =
+            output::write_module(&opts.out, &manifest, &blob)?;
         keep.insert(blob_path.clone());
         keep.insert(manifest_path.clone());
+        keep.insert(signed_path);
         modules.push(BuiltModule {
             manifest,
             blob: blob_path,
@@ -414,280 +416,6 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .into_iter()
         .map(|m| m.into_inner().expect("slot").expect("every item ran"))
         .collect()
-}
-
-/// The outcome of one job.
-enum Done {
-    /// Found intact in the cache.
-    Cached { manifest: Manifest, blob: Vec<u8> },
-    /// Compiled now (committed to the cache only if the whole build succeeds).
-    Compiled {
-        manifest: Manifest,
-        blob: Vec<u8>,
-        deps: DepRecord,
-    },
-}
-
-/// Shared state of one build's jobs.
-struct Ctx<'a> {
-    plan: &'a Plan,
-    cache: &'a Cache,
-    names: Names,
-    digests: FileDigests,
-    nvcc_runs: AtomicUsize,
-    build_start: SystemTime,
-}
-
-impl Plan {
-    fn label(&self, job: &Job) -> String {
-        let m = &self.spec.modules[job.module];
-        match job.kind {
-            Kind::Cubin => format!("module `{}` target {}", m.name, job.target),
-            Kind::Ptx => format!(
-                "module `{}` target {} (ptx, compatibility mode)",
-                m.name, job.target
-            ),
-        }
-    }
-}
-
-impl Ctx<'_> {
-    /// The key of a job's dependency record: what decides which files nvcc reads.
-    fn dep_key(&self, job: &Job) -> Digest {
-        let m = &self.plan.spec.modules[job.module];
-        let key = serde_json::json!({
-            "source": format!("src:{}", m.source),
-            "flags": job.flags,
-            "toolkit": self.plan.toolkit.identity,
-            "host": self.plan.host.version,
-        });
-        let mut h = blake3::Hasher::new();
-        h.update(b"cuda-aot deps key v1\n");
-        h.update(&cuda_aot::json::to_canonical(&key));
-        Digest(*h.finalize().as_bytes())
-    }
-
-    fn identity(&self, job: &Job, source_digest: Digest) -> Result<Identity> {
-        let m = &self.plan.spec.modules[job.module];
-        Ok(Identity {
-            module: m.name.clone(),
-            sm: job.target,
-            kind: job.kind,
-            toolkit: self.plan.toolkit.identity.clone(),
-            driver_floor: self.plan.toolkit.driver_floor(job.kind)?,
-            host_toolchain: self.plan.host.version.clone(),
-            flags: job.flags.clone(),
-            source_digest,
-            protocol: m.protocol.clone(),
-            geometry: m.geometry.clone(),
-            schedule_version: m.schedule_version,
-        })
-    }
-
-    /// A cache hit when the job's recorded dependencies are unchanged and the entry for
-    /// the resulting identity is intact; otherwise a compile.
-    fn run_job(&self, job: &Job, rec: Option<&DepRecord>) -> Result<Done> {
-        let hit = rec
-            .filter(|r| self.digests.still_match(&self.names, r))
-            .map(|r| self.identity(job, r.source_digest()))
-            .transpose()?
-            .and_then(|id| self.cache.lookup(&id));
-        if let Some(e) = hit {
-            // Entry points are declared in the spec, not part of the identity: check them
-            // on every use of a cached blob too.
-            let found: Vec<(String, Option<u32>)> = e
-                .manifest
-                .functions
-                .iter()
-                .map(|f| (f.name.to_string(), f.param_bytes))
-                .collect();
-            check_entry_points(
-                &self.plan.label(job),
-                &self.plan.spec.modules[job.module],
-                &found,
-            )?;
-            return Ok(Done::Cached {
-                manifest: e.manifest,
-                blob: e.blob,
-            });
-        }
-        self.compile(job)
-    }
-
-    fn compile(&self, job: &Job) -> Result<Done> {
-        let plan = self.plan;
-        let m = &plan.spec.modules[job.module];
-        let label = plan.label(job);
-        let stage = self.cache.staging()?;
-        let output = stage.path().join(format!("{}.{}", job.target, job.kind));
-        let depfile = stage.path().join("deps.d");
-        let source = plan.spec.sources.join(&m.source);
-        let inv = nvcc::Invocation {
-            nvcc: &plan.toolkit.nvcc,
-            flags: &job.flags,
-            ccbin: &plan.host.path,
-            source: &source,
-            cwd: &plan.spec.sources,
-            output: &output,
-            depfile: &depfile,
-        };
-        let t = Instant::now();
-        self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        if let Err(f) = inv.run() {
-            return Err(self.failure(job, &source, f));
-        }
-        let compile_ms = t.elapsed().as_millis() as u64;
-        let text = std::fs::read_to_string(&depfile).with_context(|| {
-            format!(
-                "{label}: reading nvcc's dependency list {}",
-                depfile.display()
-            )
-        })?;
-        let mut files = Vec::new();
-        for dep in nvcc::parse_depfile(&text)
-            .with_context(|| format!("{label}: parsing {}", depfile.display()))?
-        {
-            let abs = cache::normalise(&plan.spec.sources.join(&dep));
-            let changed = std::fs::metadata(&abs)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t > self.build_start);
-            if changed {
-                return Err(fail(
-                    format!(
-                        "{label}: {} changed while the build was running",
-                        abs.display()
-                    ),
-                    "rerun the build once the file is saved (if its timestamp lies in the future, `touch` it)",
-                ));
-            }
-            let digest = self.digests.get(&abs).with_context(|| {
-                format!(
-                    "{label}: reading {}, a dependency nvcc reported",
-                    abs.display()
-                )
-            })?;
-            files.push(DepFile {
-                name: self.names.name(&abs),
-                digest,
-            });
-        }
-        let deps = DepRecord::new(files, compile_ms);
-        let identity = self.identity(job, deps.source_digest())?;
-        let blob = std::fs::read(&output)
-            .with_context(|| format!("{label}: reading {}", output.display()))?;
-        let manifest = self.manifest(job, identity, &blob)?;
-        Ok(Done::Compiled {
-            manifest,
-            blob,
-            deps,
-        })
-    }
-
-    /// The manifest of a freshly built blob, after the entry-point and ELF SM checks.
-    fn manifest(&self, job: &Job, identity: Identity, blob: &[u8]) -> Result<Manifest> {
-        let m = &self.plan.spec.modules[job.module];
-        let label = self.plan.label(job);
-        let found: Vec<(String, Option<u32>)> = match job.kind {
-            Kind::Cubin => {
-                cuda_aot::elf::inspect(blob)
-                    .map_err(|e| anyhow!("{label}: nvcc wrote a cubin this tool cannot read: {e}"))?
-                    .functions
-            }
-            Kind::Ptx => nvcc::ptx_entries(
-                std::str::from_utf8(blob)
-                    .map_err(|_| anyhow!("{label}: nvcc wrote PTX that is not UTF-8"))?,
-            ),
-        };
-        check_entry_points(&label, m, &found)?;
-        let functions = found
-            .into_iter()
-            .map(|(name, param_bytes)| {
-                Ok(Function {
-                    name: FunctionName::new(&name).map_err(anyhow::Error::new)?,
-                    param_bytes,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let manifest = Manifest {
-            schema: Manifest::SCHEMA.into(),
-            identity,
-            module_digest: Digest::of(blob),
-            size: blob.len() as u64,
-            functions,
-            channel: Channel::Dev,
-        };
-        if job.kind == Kind::Cubin {
-            // The ELF header must record exactly the SM (and `a` variant) the job targets.
-            cuda_aot::verify::check_elf_sm(&manifest, blob)
-                .map_err(anyhow::Error::new)
-                .with_context(|| format!("{label}: the cubin nvcc wrote is not for its target"))?;
-        }
-        Ok(manifest)
-    }
-
-    fn failure(&self, job: &Job, source: &Path, f: nvcc::Failure) -> anyhow::Error {
-        let label = self.plan.label(job);
-        let detail = format!(
-            "command: {}\nnvcc output:\n{}",
-            f.command,
-            f.output
-                .trim_end()
-                .lines()
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        match nvcc::missing_header(&f.output) {
-            Some((header, from)) => fail(
-                format!(
-                    "{label}: header `{header}` not found (included from {from}); nvcc failed ({})\n{detail}",
-                    f.status
-                ),
-                format!(
-                    "create `{header}` beside the file that includes it, or fix the #include in {from}"
-                ),
-            ),
-            None => fail(
-                format!(
-                    "{label}: nvcc failed ({}) compiling {}\n{detail}",
-                    f.status,
-                    source.display()
-                ),
-                format!(
-                    "fix the error nvcc reports above in {} (or in a header it includes), then rebuild",
-                    source.display()
-                ),
-            ),
-        }
-    }
-}
-
-/// The blob must hold exactly the declared entry points.
-fn check_entry_points(label: &str, m: &ModuleSpec, found: &[(String, Option<u32>)]) -> Result<()> {
-    let have: BTreeSet<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-    let want: BTreeSet<&str> = m.entry_points.iter().map(FunctionName::as_str).collect();
-    let missing: Vec<&str> = want.difference(&have).copied().collect();
-    let extra: Vec<&str> = have.difference(&want).copied().collect();
-    if !missing.is_empty() {
-        return Err(fail(
-            format!(
-                "{label}: declared entry point(s) {} missing from the built blob (it has: {})",
-                missing.join(", "),
-                have.iter().copied().collect::<Vec<_>>().join(", ")
-            ),
-            "declare exactly the module's kernels in entry_points; kernels must be extern \"C\" __global__ so their symbol is the plain name",
-        ));
-    }
-    if !extra.is_empty() {
-        return Err(fail(
-            format!(
-                "{label}: the built blob has undeclared entry point(s) {}",
-                extra.join(", ")
-            ),
-            "add them to the module's entry_points in the release spec (or make them non-__global__)",
-        ));
-    }
-    Ok(())
 }
 
 /// An error whose message is `message` and whose `Fix:` advice is `fix`.

@@ -74,7 +74,11 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("error: {e}");
-        for cause in e.chain().skip(1) {
+        for cause in e
+            .chain()
+            .skip(1)
+            .filter(|c| c.downcast_ref::<paths::Fix>().is_none())
+        {
             eprintln!("  caused by: {cause}");
         }
         if let Some(fix) = fix_for(&e) {

@@ -118,3 +118,27 @@ fn changing_flags_or_geometry_rebuilds_what_they_affect() {
     assert_eq!(run.compiled(), set(&ALL, &TARGETS));
     assert_eq!(run.nvcc_runs(), 6);
 }
+
+#[test]
+fn a_damaged_cache_entry_is_rebuilt_not_used() {
+    let ws = Ws::new();
+    let first = ws.build(&[]).ok();
+    let id = first.identity("alpha", "sm_80");
+    let blob = ws.path(&format!(
+        "cache/objects/{}/blob",
+        id.strip_prefix("blake3:").unwrap()
+    ));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&blob, bytes).unwrap();
+
+    let run = ws.build(&[]).ok();
+    assert_eq!(run.compiled(), set(&["alpha"], &["sm_80"]));
+    assert_eq!(run.digest("alpha", "sm_80"), first.digest("alpha", "sm_80"));
+    assert_eq!(
+        std::fs::read(ws.path("out/alpha/sm_80.cubin")).unwrap(),
+        std::fs::read(&blob).unwrap(),
+        "the entry was replaced by the rebuilt blob"
+    );
+}

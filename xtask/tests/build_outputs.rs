@@ -122,6 +122,10 @@ fn stale_outputs_of_earlier_builds_are_removed() {
     let ws = Ws::new();
     ws.build(&[]).ok();
     ws.write("out/alpha/notes.txt", "not a build output");
+    // Signatures `cargo xtask sign` left beside the manifests.
+    ws.write("out/alpha/sm_80.cubin.manifest.dsse.json", "{}");
+    ws.write("out/alpha/sm_90.cubin.manifest.dsse.json", "{}");
+    ws.write("out/beta/sm_90.cubin.manifest.dsse.json", "{}");
     let run = ws.build(&["--target", "sm_90"]).ok();
     assert_eq!(run.nvcc_runs(), 0);
     let left: Vec<String> = ws
@@ -134,18 +138,32 @@ fn stale_outputs_of_earlier_builds_are_removed() {
         [
             "alpha/notes.txt",
             "alpha/sm_90.cubin",
+            "alpha/sm_90.cubin.manifest.dsse.json",
             "alpha/sm_90.cubin.manifest.json",
             "beta/sm_90.cubin",
+            "beta/sm_90.cubin.manifest.dsse.json",
             "beta/sm_90.cubin.manifest.json",
             "gamma/sm_90.cubin",
             "gamma/sm_90.cubin.manifest.json"
         ]
     );
     assert!(
-        run.stdout.contains("removed 6 stale file(s)"),
+        run.stdout.contains("removed 7 stale file(s)"),
         "{}",
         run.stdout
     );
+
+    // A manifest that changes (here its channel) loses the signature of its old bytes.
+    ws.build(&[
+        "--target",
+        "sm_90",
+        "--module",
+        "alpha",
+        "--channel",
+        "production",
+    ])
+    .ok();
+    assert!(!ws.path("out/alpha/sm_90.cubin.manifest.dsse.json").exists());
 }
 
 /// Regression: nvcc names internal-linkage symbols (beta's `static __constant__` table)

@@ -156,11 +156,17 @@ impl Cache {
                 .with_context(|| format!("replacing the damaged cache entry {}", dest.display()))?;
         }
         let staged = stage.keep();
-        std::fs::rename(&staged, &dest)
-            .inspect_err(|_| {
+        match std::fs::rename(&staged, &dest) {
+            Ok(()) => Ok(()),
+            Err(e) => {
                 let _ = std::fs::remove_dir_all(&staged);
-            })
-            .with_context(|| format!("committing the cache entry {}", dest.display()))
+                // Another build sharing this cache may have committed the same entry first.
+                if self.lookup(&manifest.identity).is_some() {
+                    return Ok(());
+                }
+                Err(e).with_context(|| format!("committing the cache entry {}", dest.display()))
+            }
+        }
     }
 
     /// The dependency record stored under `key`, if any.
@@ -175,9 +181,11 @@ impl Cache {
         atomic::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
     }
 
-    /// Removes the staging folder if it is empty (best effort; another build may use it).
+    /// Removes the staging folder, and the cache folder itself, where empty (best effort;
+    /// another build may be using them): a failed first build leaves no trace.
     pub fn tidy(&self) {
         let _ = std::fs::remove_dir(self.root.join("tmp"));
+        let _ = std::fs::remove_dir(&self.root);
     }
 }
 

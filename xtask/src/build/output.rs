@@ -24,19 +24,44 @@ pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
     ))
 }
 
+/// `<out>/<module>/<target>.<kind>.manifest.dsse.json`: where `cargo xtask sign` puts the
+/// signed envelope of a manifest.
+pub fn signed_path(out: &Path, m: &Manifest) -> PathBuf {
+    out.join(m.identity.module.as_str()).join(format!(
+        "{}.{}.manifest.dsse.json",
+        m.identity.sm, m.identity.kind
+    ))
+}
+
 /// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
-/// blob it names). Returns the two paths.
-pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<(PathBuf, PathBuf)> {
-    let (b, j) = (blob_path(out, m), manifest_path(out, m));
-    atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
-    atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
+/// blob it names). A signature left by `sign` survives only while the manifest it signs is
+/// unchanged. Returns the blob, manifest and signature paths.
+pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<[PathBuf; 3]> {
+    let (b, j, s) = (
+        blob_path(out, m),
+        manifest_path(out, m),
+        signed_path(out, m),
+    );
+    let blob_changed =
+        atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
+    let manifest_changed = atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
-    Ok((b, j))
+    if blob_changed || manifest_changed {
+        match std::fs::remove_file(&s) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("removing the stale signature {}", s.display()));
+            }
+        }
+    }
+    Ok([b, j, s])
 }
 
 /// Removes build outputs in `out` that are not in `keep`, and module folders left empty.
-/// Only files named like outputs (`<module>/<target>.{cubin,ptx}[.manifest.json]`, with a
-/// valid module name and target) are ever removed; anything else is left alone.
+/// Only files named like outputs (`<module>/<target>.{cubin,ptx}[.manifest[.dsse].json]`,
+/// with a valid module name and target) are ever removed; anything else is left alone.
 pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     let Ok(dirs) = std::fs::read_dir(out) else {
@@ -62,9 +87,13 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
     Ok(removed)
 }
 
-/// `<target>.<kind>` or `<target>.<kind>.manifest.json`, kind matching the target.
+/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or its signature
+/// `<target>.<kind>.manifest.dsse.json`, kind matching the target.
 fn is_output_name(n: &str) -> bool {
-    let n = n.strip_suffix(".manifest.json").unwrap_or(n);
+    let n = n
+        .strip_suffix(".manifest.json")
+        .or_else(|| n.strip_suffix(".manifest.dsse.json"))
+        .unwrap_or(n);
     let Some((t, kind)) = n.rsplit_once('.') else {
         return false;
     };
