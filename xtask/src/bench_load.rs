@@ -29,12 +29,8 @@ use crate::{paths, publish};
 /// faster than NVRTC.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The registry (as made by cargo xtask release).
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    trust: Option<PathBuf>,
+    #[command(flatten)]
+    at: publish::RegistryArgs,
     /// Kernel sources, for the NVRTC baseline.
     #[arg(long, default_value_os_t = paths::repo_root().join("kernels/cuda"))]
     kernels: PathBuf,
@@ -100,7 +96,7 @@ impl Args {
             )))
             .context("no CUDA driver on this machine");
         }
-        let trust_path = publish::trust_file(self.trust.as_deref())?;
+        let trust_path = self.at.trust_file()?;
         let trust = std::fs::read(&trust_path)
             .with_context(|| format!("reading {}", trust_path.display()))?;
         let rows = self.measure(&trust)?;
@@ -138,7 +134,7 @@ impl Args {
 
     fn measure(&self, trust: &[u8]) -> Result<Vec<Row>> {
         let policy = policy_for(trust)?;
-        let probe = Runtime::open(&self.registry, trust, policy.clone())?;
+        let probe = Runtime::open(&self.at.registry, trust, policy.clone())?;
         let selected: Vec<(String, Vec<u8>, u32)> = probe
             .selected()
             .map(|m| {
@@ -169,7 +165,7 @@ impl Args {
         };
         for i in 0..=reps {
             let t = Instant::now();
-            let rt = Runtime::open(&self.registry, trust, policy.clone())?;
+            let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
             let took = t.elapsed();
             drop(rt);
             if i > 0 {
@@ -194,13 +190,13 @@ impl Args {
         };
         for i in 0..=reps {
             let verified = || -> Result<Duration> {
-                let rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 Ok(t.elapsed())
             };
             let raw = || -> Result<Duration> {
-                let _rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
                 let mut raw = Duration::ZERO;
                 for (_, bytes, _) in &selected {
                     raw += cuda::raw::time_module_load(ctx, bytes, false)?;
@@ -233,13 +229,13 @@ impl Args {
             };
             for i in 0..=reps {
                 let verified_once = || -> Result<Duration> {
-                    let rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                    let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
                     let t = Instant::now();
                     rt.module(name)?;
                     Ok(t.elapsed())
                 };
                 let raw_once = || -> Result<Duration> {
-                    let _rt = Runtime::open(&self.registry, trust, policy.clone())?;
+                    let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
                     Ok(cuda::raw::time_module_load(ctx, bytes, false)?)
                 };
                 let (v, r) = if i % 2 == 0 {
@@ -271,7 +267,7 @@ impl Args {
             samples: vec![],
         };
         for i in 0..=reps {
-            let rt = Runtime::open(&self.registry, trust, library.clone())?;
+            let rt = Runtime::open(&self.at.registry, trust, library.clone())?;
             let t = Instant::now();
             rt.preload()?;
             if i > 0 {
@@ -315,7 +311,7 @@ impl Args {
 
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
-        let src = DirSource::new(&self.registry);
+        let src = DirSource::new(&self.at.registry);
         let idx = verify_index(&src, trust, Default::default(), &Options::default())?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
         for m in idx.manifests() {

@@ -18,15 +18,11 @@ use crate::{devkeys, paths, sign};
 /// timestamp.json is replaced last, so readers never see a half-published release.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The registry folder.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    registry: PathBuf,
+    #[command(flatten)]
+    at: RegistryArgs,
     /// The signed build output (default: .cuda-aot/build).
     #[arg(default_value_os_t = paths::default_build_out())]
     out: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    trust: Option<PathBuf>,
     /// The publisher's private key file (default: the dev publisher key).
     #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
@@ -38,7 +34,7 @@ pub struct Args {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let trust = trust_file(self.trust.as_deref())?;
+        let trust = self.at.trust_file()?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
             None => devkeys::ensure()?.publisher,
@@ -47,17 +43,35 @@ impl Args {
             timestamp_ttl: Duration::from_secs(self.timestamp_days * 86_400),
             ..PublishOptions::default()
         };
-        let p = publish_output(&self.registry, &self.out, &trust, &key, &opts)?;
+        let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
         eprintln!(
             "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
             p.index_version,
             p.timestamp_version,
-            self.registry.display(),
+            self.at.registry.display(),
             p.entries,
             p.blobs_written,
             p.blobs_reused
         );
         Ok(())
+    }
+}
+
+/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
+#[derive(clap::Args)]
+pub struct RegistryArgs {
+    /// The registry folder.
+    #[arg(long, default_value_os_t = paths::default_registry())]
+    pub registry: PathBuf,
+    /// Trust root file (default: the dev root, else keys/root.json).
+    #[arg(long)]
+    pub trust: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The trust root file these arguments select.
+    pub fn trust_file(&self) -> Result<PathBuf> {
+        trust_file(self.trust.as_deref())
     }
 }
 

@@ -20,12 +20,8 @@ use crate::{paths, publish};
 /// file, so a later replay of older metadata is refused.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The registry folder.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    trust: Option<PathBuf>,
+    #[command(flatten)]
+    at: publish::RegistryArgs,
     /// Rollback-protection state file (default: one per registry under .cuda-aot/state/).
     #[arg(long)]
     state: Option<PathBuf>,
@@ -40,16 +36,16 @@ pub struct Args {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let trust = publish::trust_file(self.trust.as_deref())?;
+        let trust = self.at.trust_file()?;
         let state = self
             .state
-            .unwrap_or_else(|| default_state_path(&self.registry));
+            .unwrap_or_else(|| default_state_path(&self.at.registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
             required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
-        let v = verify_registry(&self.registry, &trust, &state, &opts)?;
+        let v = verify_registry(&self.at.registry, &trust, &state, &opts)?;
         print!("{}", render_table(&v));
         Ok(())
     }

@@ -333,7 +333,7 @@ fn keygen_writes_mode_0600_and_refuses_a_tracked_path_or_an_existing_file() {
     assert_eq!(mode, 0o600);
     // Inside the working tree and not ignored: refused, nothing written.
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let tracked = repo.join("keys/test-builder.key");
+    let tracked = repo.join("kernels/test-builder.key");
     let out = xtask()
         .args(["keygen", "--role", "builder", "--out"])
         .arg(&tracked)
