@@ -240,13 +240,7 @@ impl Runtime {
         for chosen in index.manifests() {
             let name = chosen.manifest().identity.module.to_string();
             let man = chosen.manifest();
-            if man.identity.driver_floor > driver {
-                return Err(Error::DriverTooOld {
-                    what: man.label(),
-                    need: man.identity.driver_floor.to_string(),
-                    have: driver.to_string(),
-                });
-            }
+            check_driver_floor(man, driver)?;
             let module = index.load_module(&src, chosen, &policy.limits)?;
             counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
             if man.identity.kind == Kind::Ptx {
@@ -439,10 +433,36 @@ fn select(
     })
 }
 
+/// Refuses a module whose driver floor is above the installed driver's CUDA version.
+fn check_driver_floor(man: &Manifest, driver: DriverVersion) -> Result<()> {
+    if man.identity.driver_floor > driver {
+        return Err(Error::DriverTooOld {
+            what: man.label(),
+            need: man.identity.driver_floor.to_string(),
+            have: driver.to_string(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::identity::tests::sample_identity;
+
+    #[test]
+    fn a_module_needing_a_newer_driver_is_refused_before_loading() {
+        let mut man = m("sm_90", Kind::Cubin);
+        man.identity.driver_floor = "13.1".parse().unwrap();
+        let err = check_driver_floor(&man, DriverVersion::from_cuda(13000)).unwrap_err();
+        assert!(
+            matches!(&err, Error::DriverTooOld { need, have, .. } if need == "13.1" && have == "13.0"),
+            "{err}"
+        );
+        assert!(err.fix().contains("13.1"), "{}", err.fix());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(13010)).is_ok());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(12080)).is_err());
+    }
 
     fn m(sm: &str, kind: Kind) -> Manifest {
         let mut identity = sample_identity();
