@@ -104,7 +104,7 @@ impl Args {
         let device = Device::open(0)?;
         let info = device.info();
         let header = format!(
-            "# cuda-aot bench-load, {} UTC, device {} ({}), driver CUDA {}, reps {}, CUDA_CACHE_DISABLE=1\n",
+            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, CUDA_CACHE_DISABLE=1\n",
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
             info.name,
             info.sm(),
@@ -472,7 +472,7 @@ fn chart(rows: &[Row], title: &str) -> String {
     let (w, bar_h, left, top) = (980.0, 18.0, 300.0, 60.0);
     let max = rows.iter().map(Row::median_us).fold(1.0, f64::max);
     let decades = max.log10().ceil().max(1.0);
-    let x = |us: f64| left + (us.max(1.0).log10() / decades) * (w - left - 40.0);
+    let x = |us: f64| left + (us.max(1.0).log10() / decades) * (w - left - 110.0);
     let h = top + rows.len() as f64 * (bar_h + 6.0) + 50.0;
     let color = |m: &str| match m {
         "verified_load" => "#2b8a3e",

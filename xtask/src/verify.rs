@@ -117,7 +117,7 @@ pub fn render_table(v: &Verified) -> String {
             .map(|k| format!("builder {}", k.short()))
             .collect();
         s += &format!(
-            "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}\n",
+            "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}{}\n",
             man.identity.module.as_str(),
             man.identity.sm.to_string(),
             man.identity.kind.to_string(),
@@ -126,6 +126,11 @@ pub fn render_table(v: &Verified) -> String {
             signers.join(", "),
             if man.channel == Channel::Dev {
                 " [dev]"
+            } else {
+                ""
+            },
+            if man.identity.kind == cuda_aot::Kind::Ptx {
+                " [compatibility mode: driver JIT]"
             } else {
                 ""
             }
