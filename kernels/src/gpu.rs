@@ -314,7 +314,7 @@ impl Merkle {
         })
     }
 
-    /// parents[i] = SHA-256(children[64 i .. 64 i + 64]); children holds 2 × 32 bytes per parent.
+    /// `parents[i] = SHA-256(children[64 i .. 64 i + 64])`; children holds 2 × 32 bytes per parent.
     pub fn layer(
         &self,
         stream: &CudaStream,

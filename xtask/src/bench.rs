@@ -13,7 +13,7 @@ use crate::paths;
 use crate::repro::copy_tree;
 use crate::toolchain::{ToolkitArgs, ToolkitChoice};
 
-/// Arguments of `cargo xtask bench`.
+/// Benchmark the build: full release build, no-op rebuild, parallel efficiency.
 ///
 /// Every build runs in temporary folders (own cache, own output, own copy of the sources),
 /// so the repository's .cuda-aot/ is not touched; only the toolkit is shared. Takes about

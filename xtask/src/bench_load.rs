@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::{paths, publish};
 
-/// Measure module loading on this machine's GPU and gate the result.
+/// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC) and gate it.
 ///
 /// For each module selected for the device, and for the whole bundle, the same bytes go
 /// through (a) the runtime's verified load (`Runtime::module` / `preload`, from verified

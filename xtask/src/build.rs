@@ -30,7 +30,7 @@ use job::{Ctx, Done};
 pub use nvcc::HostCompiler;
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
 
-/// Arguments of `cargo xtask build`.
+/// Compile every module for every target SM into cubins and unsigned manifests.
 ///
 /// Compiles each module of manifests/release.toml for each target SM with one nvcc run per
 /// (module, target), in parallel, and writes `<out>/<module>/<target>.cubin` plus

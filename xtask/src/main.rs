@@ -33,27 +33,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Task {
-    /// Fetch (pinned, sha256-checked) and unpack the CUDA toolkit wheels.
     Toolchain(toolchain::Args),
-    /// Compile every module for every target SM into cubins and unsigned manifests.
     Build(build::Args),
-    /// Build the release set twice in two temporary folders and compare digests.
     Repro(repro::Args),
-    /// Generate a signing key for one role.
     Keygen(keygen::Args),
-    /// Write a signed trust root (version 1, or a rotation N -> N+1).
     TrustRoot(trust_root::Args),
-    /// Sign the unsigned manifests of a build output with a builder key.
     Sign(sign::Args),
-    /// Publish a signed build output into a registry (atomic; next index version).
     Publish(publish::Args),
-    /// Verify a registry offline against a trust root and print what it holds.
     Verify(verify::Args),
-    /// The main job: toolchain, build, sign, publish, verify.
     Release(release::Args),
-    /// Benchmark the build: full release build, no-op rebuild, parallel efficiency.
     Bench(bench::Args),
-    /// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC).
     BenchLoad(bench_load::Args),
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 use crate::build::{self, BuildOptions};
 use crate::{devkeys, paths, publish, sign, toolchain, verify};
 
-/// Build, sign, publish and verify the release set in one go.
+/// The main job: toolchain, build, sign, publish and verify the release set in one go.
 ///
 /// 1. toolchain: the pinned CUDA toolkit (fetched and unpacked on first use);
 /// 2. build: every module of manifests/release.toml for every target SM (cached);

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::build::{self, BuildOptions, BuildReport, fail};
 use crate::toolchain::ToolkitArgs;
 
-/// Arguments of `cargo xtask repro`.
+/// Build the release set twice in two temporary folders and compare digests.
 ///
 /// Copies the sources into two temporary folders at different paths and depths, builds the
 /// release set in each with its own empty cache and output folder, and prints, per module

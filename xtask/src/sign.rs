@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use crate::{devkeys, paths};
 
-/// Sign every unsigned manifest (`<module>/<target>.<kind>.manifest.json`) of a build
+/// Sign the unsigned manifests of a build output with a builder key.
+///
+/// Signs every unsigned manifest (`<module>/<target>.<kind>.manifest.json`) of a build
 /// output with a builder key, writing `<...>.manifest.dsse.json` beside it.
 ///
 /// Each blob is hashed again first: a manifest is signed only if the blob beside it still

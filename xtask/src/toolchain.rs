@@ -58,11 +58,11 @@ impl ToolkitArgs {
     }
 }
 
-/// Arguments of `cargo xtask toolchain`.
+/// Fetch (pinned, sha256-checked) and unpack the CUDA toolkit wheels.
 ///
 /// Fetches the five pinned NVIDIA wheels (nvcc, crt, nvvm, runtime headers, CCCL) with pip
 /// into the per-user cache ($CUDA_AOT_CACHE_DIR, else ~/.cache/cuda-aot/wheels, keyed by
-/// sha256), checks every sha256, and unpacks them into .cuda-aot/toolkit/<key>/. Reruns are
+/// sha256), checks every sha256, and unpacks them into `.cuda-aot/toolkit/<key>/`. Reruns are
 /// instant. Builds do this implicitly; run it to bootstrap ahead of time or to see the
 /// toolkit identity that manifests will record.
 #[derive(clap::Args)]

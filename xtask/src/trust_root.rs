@@ -10,7 +10,9 @@ use std::time::Duration;
 use crate::build::ChannelArg;
 use crate::devkeys;
 
-/// Write a signed trust root: the role keys, thresholds, version and expiry that clients
+/// Write a signed trust root (version 1, or a rotation N -> N+1).
+///
+/// A trust root names the role keys, thresholds, version and expiry that clients
 /// trust. Version 1 is signed by a threshold of its own root keys; version N+1 (rotation,
 /// with --previous) must be signed by a threshold of the previous root's root keys AND of
 /// its own, so pass every needed private key with --sign-with. The result is checked the

@@ -11,8 +11,9 @@ use std::time::Duration;
 use crate::build::ChannelArg;
 use crate::{paths, publish};
 
-/// Verify a registry offline against a trust root, the way a prover does at startup:
-/// trust root and its rotation chain, timestamp (expiry, no rollback), index, every
+/// Verify a registry offline against a trust root and print what it holds.
+///
+/// Checks it the way a prover does at startup: trust root and its rotation chain, timestamp (expiry, no rollback), index, every
 /// manifest (builder signatures, listed digest), every blob (size, blake3, ELF SM).
 ///
 /// Prints one row per module and target and exits 0, or names the first failure (file,

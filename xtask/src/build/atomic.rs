@@ -28,7 +28,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Like [`write`], but leaves `path` alone (mtime included) when it already holds `bytes`.
+/// Like [`write()`], but leaves `path` alone (mtime included) when it already holds `bytes`.
 /// Returns whether it wrote.
 pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     let same_len = std::fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64);
