@@ -130,13 +130,15 @@ fn shared_slot(key: CacheKey) -> Slot {
 
 struct Selected {
     module: VerifiedModule,
+    /// Shared with every [`Module`] handed out: no per-call copy.
+    manifest: Arc<Manifest>,
     slot: Slot,
 }
 
 /// A loaded module: its verified manifest and the driver's handle.
 #[derive(Clone)]
 pub struct Module {
-    manifest: Manifest,
+    manifest: Arc<Manifest>,
     loaded: Arc<LoadedModule>,
 }
 
@@ -254,6 +256,7 @@ impl Runtime {
             modules.insert(
                 name,
                 Selected {
+                    manifest: Arc::new(module.manifest().clone()),
                     module,
                     slot: shared_slot(key),
                 },
@@ -298,7 +301,7 @@ impl Runtime {
             name: name.to_string(),
             available: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
         })?;
-        let manifest = sel.module.manifest().clone();
+        let manifest = sel.manifest.clone();
         let mut slot = sel.slot.lock().expect("module slot lock");
         if let Some(loaded) = slot.as_ref() {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
