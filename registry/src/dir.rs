@@ -345,6 +345,37 @@ impl DirRegistry {
         })
     }
 
+    /// Re-signs the timestamp for the current index with a new expiry and the next
+    /// timestamp version, without publishing anything else: what a publisher runs
+    /// periodically so clients do not refuse an unchanged registry as expired.
+    pub fn refresh_timestamp(
+        &self,
+        publisher: &[&SecretKey],
+        opts: &PublishOptions,
+    ) -> Result<Timestamp> {
+        let _lock = self.lock()?;
+        let Some((current, _)) = self.current()? else {
+            return Err(Error::Core(cuda_aot::Error::Missing {
+                what: "timestamp".into(),
+                path: self.root.join(layout::TIMESTAMP).display().to_string(),
+            }));
+        };
+        let ts = Timestamp {
+            version: current.version + 1,
+            expires: opts.now.plus(opts.timestamp_ttl),
+            ..current
+        };
+        let file = Envelope::sign(
+            PayloadType::Timestamp,
+            &cuda_aot::json::to_vec(&ts),
+            publisher,
+        )
+        .to_bytes();
+        let path = self.root.join(layout::TIMESTAMP);
+        replace_atomic(&path, &file).map_err(|e| io(&path, e))?;
+        Ok(ts)
+    }
+
     /// Writes a content-addressed file unless it already holds exactly these bytes.
     /// Returns whether it wrote.
     fn put_content(&self, rel: &str, bytes: &[u8]) -> Result<bool> {

@@ -29,6 +29,10 @@ pub struct Args {
     /// Lifetime of the timestamp, in days.
     #[arg(long, default_value_t = 7)]
     timestamp_days: u64,
+    /// Only re-sign the timestamp of the current index with a new expiry (run this
+    /// periodically: clients refuse a registry whose timestamp has expired).
+    #[arg(long)]
+    refresh_timestamp: bool,
 }
 
 impl Args {
@@ -43,6 +47,20 @@ impl Args {
             timestamp_ttl: Duration::from_secs(self.timestamp_days * 86_400),
             ..PublishOptions::default()
         };
+        if self.refresh_timestamp {
+            let root_bytes = std::fs::read(&trust)
+                .with_context(|| format!("reading trust root {}", trust.display()))?;
+            checked_root(&root_bytes, &trust, &key)?;
+            let ts = DirRegistry::new(&self.at.registry).refresh_timestamp(&[&key], &opts)?;
+            eprintln!(
+                "refreshed {}: timestamp v{} for index v{}, expires {}",
+                self.at.registry.display(),
+                ts.version,
+                ts.index.version,
+                ts.expires
+            );
+            return Ok(());
+        }
         let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
         eprintln!(
             "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
@@ -94,18 +112,14 @@ pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
     .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
 }
 
-/// Checks every signed manifest of `out` against the trust root and publishes them.
-pub fn publish_output(
-    registry: &Path,
-    out: &Path,
+/// Verifies the trust root and that `publisher` is one of its publisher keys.
+pub fn checked_root(
+    root_bytes: &[u8],
     trust: &Path,
     publisher: &SecretKey,
-    opts: &PublishOptions,
-) -> Result<Published> {
+) -> Result<cuda_aot::trust::VerifiedRoot> {
     let limits = Limits::default();
-    let root_bytes =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
-    let root = cuda_aot::trust::verify_anchor(&root_bytes, &limits, &trust.display().to_string())?;
+    let root = cuda_aot::trust::verify_anchor(root_bytes, &limits, &trust.display().to_string())?;
     if !root
         .root()
         .roles
@@ -122,6 +136,21 @@ pub fn publish_output(
             trust.display()
         ));
     }
+    Ok(root)
+}
+
+/// Checks every signed manifest of `out` against the trust root and publishes them.
+pub fn publish_output(
+    registry: &Path,
+    out: &Path,
+    trust: &Path,
+    publisher: &SecretKey,
+    opts: &PublishOptions,
+) -> Result<Published> {
+    let limits = Limits::default();
+    let root_bytes =
+        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
+    let root = checked_root(&root_bytes, trust, publisher)?;
     let signed = sign::files_ending(out, ".manifest.dsse.json")?;
     if signed.is_empty() {
         bail!(

@@ -370,3 +370,41 @@ fn keygen_writes_mode_0600_and_refuses_a_tracked_path_or_an_existing_file() {
         "{err}"
     );
 }
+
+#[test]
+fn refresh_timestamp_revives_an_expired_registry_and_refuses_a_wrong_key() {
+    let s = Setup::new();
+    // Publish with a timestamp that expires at once (0 days).
+    run_ok(s.publish_cmd("a").args(["--timestamp-days", "0"]));
+    std::thread::sleep(Duration::from_millis(1100));
+    let (ok, text) = s.verify();
+    assert!(!ok && text.contains("timestamp v1: expired"), "{text}");
+    // A refresh signed with the builder key is refused before anything is written.
+    let ts_before = std::fs::read(s.registry().join("timestamp.json")).unwrap();
+    let mut wrong = xtask();
+    wrong
+        .arg("publish")
+        .arg("--registry")
+        .arg(s.registry())
+        .arg("--trust")
+        .arg(s.root());
+    let out = wrong
+        .arg("--publisher-key")
+        .arg(s.key("builder"))
+        .arg("--refresh-timestamp")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("is not a publisher key")
+    );
+    assert_eq!(
+        std::fs::read(s.registry().join("timestamp.json")).unwrap(),
+        ts_before
+    );
+    // The publisher's refresh: same index, new timestamp version and expiry.
+    let out = run_ok(s.publish_cmd("a").arg("--refresh-timestamp"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timestamp v2 for index v1"));
+    let (ok, text) = s.verify();
+    assert!(ok && text.contains("index v1 (timestamp v2"), "{text}");
+}
