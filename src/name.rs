@@ -104,6 +104,18 @@ impl Target {
     pub fn is_exact_for(&self, major: u32, minor: u32) -> bool {
         !self.virtual_arch && self.major == major && self.minor == minor
     }
+    /// Whether PTX for this virtual architecture can be JIT-compiled by the driver for a
+    /// device of compute capability `major.minor`: `compute_XX` for any device from XX
+    /// up, the arch-specific `compute_XXa` only for exactly XX.
+    pub fn can_jit_on(&self, major: u32, minor: u32) -> bool {
+        let device = major * 10 + minor;
+        self.virtual_arch
+            && if self.arch_specific {
+                self.number() == device
+            } else {
+                self.number() <= device
+            }
+    }
 }
 
 impl fmt::Display for Target {
@@ -241,6 +253,11 @@ mod tests {
         assert!(a.is_exact_for(9, 0) && !a.is_exact_for(8, 0));
         assert!(!"compute_90".parse::<Target>().unwrap().is_exact_for(9, 0));
         assert_eq!("sm_120".parse::<Target>().unwrap(), Target::sm(12, 0));
+        let ptx80: Target = "compute_80".parse().unwrap();
+        assert!(ptx80.can_jit_on(8, 0) && ptx80.can_jit_on(9, 0) && !ptx80.can_jit_on(7, 5));
+        let ptx90a: Target = "compute_90a".parse().unwrap();
+        assert!(ptx90a.can_jit_on(9, 0) && !ptx90a.can_jit_on(10, 0));
+        assert!(!"sm_80".parse::<Target>().unwrap().can_jit_on(9, 0));
     }
 
     #[test]

@@ -252,7 +252,8 @@ impl Runtime {
                     info.sm()
                 );
             }
-            let key = (info.ordinal, man.identity.digest(), man.module_digest);
+            // The verifier checked the entry's identity digest against the manifest.
+            let key = (info.ordinal, chosen.entry().identity, man.module_digest);
             modules.insert(
                 name,
                 Selected {
@@ -409,15 +410,8 @@ fn select(
     {
         return Ok(*i);
     }
-    let runnable_ptx = |t: &Target| {
-        if t.arch_specific {
-            t.major == major && t.minor == minor
-        } else {
-            t.number() <= device_sm.number()
-        }
-    };
     let ptx: Vec<(usize, Target)> = ids()
-        .filter(|(_, t, k)| *k == Kind::Ptx && runnable_ptx(t))
+        .filter(|(_, t, k)| *k == Kind::Ptx && t.can_jit_on(major, minor))
         .map(|(i, t, _)| (i, t))
         .collect();
     if policy.allow_ptx

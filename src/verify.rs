@@ -361,25 +361,24 @@ fn verify_manifests(
         let manifest: Manifest = crate::json::parse(&signed.payload, limit, &what)?;
         check_schema(&what, &manifest.schema, Manifest::SCHEMA)?;
         let id = &manifest.identity;
-        let listed = format!(
-            "{} {} {} identity {}",
-            e.module,
-            e.sm,
-            e.kind,
-            e.identity.short()
-        );
-        let found = format!(
-            "{} {} {} identity {}",
-            id.module,
-            id.sm,
-            id.kind,
-            id.digest().short()
-        );
-        if listed != found {
+        let identity = id.digest();
+        if (&id.module, id.sm, id.kind, identity) != (&e.module, e.sm, e.kind, e.identity) {
             return Err(Error::MixAndMatch {
                 what,
-                listed,
-                found,
+                listed: format!(
+                    "{} {} {} identity {}",
+                    e.module,
+                    e.sm,
+                    e.kind,
+                    e.identity.short()
+                ),
+                found: format!(
+                    "{} {} {} identity {}",
+                    id.module,
+                    id.sm,
+                    id.kind,
+                    identity.short()
+                ),
             });
         }
         if manifest.channel != index.channel {

@@ -171,14 +171,10 @@ impl DirRegistry {
         let path = self.root.join(&rel);
         match fs::read(&path) {
             Ok(existing) if existing == root_file => Ok(root.version),
-            Ok(_) => Err(Error::Core(cuda_aot::Error::RootRotation {
-                from: root.version,
-                to: root.version,
-                reason: format!(
-                    "{} already holds a different root of this version",
-                    path.display()
-                ),
-            })),
+            Ok(_) => Err(Error::RootConflict {
+                path,
+                version: root.version,
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 create_new_atomic(&path, root_file).map_err(|e| io(&path, e))?;
                 Ok(root.version)
@@ -466,8 +462,10 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// temp + fsync + rename: readers see the old file or the new one, never a part.
-fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// temp + fsync + rename (+ fsync of the folder): readers see the old file or the new one,
+/// never a part, and a crash after it returns cannot lose the new file. Creates the parent
+/// folder if needed. The one atomic-write routine of the workspace (xtask uses it too).
+pub fn replace_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = write_temp(path, bytes)?;
     fs::rename(&tmp, path).inspect_err(|_| {
         let _ = fs::remove_file(&tmp);
@@ -516,6 +514,49 @@ fn pause_point(step: Step) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_different_root_of_the_same_version_is_a_root_conflict() {
+        use cuda_aot::metadata::{Role, Roles};
+        let d = tempfile::tempdir().unwrap();
+        let root_file = |seed: u8| {
+            let k = SecretKey::from_seed([seed; 32]);
+            let role = |s: u8| Role {
+                keys: vec![SecretKey::from_seed([s; 32]).public()],
+                threshold: 1,
+            };
+            let root = Root {
+                schema: Root::SCHEMA.into(),
+                version: 1,
+                expires: Time::now(),
+                channel: Channel::Dev,
+                roles: Roles {
+                    root: role(seed),
+                    builder: role(seed + 1),
+                    reviewer: role(seed + 2),
+                    publisher: role(seed + 3),
+                },
+            };
+            Envelope::sign(PayloadType::Root, &cuda_aot::json::to_vec(&root), &[&k]).to_bytes()
+        };
+        let reg = DirRegistry::new(d.path());
+        assert_eq!(reg.ensure_root(&root_file(1)).unwrap(), 1);
+        assert_eq!(
+            reg.ensure_root(&root_file(1)).unwrap(),
+            1,
+            "the same root again is fine"
+        );
+        let err = reg.ensure_root(&root_file(10)).unwrap_err();
+        assert!(
+            matches!(&err, Error::RootConflict { version: 1, .. }),
+            "{err}"
+        );
+        assert!(err.fix().contains("trust-root --previous"), "{}", err.fix());
+        assert_eq!(
+            fs::read(d.path().join("root/1.root.json")).unwrap(),
+            root_file(1)
+        );
+    }
 
     #[test]
     fn create_new_refuses_an_existing_file_and_leaves_no_temp() {

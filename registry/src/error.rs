@@ -37,6 +37,14 @@ pub enum Error {
         /// What differs.
         reason: String,
     },
+    /// The registry already holds a different trust root of the same version.
+    #[error("{path}: the registry already holds a different trust root v{version}")]
+    RootConflict {
+        /// The root file in the registry.
+        path: PathBuf,
+        /// Its version.
+        version: u64,
+    },
     /// The registry has no trust root yet and none was given.
     #[error("{path}: registry has no trust root (root/1.root.json)")]
     NoRoot {
@@ -53,6 +61,10 @@ impl Error {
             Error::Io { .. } => "check that the registry folder exists and is writable by this user".into(),
             Error::Conflict { .. } => "another release was published at the same time; run the publish again (it will build on the new index)".into(),
             Error::BlobMismatch { .. } => "rebuild (cargo xtask build) and sign again; the blob changed after its manifest was written".into(),
+            Error::RootConflict { version, .. } => format!(
+                "publish with the trust root this registry was started with (root v{version}), or rotate to v{} with cargo xtask trust-root --previous",
+                version + 1
+            ),
             Error::NoRoot { .. } => "publish with --trust pointing at the trust root (cargo xtask release creates a dev one)".into(),
         }
     }

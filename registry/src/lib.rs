@@ -23,5 +23,5 @@
 mod dir;
 mod error;
 
-pub use dir::{DirRegistry, PublishOptions, Published, SignedModule, Step};
+pub use dir::{DirRegistry, PublishOptions, Published, SignedModule, Step, replace_atomic};
 pub use error::{Error, Result};

@@ -54,6 +54,14 @@ struct Row {
 }
 
 impl Row {
+    fn new(scope: &str, method: &'static str, bytes: usize) -> Row {
+        Row {
+            scope: scope.into(),
+            method,
+            bytes,
+            samples: Vec::new(),
+        }
+    }
     fn median_us(&self) -> f64 {
         let mut v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
         v.sort_by(f64::total_cmp);
@@ -157,12 +165,7 @@ impl Args {
         let mut rows = Vec::new();
 
         // Verification at open, on its own row (done once per process).
-        let mut open = Row {
-            scope: "bundle".into(),
-            method: "verify_at_open",
-            bytes: total_bytes,
-            samples: vec![],
-        };
+        let mut open = Row::new("bundle", "verify_at_open", total_bytes);
         for i in 0..=reps {
             let t = Instant::now();
             let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
@@ -176,18 +179,8 @@ impl Args {
 
         // A/B in the same state: each arm starts right after a fresh Runtime::open (the
         // same verification work, so the same cache warmth), and the arms alternate order.
-        let mut bundle_verified = Row {
-            scope: "bundle".into(),
-            method: "verified_load",
-            bytes: total_bytes,
-            samples: vec![],
-        };
-        let mut bundle_raw = Row {
-            scope: "bundle".into(),
-            method: "raw_cuModuleLoadData",
-            bytes: total_bytes,
-            samples: vec![],
-        };
+        let mut bundle_verified = Row::new("bundle", "verified_load", total_bytes);
+        let mut bundle_raw = Row::new("bundle", "raw_cuModuleLoadData", total_bytes);
         for i in 0..=reps {
             let verified = || -> Result<Duration> {
                 let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
@@ -215,18 +208,8 @@ impl Args {
             }
         }
         for (name, bytes, _) in &selected {
-            let mut verified = Row {
-                scope: name.clone(),
-                method: "verified_load",
-                bytes: bytes.len(),
-                samples: vec![],
-            };
-            let mut raw = Row {
-                scope: name.clone(),
-                method: "raw_cuModuleLoadData",
-                bytes: bytes.len(),
-                samples: vec![],
-            };
+            let mut verified = Row::new(name, "verified_load", bytes.len());
+            let mut raw = Row::new(name, "raw_cuModuleLoadData", bytes.len());
             for i in 0..=reps {
                 let verified_once = || -> Result<Duration> {
                     let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
@@ -263,24 +246,9 @@ impl Args {
             load_api: cuda::LoadApi::Library,
             ..policy.clone()
         };
-        let mut bundle_lib = Row {
-            scope: "bundle".into(),
-            method: "verified_load_library",
-            bytes: total_bytes,
-            samples: vec![],
-        };
-        let mut ready_module = Row {
-            scope: "bundle".into(),
-            method: "ready_module_api",
-            bytes: total_bytes,
-            samples: vec![],
-        };
-        let mut ready_library = Row {
-            scope: "bundle".into(),
-            method: "ready_library_api",
-            bytes: total_bytes,
-            samples: vec![],
-        };
+        let mut bundle_lib = Row::new("bundle", "verified_load_library", total_bytes);
+        let mut ready_module = Row::new("bundle", "ready_module_api", total_bytes);
+        let mut ready_library = Row::new("bundle", "ready_library_api", total_bytes);
         for i in 0..=reps {
             let mut arms = [(&policy, &mut ready_module), (&library, &mut ready_library)];
             if i % 2 == 1 {
@@ -320,12 +288,7 @@ impl Args {
                 samples: vec![Duration::ZERO; reps],
             };
             for (name, text) in &ptx {
-                let mut row = Row {
-                    scope: name.clone(),
-                    method: "ptx_driver_jit",
-                    bytes: text.len(),
-                    samples: vec![],
-                };
+                let mut row = Row::new(name, "ptx_driver_jit", text.len());
                 for i in 0..=reps {
                     let took = cuda::raw::time_module_load(ctx, text, true)?;
                     if i > 0 {
@@ -349,7 +312,7 @@ impl Args {
         for m in idx.manifests() {
             let id = &m.manifest().identity;
             let n = id.sm.number();
-            if id.kind != Kind::Ptx || id.sm.arch_specific || n > cc.0 * 10 + cc.1 {
+            if id.kind != Kind::Ptx || !id.sm.can_jit_on(cc.0, cc.1) {
                 continue;
             }
             if best.get(id.module.as_str()).is_none_or(|(b, _)| *b < n) {
@@ -386,12 +349,7 @@ impl Args {
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let define = format!("-DCUDA_AOT_BLOCK={block}");
-            let mut row = Row {
-                scope: name.clone(),
-                method: "nvrtc_compile_load",
-                bytes: source.len(),
-                samples: vec![],
-            };
+            let mut row = Row::new(name, "nvrtc_compile_load", source.len());
             for i in 0..=reps {
                 let t = Instant::now();
                 let cubin = compile(

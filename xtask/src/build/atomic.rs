@@ -1,31 +1,14 @@
-//! Atomic file writes: a temporary file in the destination's folder, renamed over the
-//! destination, so a reader sees the old file or the new one and never half of either.
+//! Atomic file writes for build outputs and the cache, through the registry's
+//! [`cuda_aot_registry::replace_atomic`] (temporary sibling, fsync, rename, fsync of the
+//! folder): a reader sees the old file or the new one and never half of either.
 
 use anyhow::{Context, Result};
-use std::io::Write;
 use std::path::Path;
 
-/// Writes `bytes` to `path` atomically (temporary sibling + rename), mode 0644, creating
-/// the parent folder if needed.
+/// Writes `bytes` to `path` atomically, creating the parent folder if needed.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let parent = path
-        .parent()
-        .with_context(|| format!("{} has no parent folder", path.display()))?;
-    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(parent)
-        .with_context(|| format!("creating a temporary file in {}", parent.display()))?;
-    tmp.write_all(bytes)
-        .with_context(|| format!("writing {}", tmp.path().display()))?;
-    tmp.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o644))
-        .with_context(|| format!("setting the mode of {}", tmp.path().display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("renaming a temporary file to {}", path.display()))?;
-    Ok(())
+    cuda_aot_registry::replace_atomic(path, bytes)
+        .with_context(|| format!("writing {} atomically", path.display()))
 }
 
 /// Like [`write()`], but leaves `path` alone (mtime included) when it already holds `bytes`.
