@@ -277,8 +277,10 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 /// build's files and the cache holds every result; on any failure neither was changed.
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let t0 = Instant::now();
-    let build_start = SystemTime::now();
     let plan = plan(opts)?;
+    // Noted after the plan: planning may unpack the toolkit, whose headers are inputs of
+    // every job; only a change after this point is a change "while the build was running".
+    let build_start = SystemTime::now();
     let cache = Cache::new(&opts.cache);
     let ctx = Ctx {
         plan: &plan,
