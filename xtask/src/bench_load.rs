@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{paths, publish};
+use crate::advice::Fix;
+use crate::args::RegistryArgs;
+use crate::paths;
 
 /// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC) and gate it.
 ///
@@ -30,16 +32,17 @@ use crate::{paths, publish};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
-    /// Kernel sources, for the NVRTC baseline.
-    #[arg(long, default_value_os_t = paths::repo_root().join("kernels/cuda"))]
-    kernels: PathBuf,
+    at: RegistryArgs,
+    /// Kernel sources, for the NVRTC baseline [default: kernels/cuda of the project].
+    #[arg(long, value_name = "DIR")]
+    kernels: Option<PathBuf>,
     /// Repetitions per measurement (medians are reported).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20)]
     reps: usize,
-    /// Where bench-load.csv and bench-load.svg go.
-    #[arg(long, default_value_os_t = paths::repo_root().join("docs/evidence"))]
-    out: PathBuf,
+    /// Where bench-load.csv and bench-load.svg go [default: .cuda-aot/bench-load of the
+    /// project; results kept as evidence are copied into docs/evidence/ with their date].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Only re-read an existing CSV and apply the gate.
     #[arg(long)]
     gate_only: bool,
@@ -84,8 +87,14 @@ impl Row {
 
 impl Args {
     /// Runs the task.
-    pub fn run(self) -> Result<()> {
-        let csv = self.out.join("bench-load.csv");
+    pub fn run(mut self) -> Result<()> {
+        let out = self
+            .out
+            .get_or_insert_with(|| paths::work_dir().join("bench-load"))
+            .clone();
+        self.kernels
+            .get_or_insert_with(|| paths::repo_root().join("kernels/cuda"));
+        let csv = out.join("bench-load.csv");
         if self.gate_only {
             return gate(&csv);
         }
@@ -99,7 +108,7 @@ impl Args {
             std::process::exit(status.code().unwrap_or(1));
         }
         if !cuda::driver_present() {
-            return Err(anyhow::Error::new(paths::Fix(
+            return Err(anyhow::Error::new(Fix(
                 "run bench-load on the GPU host (docs/gpu.md)".into(),
             )))
             .context("no CUDA driver on this machine");
@@ -108,7 +117,7 @@ impl Args {
         let trust = std::fs::read(&trust_path)
             .with_context(|| format!("reading {}", trust_path.display()))?;
         let rows = self.measure(&trust)?;
-        std::fs::create_dir_all(&self.out)?;
+        std::fs::create_dir_all(&out)?;
         let device = Device::open(0)?;
         let info = device.info();
         let header = format!(
@@ -134,7 +143,7 @@ impl Args {
             )?;
         }
         std::fs::write(&csv, &text)?;
-        std::fs::write(self.out.join("bench-load.svg"), chart(&rows, &header))?;
+        std::fs::write(out.join("bench-load.svg"), chart(&rows, &header))?;
         println!("{text}");
         println!("wrote {} and bench-load.svg", csv.display());
         gate(&csv)
@@ -142,7 +151,7 @@ impl Args {
 
     fn measure(&self, trust: &[u8]) -> Result<Vec<Row>> {
         let policy = policy_for(trust)?;
-        let probe = Runtime::open(&self.at.registry, trust, policy.clone())?;
+        let probe = Runtime::open(self.at.registry(), trust, policy.clone())?;
         let selected: Vec<(String, Vec<u8>, u32)> = probe
             .selected()
             .map(|m| {
@@ -168,7 +177,7 @@ impl Args {
         let mut open = Row::new("bundle", "verify_at_open", total_bytes);
         for i in 0..=reps {
             let t = Instant::now();
-            let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+            let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
             let took = t.elapsed();
             drop(rt);
             if i > 0 {
@@ -183,13 +192,13 @@ impl Args {
         let mut bundle_raw = Row::new("bundle", "raw_cuModuleLoadData", total_bytes);
         for i in 0..=reps {
             let verified = || -> Result<Duration> {
-                let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 Ok(t.elapsed())
             };
             let raw = || -> Result<Duration> {
-                let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                let _rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                 let mut raw = Duration::ZERO;
                 for (_, bytes, _) in &selected {
                     raw += cuda::raw::time_module_load(ctx, bytes, false)?;
@@ -212,13 +221,13 @@ impl Args {
             let mut raw = Row::new(name, "raw_cuModuleLoadData", bytes.len());
             for i in 0..=reps {
                 let verified_once = || -> Result<Duration> {
-                    let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     let t = Instant::now();
                     rt.module(name)?;
                     Ok(t.elapsed())
                 };
                 let raw_once = || -> Result<Duration> {
-                    let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let _rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     Ok(cuda::raw::time_module_load(ctx, bytes, false)?)
                 };
                 let (v, r) = if i % 2 == 0 {
@@ -255,7 +264,7 @@ impl Args {
                 arms.reverse();
             }
             for (p, row) in arms {
-                let rt = Runtime::open(&self.at.registry, trust, p.clone())?;
+                let rt = Runtime::open(self.at.registry(), trust, p.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 let loaded = t.elapsed();
@@ -306,7 +315,7 @@ impl Args {
 
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
-        let src = DirSource::new(&self.at.registry);
+        let src = DirSource::new(self.at.registry());
         let idx = verify_index(&src, trust, Default::default(), &Options::default())?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
         for m in idx.manifests() {
@@ -336,7 +345,8 @@ impl Args {
     ) -> Result<Vec<Row>> {
         use cuda::research::{Output, compile};
         let arch = info.sm();
-        let include = format!("--include-path={}", self.kernels.display());
+        let kernels = self.kernels.clone().expect("resolved in run");
+        let include = format!("--include-path={}", kernels.display());
         let mut rows = Vec::new();
         let mut bundle = Row {
             scope: "bundle".into(),
@@ -345,7 +355,7 @@ impl Args {
             samples: vec![Duration::ZERO; reps],
         };
         for (name, _, block) in selected {
-            let file = self.kernels.join(format!("{name}.cu"));
+            let file = kernels.join(format!("{name}.cu"));
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let define = format!("-DCUDA_AOT_BLOCK={block}");

@@ -3,12 +3,14 @@
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::RoleName;
-use cuda_aot::{Limits, SecretKey};
+use cuda_aot::{Channel, Limits, SecretKey};
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, SignedModule};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{devkeys, paths, sign};
+use crate::advice::{Fix, fail};
+use crate::args::{FormatArgs, RegistryArgs};
+use crate::{anchor, devkeys, paths, sign};
 
 /// Publish the signed manifests and blobs of a build output into a directory registry.
 ///
@@ -20,19 +22,21 @@ use crate::{devkeys, paths, sign};
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// The signed build output (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The publisher's private key file (default: the dev publisher key).
-    #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
+    /// The signed build output [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The publisher's private key file [default: the dev publisher key].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
     /// Lifetime of the timestamp, in days.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, value_name = "N", default_value_t = 7)]
     timestamp_days: u64,
     /// Only re-sign the timestamp of the current index with a new expiry (run this
     /// periodically: clients refuse a registry whose timestamp has expired).
     #[arg(long)]
     refresh_timestamp: bool,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
@@ -41,7 +45,21 @@ impl Args {
         let trust = self.at.trust_file()?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
-            None => devkeys::ensure()?.publisher,
+            None => {
+                // The dev key only ever signs for a dev root: refuse before anything else.
+                let (_, root) = anchor::read(&trust)?;
+                if root.root().channel == Channel::Production {
+                    return Err(fail(
+                        format!(
+                            "no publisher key given for the production trust root {}",
+                            trust.display()
+                        ),
+                        "pass --publisher-key FILE (or set CUDA_AOT_PUBLISHER_KEY) with a \
+                         publisher key of that root; development keys never sign a production release",
+                    ));
+                }
+                devkeys::ensure()?.publisher
+            }
         };
         let opts = PublishOptions {
             timestamp_ttl: Duration::from_secs(self.timestamp_days * 86_400),
@@ -51,65 +69,29 @@ impl Args {
             let root_bytes = std::fs::read(&trust)
                 .with_context(|| format!("reading trust root {}", trust.display()))?;
             checked_root(&root_bytes, &trust, &key)?;
-            let ts = DirRegistry::new(&self.at.registry).refresh_timestamp(&[&key], &opts)?;
+            let ts = DirRegistry::new(self.at.registry()).refresh_timestamp(&[&key], &opts)?;
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
-                self.at.registry.display(),
+                self.at.registry().display(),
                 ts.version,
                 ts.index.version,
                 ts.expires
             );
             return Ok(());
         }
-        let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let p = publish_output(&self.at.registry(), &out, &trust, &key, &opts)?;
         eprintln!(
             "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
             p.index_version,
             p.timestamp_version,
-            self.at.registry.display(),
+            self.at.registry().display(),
             p.entries,
             p.blobs_written,
             p.blobs_reused
         );
         Ok(())
     }
-}
-
-/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
-#[derive(clap::Args)]
-pub struct RegistryArgs {
-    /// The registry folder.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    pub registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    pub trust: Option<PathBuf>,
-}
-
-impl RegistryArgs {
-    /// The trust root file these arguments select.
-    pub fn trust_file(&self) -> Result<PathBuf> {
-        trust_file(self.trust.as_deref())
-    }
-}
-
-/// The trust root to use: the given file, else the dev root if generated, else keys/root.json.
-pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    let dev = paths::dev_keys_dir().join("root.json");
-    if dev.exists() {
-        return Ok(dev);
-    }
-    let prod = paths::repo_root().join("keys/root.json");
-    if prod.exists() {
-        return Ok(prod);
-    }
-    Err(anyhow::Error::new(paths::Fix(
-        "pass --trust FILE, or run cargo xtask release once to generate development keys".into(),
-    )))
-    .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
 }
 
 /// Verifies the trust root and that `publisher` is one of its publisher keys.
@@ -119,7 +101,8 @@ pub fn checked_root(
     publisher: &SecretKey,
 ) -> Result<cuda_aot::trust::VerifiedRoot> {
     let limits = Limits::default();
-    let root = cuda_aot::trust::verify_anchor(root_bytes, &limits, &trust.display().to_string())?;
+    let root = cuda_aot::trust::verify_anchor(root_bytes, &limits, &trust.display().to_string())
+        .map_err(|e| anchor::bad_root(e, trust))?;
     if !root
         .root()
         .roles
@@ -127,7 +110,7 @@ pub fn checked_root(
         .keys
         .contains(&publisher.public())
     {
-        return Err(anyhow::Error::new(paths::Fix(
+        return Err(anyhow::Error::new(Fix(
             "use a publisher key listed in the trust root (--publisher-key)".into(),
         )))
         .context(format!(

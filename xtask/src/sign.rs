@@ -5,6 +5,7 @@ use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::{Digest, Limits, Manifest, SecretKey};
 use std::path::{Path, PathBuf};
 
+use crate::advice::Fix;
 use crate::{devkeys, paths};
 
 /// Sign the unsigned manifests of a build output with a builder key.
@@ -17,11 +18,11 @@ use crate::{devkeys, paths};
 /// is used (generated on first use, labelled dev).
 #[derive(clap::Args)]
 pub struct Args {
-    /// The build output folder (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The builder's private key file.
-    #[arg(long, env = "CUDA_AOT_BUILDER_KEY")]
+    /// The build output folder [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The builder's private key file [default: the dev builder key].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_BUILDER_KEY")]
     builder_key: Option<PathBuf>,
 }
 
@@ -32,10 +33,11 @@ impl Args {
             Some(p) => devkeys::read_key(p)?,
             None => devkeys::ensure()?.builder,
         };
-        let n = sign_output(&self.out, &key)?;
+        let out = self.out.unwrap_or_else(paths::default_build_out);
+        let n = sign_output(&out, &key)?;
         eprintln!(
             "signed {n} manifest(s) in {} with builder key {}",
-            self.out.display(),
+            out.display(),
             key.public().key_id().short()
         );
         Ok(())
@@ -55,7 +57,7 @@ pub fn blob_path(manifest_path: &Path) -> PathBuf {
 /// Files under `out` whose names end with `suffix`, sorted.
 pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
     if !out.is_dir() {
-        return Err(anyhow::Error::new(paths::Fix(
+        return Err(anyhow::Error::new(Fix(
             "run cargo xtask build first, or pass the build output folder".into(),
         )))
         .context(format!("build output {} does not exist", out.display()));

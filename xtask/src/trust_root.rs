@@ -7,7 +7,7 @@ use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::build::ChannelArg;
+use crate::args::ChannelArg;
 use crate::devkeys;
 
 /// Write a signed trust root (version 1, or a rotation N -> N+1).

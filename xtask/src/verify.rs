@@ -8,8 +8,8 @@ use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::build::ChannelArg;
-use crate::{paths, publish};
+use crate::args::{ChannelArg, FormatArgs, RegistryArgs};
+use crate::paths;
 
 /// Verify a registry offline against a trust root and print what it holds.
 ///
@@ -22,31 +22,32 @@ use crate::{paths, publish};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
-    /// Rollback-protection state file (default: one per registry under .cuda-aot/state/).
-    #[arg(long)]
+    at: RegistryArgs,
+    /// Rollback-protection state file [default: one per registry under .cuda-aot/state/].
+    #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     clock_skew_secs: u64,
     /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
-        let state = self
-            .state
-            .unwrap_or_else(|| default_state_path(&self.at.registry));
+        let registry = self.at.registry();
+        let state = self.state.unwrap_or_else(|| default_state_path(&registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
             required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
-        let v = verify_registry(&self.at.registry, &trust, &state, &opts)?;
+        let v = verify_registry(&registry, &trust, &state, &opts)?;
         print!("{}", render_table(&v));
         Ok(())
     }

@@ -8,7 +8,7 @@ use cuda_aot::{Kind, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::atomic;
+use crate::files;
 
 /// `<out>/<module>/<target>.<kind>`.
 pub fn blob_path(out: &Path, m: &Manifest) -> PathBuf {
@@ -43,8 +43,8 @@ pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<[PathBuf; 3
         signed_path(out, m),
     );
     let blob_changed =
-        atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
-    let manifest_changed = atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
+        files::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
+    let manifest_changed = files::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
     if blob_changed || manifest_changed {
         match std::fs::remove_file(&s) {

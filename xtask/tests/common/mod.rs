@@ -10,10 +10,15 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The `xtask` binary cargo built for these tests.
+/// The `xtask` binary cargo built for these tests. Every test shares the checkout's pinned
+/// toolkit (as a CI job shares one through `CUDA_AOT_TOOLKIT_DIR`), unless the environment
+/// names another; tests that need a fresh one set it themselves.
 pub fn xtask() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
     c.env_remove("CUDA_AOT_BUILD_CACHE");
+    if std::env::var_os("CUDA_AOT_TOOLKIT_DIR").is_none() {
+        c.env("CUDA_AOT_TOOLKIT_DIR", repo().join(".cuda-aot/toolkit"));
+    }
     c
 }
 
