@@ -8,7 +8,6 @@
 mod cache;
 mod job;
 mod nvcc;
-mod output;
 pub mod spec;
 
 use anyhow::Result;
@@ -27,7 +26,7 @@ use crate::args::{CacheArgs, ChannelArg, FormatArgs, SelectArgs, ToolkitChoice};
 use crate::message::{self, Progress};
 use crate::process::{self, Interrupted};
 use crate::toolchain::{self, ToolchainOptions, ToolkitInfo};
-use crate::{files, paths};
+use crate::{files, outdir, paths};
 use cache::{Cache, DepRecord, FileDigests, Names};
 use job::{Ctx, Done};
 pub use nvcc::HostCompiler;
@@ -397,7 +396,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         };
         manifest.channel = opts.channel;
         let [blob_path, manifest_path, signed_path] =
-            output::write_module(&opts.out, &manifest, &blob)?;
+            outdir::write_module(&opts.out, &manifest, &blob)?;
         keep.insert(blob_path.clone());
         keep.insert(manifest_path.clone());
         keep.insert(signed_path);
@@ -408,7 +407,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             cached,
         });
     }
-    let removed = output::remove_stale(&opts.out, &keep)?;
+    let removed = outdir::remove_stale(&opts.out, &keep)?;
     cache.tidy();
     Ok(BuildReport {
         spec: plan.spec.path.clone(),

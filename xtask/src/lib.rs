@@ -5,8 +5,8 @@
 //!
 //! Layers (imports point downwards only; `tests/tidy.rs` checks it):
 //! - support: `advice` (errors and `Fix:`), `anchor` (the trust root given), `args`
-//!   (shared arguments), `files`,
-//!   `message` (JSON and progress), `paths` (the project, found at run time), `process`
+//!   (shared arguments), `files`, `message` (JSON and progress), `outdir` (the build
+//!   output layout), `paths` (the project, found at run time), `process`
 //!   (children and interrupts);
 //! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`;
 //! - composite tasks: `release`, `repro`, `bench`, `bench_load`; and `keygen`, `trust_root`.
@@ -23,6 +23,7 @@ mod devkeys;
 mod files;
 mod keygen;
 mod message;
+mod outdir;
 mod paths;
 mod process;
 mod publish;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::advice::{Fix, fail};
 use crate::args::{FormatArgs, RegistryArgs};
-use crate::{anchor, devkeys, paths, sign};
+use crate::{anchor, devkeys, outdir, paths};
 
 /// Publish the signed manifests and blobs of a build output into a directory registry.
 ///
@@ -134,7 +134,7 @@ pub fn publish_output(
     let root_bytes =
         std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
     let root = checked_root(&root_bytes, trust, publisher)?;
-    let signed = sign::files_ending(out, ".manifest.dsse.json")?;
+    let signed = outdir::files_ending(out, ".manifest.dsse.json")?;
     if signed.is_empty() {
         bail!(
             "{}: no signed manifests (*.manifest.dsse.json); run cargo xtask sign first",
@@ -147,7 +147,7 @@ pub fn publish_output(
         let env_bytes = std::fs::read(path).with_context(|| format!("reading {what}"))?;
         let env = Envelope::parse(&env_bytes, limits.manifest, PayloadType::Manifest, &what)?;
         root.verify_role(&env, RoleName::Builder, &what)?;
-        let blob_file = sign::blob_path(path);
+        let blob_file = outdir::blob_of_manifest(path);
         let blob = std::fs::read(&blob_file)
             .with_context(|| format!("reading {}", blob_file.display()))?;
         modules.push(SignedModule::new(env_bytes, blob)?);

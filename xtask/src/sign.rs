@@ -5,8 +5,7 @@ use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::{Digest, Limits, Manifest, SecretKey};
 use std::path::{Path, PathBuf};
 
-use crate::advice::Fix;
-use crate::{devkeys, paths};
+use crate::{devkeys, outdir, paths};
 
 /// Sign the unsigned manifests of a build output with a builder key.
 ///
@@ -44,39 +43,10 @@ impl Args {
     }
 }
 
-/// The blob that a manifest file describes: the path without `.manifest[.dsse].json`.
-pub fn blob_path(manifest_path: &Path) -> PathBuf {
-    let s = manifest_path.to_string_lossy();
-    let stem = s
-        .strip_suffix(".manifest.dsse.json")
-        .or_else(|| s.strip_suffix(".manifest.json"))
-        .unwrap_or(&s);
-    PathBuf::from(stem.to_string())
-}
-
-/// Files under `out` whose names end with `suffix`, sorted.
-pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
-    if !out.is_dir() {
-        return Err(anyhow::Error::new(Fix(
-            "run cargo xtask build first, or pass the build output folder".into(),
-        )))
-        .context(format!("build output {} does not exist", out.display()));
-    }
-    let mut v = Vec::new();
-    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
-        let e = e?;
-        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
-            v.push(e.into_path());
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
 /// Signs every unsigned manifest in `out`; returns how many.
 pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
     let limits = Limits::default();
-    let unsigned = files_ending(out, ".manifest.json")?;
+    let unsigned = outdir::files_ending(out, ".manifest.json")?;
     if unsigned.is_empty() {
         bail!(
             "{}: no *.manifest.json files; run cargo xtask build first",
@@ -87,7 +57,7 @@ pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let m: Manifest =
             cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
-        let blob_file = blob_path(path);
+        let blob_file = outdir::blob_of_manifest(path);
         let blob = std::fs::read(&blob_file).with_context(|| {
             format!(
                 "reading the blob of {} ({})",

@@ -1,9 +1,12 @@
-//! The build output folder, read by `sign` and `publish`:
-//! `<out>/<module>/<target>.<kind>` (the blob) and `<out>/<module>/<target>.<kind>.manifest.json`
-//! (its unsigned manifest). Files are replaced atomically, identical ones are left alone, and
-//! files of earlier builds that this build did not produce are removed.
+//! The build output folder, written by `build` and read by `sign` and `publish`; its layout
+//! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
+//! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
+//! `<…>.manifest.dsse.json` (the signed one). Files are replaced atomically, identical ones
+//! are left alone, and files of earlier builds that a build did not produce are removed.
 
 use anyhow::{Context, Result};
+
+use crate::advice::fail;
 use cuda_aot::{Kind, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -85,6 +88,35 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
         let _ = std::fs::remove_dir(d.path()); // only succeeds when empty
     }
     Ok(removed)
+}
+
+/// The blob that a manifest file describes: the path without `.manifest[.dsse].json`.
+pub fn blob_of_manifest(manifest_path: &Path) -> PathBuf {
+    let s = manifest_path.to_string_lossy();
+    let stem = s
+        .strip_suffix(".manifest.dsse.json")
+        .or_else(|| s.strip_suffix(".manifest.json"))
+        .unwrap_or(&s);
+    PathBuf::from(stem.to_string())
+}
+
+/// Files `<out>/<module>/<name>` whose names end with `suffix`, sorted.
+pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
+    if !out.is_dir() {
+        return Err(fail(
+            format!("build output {} does not exist", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::new();
+    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
+        let e = e?;
+        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
+            v.push(e.into_path());
+        }
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// `<target>.<kind>`, `<target>.<kind>.manifest.json` or its signature
