@@ -125,7 +125,7 @@ impl From<ChannelArg> for Channel {
 /// How results are printed on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MessageFormat {
-    /// Tables and summaries for people (default).
+    /// Tables and summaries for people.
     #[default]
     Human,
     /// JSON Lines, one message per line (docs/json.md, schema `cuda-aot/xtask/v1`).

@@ -33,14 +33,17 @@ use crate::{anchor, devkeys, message, paths, publish, sign, toolchain, verify};
 /// roots). For a production release pass --builder-key, --publisher-key and --trust
 /// (or CUDA_AOT_BUILDER_KEY / CUDA_AOT_PUBLISHER_KEY).
 #[derive(clap::Args)]
-#[command(after_long_help = "\
+#[command(
+    verbatim_doc_comment,
+    after_long_help = "\
 Examples:
   cargo xtask release                                   the release set, dev keys, .cuda-aot/registry
   cargo xtask release --module ntt --target sm_90       one module for one SM
   cargo xtask release --spec ../prover/gpu/kernels.toml a spec kept anywhere; .cuda-aot/ beside it
   cargo xtask release --builder-key FILE --publisher-key FILE --trust keys/root.json --registry DIR
 
-With --json the summary is one `release-finished` message on stdout (docs/json.md).")]
+With --json the summary is one `release-finished` message on stdout (docs/json.md)."
+)]
 pub struct Args {
     #[command(flatten)]
     select: SelectArgs,
