@@ -269,6 +269,8 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let t0 = Instant::now();
     let plan = plan(opts)?;
+    paths::prepare(&opts.out)?;
+    paths::prepare(&opts.cache)?;
     // Noted after the plan: planning may unpack the toolkit, whose headers are inputs of
     // every job; only a change after this point is a change "while the build was running".
     let build_start = SystemTime::now();
@@ -299,7 +301,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let progress = Progress::new("build", n, opts.progress);
     let fresh = keyed.iter().filter(|k| k.1.is_some()).count();
     progress.note(&format!(
-        "{n} job(s) of {}, up to {} in parallel ({fresh} with a dependency record)",
+        "{n} job(s) of {}, up to {} in parallel ({fresh} with a dependency record from an earlier build)",
         paths::shown(&plan.spec.path),
         opts.jobs.clamp(1, n)
     ));
@@ -315,27 +317,44 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                         "{} {} ({})",
                         plan.spec.modules[job.module].name, job.target, job.kind
                     );
-                    progress.start(&what);
+                    // A job with a dependency record is most likely a cache hit: only
+                    // compiles are announced line by line.
+                    let likely_hit = keyed[i].1.is_some();
+                    progress.start(&what, !likely_hit);
                     let t = Instant::now();
                     let r = ctx.run_job(job, keyed[i].1.as_ref());
                     let outcome = match &r {
-                        Ok(Done::Cached { .. }) => "from the cache".to_string(),
+                        Ok(Done::Cached { .. }) => None,
                         Ok(Done::Compiled { .. }) => {
-                            format!("compiled in {:.2} s", t.elapsed().as_secs_f64())
+                            Some(format!("compiled in {:.2} s", t.elapsed().as_secs_f64()))
                         }
-                        Err(_) if process::interrupted().is_some() => "interrupted".to_string(),
-                        Err(_) => "FAILED".to_string(),
+                        Err(_) if process::interrupted().is_some() => {
+                            Some("interrupted".to_string())
+                        }
+                        Err(_) => Some("FAILED".to_string()),
                     };
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
                     *results[i].lock().expect("result slot") = Some(r);
-                    progress.finish(&what, &outcome);
+                    progress.finish(&what, outcome.as_deref());
                 }
             });
         }
     });
     progress.finish_and_clear();
+    let hits = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                *r.lock().expect("result slot"),
+                Some(Ok(Done::Cached { .. }))
+            )
+        })
+        .count();
+    if hits > 0 {
+        progress.note(&format!("{hits} of {n} job(s) taken from the build cache"));
+    }
 
     let results: Vec<Option<Result<Done>>> = results
         .into_iter()

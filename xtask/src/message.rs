@@ -87,23 +87,25 @@ impl Progress {
         }
     }
 
-    /// A step started (`what`: e.g. `ntt sm_90 (cubin)`).
-    pub fn start(&self, what: &str) {
+    /// A step started (`what`: e.g. `ntt sm_90 (cubin)`); `announce`: also as a line
+    /// when there is no terminal.
+    pub fn start(&self, what: &str, announce: bool) {
         if let Some(b) = &self.bar {
             b.set_message(what.to_string());
         }
-        if self.lines {
+        if self.lines && announce {
             eprintln!("{}: {what} ...", self.label);
         }
     }
 
-    /// A step finished; `outcome` says how (`compiled in 1.2 s`).
-    pub fn finish(&self, what: &str, outcome: &str) {
+    /// A step finished; `outcome` says how (`compiled in 1.2 s`), and `None` counts it
+    /// without a line.
+    pub fn finish(&self, what: &str, outcome: Option<&str>) {
         let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         if let Some(b) = &self.bar {
             b.inc(1);
         }
-        if self.lines {
+        if let (true, Some(outcome)) = (self.lines, outcome) {
             let w = self.total.to_string().len();
             eprintln!("{}: [{n:>w$}/{}] {what}: {outcome}", self.label, self.total);
         }
@@ -112,7 +114,7 @@ impl Progress {
     /// A note between steps (shown as a line in both modes).
     pub fn note(&self, text: &str) {
         match &self.bar {
-            Some(b) => b.println(format!("{}: {text}", self.label)),
+            Some(b) => b.suspend(|| eprintln!("{}: {text}", self.label)),
             None if self.lines => eprintln!("{}: {text}", self.label),
             None => {}
         }

@@ -39,6 +39,8 @@ impl Project {
     pub fn of_spec(spec: &Path) -> Result<Project> {
         let abs = absolute(spec)?;
         let dir = abs.parent().unwrap_or(Path::new("/")).to_path_buf();
+        // `..` folded and links resolved where the folder exists.
+        let dir = dir.canonicalize().unwrap_or(dir);
         Ok(match checkout_at_or_above(&dir) {
             Some(root) => Project {
                 root,
@@ -125,6 +127,20 @@ pub fn work_dir_created() -> std::io::Result<PathBuf> {
         )?;
     }
     Ok(d)
+}
+
+/// Before writing to `p`: when `p` lies in the work folder, creates the work folder with
+/// its `.gitignore` (see [`work_dir_created`]).
+pub fn prepare(p: &Path) -> Result<()> {
+    if std::path::absolute(p)?.starts_with(std::path::absolute(work_dir())?) {
+        work_dir_created().map_err(|e| {
+            fail(
+                format!("creating the work folder {}: {e}", work_dir().display()),
+                "make the project folder writable, or pass the paths to use explicitly",
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The release spec of the project: `manifests/release.toml`.

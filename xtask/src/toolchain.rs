@@ -203,6 +203,7 @@ impl ToolkitInfo {
 
 /// Ensures the toolkit `opts` selects and returns its identity.
 pub fn ensure_with(opts: &ToolchainOptions) -> Result<ToolkitInfo> {
+    paths::prepare(&opts.toolkit_dir)?;
     match opts.choice {
         ToolkitChoice::Pinned => pinned::ensure(opts),
         ToolkitChoice::System => system::ensure(opts),

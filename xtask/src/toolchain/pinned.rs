@@ -209,12 +209,12 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
     let progress = Progress::new("toolchain", wheels.len(), true);
     for (pin, bytes) in &wheels {
         let what = format!("unpacking {} ({} MB)", pin.label(), bytes.len() >> 20);
-        progress.start(&what);
+        progress.start(&what, true);
         let t = Instant::now();
         let n = unpack_wheel(pin, bytes, tmp.path())?;
         progress.finish(
             &what,
-            &format!("{n} files in {:.1} s", t.elapsed().as_secs_f64()),
+            Some(&format!("{n} files in {:.1} s", t.elapsed().as_secs_f64())),
         );
     }
     progress.finish_and_clear();
