@@ -68,7 +68,7 @@ fn refuse_tracked_location(out: &Path) -> Result<()> {
     if in_work_tree && !git(&["check-ignore", "-q", &target.to_string_lossy()]) {
         return Err(fail(
             format!(
-                "refusing to write a private key to {}: it is inside a git working tree and not ignored by git",
+                "refusing to write a private key to {}: it is inside the working tree and not ignored by git",
                 target.display()
             ),
             "write the key outside the repository (e.g. ~/.config/cuda-aot/keys/), or into an ignored folder such as .cuda-aot/",
