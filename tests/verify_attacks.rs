@@ -9,7 +9,7 @@ use cuda_aot::metadata::{Index, IndexEntry, Role, Time, Timestamp};
 use cuda_aot::source::layout;
 use cuda_aot::verify::Options;
 use cuda_aot::{Channel, Digest, Error, json};
-use cuda_aot_registry::{PublishOptions, SignedModule};
+use cuda_aot_registry::PublishOptions;
 use std::time::Duration;
 
 fn current_index(f: &Fixture) -> (Timestamp, Index) {
@@ -82,13 +82,21 @@ fn a_blob_longer_than_its_manifest_is_read_only_to_size_plus_one() {
 }
 
 #[test]
-fn a_manifest_signed_by_an_unknown_key_is_refused() {
+fn a_build_statement_signed_by_an_unknown_key_is_refused() {
     let f = Fixture::new();
-    let blob = cubin("sm_90");
     let stranger = key();
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    let signed = SignedModule::new(sign_manifest(&m, &[&stranger]), blob).unwrap();
-    f.publish(&[signed], PublishOptions::default());
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&stranger]);
+    // The real publisher refuses to publish it ...
+    let err = f
+        .publish(build, vec![], PublishOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(&err, cuda_aot_registry::Error::Core(Error::Threshold { role, .. }) if role == "builder"),
+        "{err}"
+    );
+    // ... and a verifier refuses it when a publisher key alone put it in the index.
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&stranger]);
+    f.forge(&build, &[]);
     let err = f.verify().unwrap_err();
     match &err {
         Error::Threshold {
@@ -97,9 +105,10 @@ fn a_manifest_signed_by_an_unknown_key_is_refused() {
             threshold: 1,
             foreign,
             what,
+            ..
         } => {
             assert_eq!(role, "builder");
-            assert!(what.contains("add sm_90"), "{what}");
+            assert!(what.contains("build statement"), "{what}");
             assert_eq!(
                 foreign,
                 &vec![(
@@ -172,7 +181,7 @@ fn the_same_key_twice_does_not_reach_a_threshold_of_two() {
         matches!(&err, Error::Threshold { valid: 1, threshold: 2, role, .. } if role == "root"),
         "{err}"
     );
-    env.add_signature(&other);
+    env.add_signature(&other).unwrap();
     assert!(cuda_aot::trust::verify_anchor(&env.to_bytes(), &Default::default(), "root").is_ok());
 }
 
@@ -202,7 +211,7 @@ fn a_manifest_swapped_for_another_file_is_refused() {
 }
 
 #[test]
-fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
+fn an_index_entry_pointing_at_another_sms_manifest_is_not_attested() {
     let f = Fixture::new();
     f.publish_sms(&["sm_80", "sm_90"]);
     let (ts, mut idx) = current_index(&f);
@@ -224,7 +233,21 @@ fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
     republish_index(&f, &ts, &idx);
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::MixAndMatch { listed, found, .. } if listed.starts_with("add sm_90") && found.starts_with("add sm_80")),
+        matches!(&err, Error::NotAttested { what, .. } if what.contains("add sm_90")),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_index_entry_with_another_identity_digest_is_mix_and_match() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let (ts, mut idx) = current_index(&f);
+    idx.entries[0].identity = Digest::of(b"another build's identity");
+    republish_index(&f, &ts, &idx);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::MixAndMatch { listed, found, .. } if listed.starts_with("add sm_90") && found.starts_with("add sm_90")),
         "{err}"
     );
 }
@@ -233,29 +256,7 @@ fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
 fn republish_index(f: &Fixture, ts: &Timestamp, idx: &Index) {
     let mut idx = idx.clone();
     idx.version = ts.index.version + 1;
-    let file = Envelope::sign(
-        PayloadType::Index,
-        &json::to_vec(&idx),
-        &[&f.keys.publisher],
-    )
-    .to_bytes();
-    f.write(&layout::index(idx.version), &file);
-    let mut ts = ts.clone();
-    ts.version += 1;
-    ts.index = cuda_aot::metadata::IndexRef {
-        version: idx.version,
-        digest: Digest::of(&file),
-        size: file.len() as u64,
-    };
-    f.write(
-        layout::TIMESTAMP,
-        &Envelope::sign(
-            PayloadType::Timestamp,
-            &json::to_vec(&ts),
-            &[&f.keys.publisher],
-        )
-        .to_bytes(),
-    );
+    f.write_index(&idx, ts.version + 1);
 }
 
 #[test]
@@ -279,18 +280,12 @@ fn an_older_index_replayed_after_a_newer_one_was_seen_is_refused() {
 #[test]
 fn an_expired_timestamp_is_refused_unless_within_the_explicit_skew() {
     let f = Fixture::new();
-    let past = Time::now().plus(Duration::ZERO);
     let opts = PublishOptions {
-        now: Time(past.0 - Duration::from_secs(3600)),
+        now: Time::from_unix(Time::now().unix() - 3600),
         timestamp_ttl: Duration::from_secs(60),
         ..Default::default()
     };
-    let blob = cubin("sm_90");
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        opts,
-    );
+    f.publish_modules(&[add_module("sm_90", Channel::Dev)], opts);
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::Expired { what, skew_secs: 0, .. } if what == "timestamp v1"),
@@ -352,14 +347,25 @@ fn root_rotation_needs_old_and_new_root_keys() {
 #[test]
 fn a_module_name_with_dot_dot_slash_is_refused() {
     let f = Fixture::new();
-    let blob = cubin("sm_90");
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    let text = String::from_utf8(json::to_vec(&m))
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    // A builder-signed statement whose text names "../add".
+    let env: Envelope = serde_json::from_slice(&build.statement).unwrap();
+    let text = String::from_utf8(env.payload_bytes("st").unwrap())
         .unwrap()
         .replace("\"module\": \"add\"", "\"module\": \"../add\"");
     assert!(text.contains("../add"));
-    let env = Envelope::sign(PayloadType::Manifest, text.as_bytes(), &[&f.keys.builder]).to_bytes();
-    let err = SignedModule::new(env, blob).unwrap_err();
+    let statement =
+        Envelope::sign(PayloadType::Build, text.as_bytes(), &[&f.keys.builder]).to_bytes();
+    let err = f
+        .publish(
+            Build {
+                statement,
+                files: build.files,
+            },
+            vec![],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
     assert!(
         err.to_string().contains("invalid module name \"../add\""),
         "{err}"
@@ -371,10 +377,7 @@ fn an_sm80_cubin_claimed_as_sm90_is_refused_by_the_elf_check() {
     let f = Fixture::new();
     let blob = cubin("sm_80");
     let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        PublishOptions::default(),
-    );
+    f.publish_modules(&[(m, blob)], PublishOptions::default());
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::ElfSmMismatch { module, claimed, actual } if module == "add" && claimed == "sm_90" && actual == "sm_80"),
@@ -384,10 +387,7 @@ fn an_sm80_cubin_claimed_as_sm90_is_refused_by_the_elf_check() {
     let f = Fixture::new();
     let blob = cubin("sm_90");
     let m = manifest("add", "sm_90a", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        PublishOptions::default(),
-    );
+    f.publish_modules(&[(m, blob)], PublishOptions::default());
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::ElfSmMismatch { claimed, actual, .. } if claimed == "sm_90a" && actual == "sm_90"),
