@@ -215,7 +215,7 @@ mod tests {
         let root = Root {
             schema: Root::SCHEMA.into(),
             version: 1,
-            expires: Time::now().plus(std::time::Duration::from_secs(3600)),
+            expires: Time::from_unix(4_000_000_000),
             channel: Channel::Dev,
             max_expiry: MaxExpiry::DEFAULT,
             roles: Roles {

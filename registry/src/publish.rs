@@ -429,6 +429,9 @@ pub fn publish(
         version,
         opts.keep_unlisted,
     );
+    if channel == Channel::Production {
+        check_promoted(build, &promotions, &base)?;
+    }
     let unchanged = base.index.as_ref().is_some_and(|old| {
         old.channel == channel
             && old.statements == statements
@@ -514,6 +517,38 @@ pub fn refresh_timestamp(
     };
     store.replace_timestamp(&sign(&ts, publisher), Some(digest))?;
     Ok(ts)
+}
+
+/// Production: every module of the build must be covered by a promotion record (given
+/// with this release or already in the registry) of its module and schedule version. The
+/// verifier refuses anything else; the publisher says so before writing an index.
+fn check_promoted(
+    build: &SignedBuild,
+    promotions: &[(&[u8], Promotion)],
+    base: &Base,
+) -> Result<()> {
+    let all: Vec<&Promotion> = promotions
+        .iter()
+        .map(|(_, p)| p)
+        .chain(base.promotions.iter().map(|(_, p)| p))
+        .collect();
+    for m in &build.modules {
+        let d = Digest::of(&m.manifest_file);
+        let id = &m.manifest.identity;
+        if !all.iter().any(|p| {
+            p.module == id.module
+                && p.schedule_version == id.schedule_version
+                && p.manifests.contains(&d)
+        }) {
+            return Err(Error::Core(cuda_aot::Error::NotPromoted {
+                module: id.module.to_string(),
+                target: id.sm.to_string(),
+                manifest: d.to_string(),
+                reason: "no promotion record for this manifest comes with the release or is in the registry".into(),
+            }));
+        }
+    }
+    Ok(())
 }
 
 fn sign<T: Document>(doc: &T, keys: &[&SecretKey]) -> Vec<u8> {

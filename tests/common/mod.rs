@@ -233,6 +233,11 @@ impl Fixture {
     pub fn with_channel(channel: Channel) -> Self {
         let keys = Keys::new();
         let root_file = sign_root(&root_payload(&keys, 1, channel), &[&keys.root]);
+        Fixture::with_root(keys, root_file, channel)
+    }
+
+    /// An empty registry holding the signed root `root_file` (made from `keys`).
+    pub fn with_root(keys: Keys, root_file: Vec<u8>, channel: Channel) -> Self {
         let f = Fixture {
             dir: tempfile::tempdir().unwrap(),
             keys,
