@@ -248,125 +248,142 @@ pub struct Runtime {
 
 impl Runtime {
     /// Verifies the registry at `registry` against the trust root file bytes `trust_root`
-    /// (one pass: root chain, timestamp, index, build statements, promotions), then probes
-    /// the device, selects each module's binary for exactly this device, checks the driver
-    /// floor and verifies the selected manifests and blobs (size, blake3, ELF SM). Registry
-    /// and verification errors come before any driver call, so a host without a GPU still
-    /// learns that its registry is wrong. Nothing is loaded yet; see [`Runtime::preload`]
-    /// and [`Runtime::module`].
+    /// (one pass: root chain, timestamp, index, build statements, promotions) while the
+    /// device's primary context is created, then selects each module's binary for exactly
+    /// this device, checks the driver floor and verifies the selected manifests and blobs
+    /// (size, blake3, ELF SM). A registry or verification error is reported before any
+    /// driver error, so a host without a GPU still learns that its registry is wrong.
+    /// Nothing is loaded yet; see [`Runtime::preload`] and [`Runtime::module`].
     pub fn open(registry: impl AsRef<Path>, trust_root: &[u8], policy: Policy) -> Result<Runtime> {
+        let device = policy.device;
+        let mut v = Runtime::open_devices(registry, trust_root, policy, &[device])?;
+        Ok(v.remove(0))
+    }
+
+    /// [`Runtime::open`] for several devices of one process: the registry is verified
+    /// once, every device's primary context is created in parallel (and in parallel with
+    /// verification), then each device gets its own selection, driver-floor check, modules
+    /// (each loaded exactly once per device) and counters. Blobs shared by devices of the
+    /// same SM are read and hashed once. `policy.device` is ignored.
+    pub fn open_devices(
+        registry: impl AsRef<Path>,
+        trust_root: &[u8],
+        policy: Policy,
+        devices: &[usize],
+    ) -> Result<Vec<Runtime>> {
         let started = Instant::now();
-        let src = DirSource::new(registry.as_ref());
-        let state_path = policy.state_path(registry.as_ref())?;
-        let seen = match &state_path {
-            Some(p) => TrustState::load(p, policy.limits.state)?,
-            None => {
-                log::warn!(
-                    "cuda-aot: rollback protection is OFF for {} (Policy::without_rollback_protection): an older release would be accepted",
-                    src.describe()
-                );
-                TrustState::default()
-            }
-        }
-        .max(policy.minimum_versions);
-        let opts = Options {
-            skew: policy.clock_skew,
-            offline_grace: policy.offline_grace,
-            limits: policy.limits,
-            required_channel: Some(policy.channel),
-            ..Options::default()
-        };
-        log::info!(
-            "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",
-            src.describe(),
-            policy.channel,
-            policy.clock_skew.as_secs(),
-            policy.offline_grace.as_secs()
-        );
-        // One pass over the metadata: constant signature checks, no device needed.
-        let mut index = verify_metadata(&src, trust_root, seen, &opts)?;
-        if let Some(old) = index.discarded_state() {
-            log::warn!(
-                "cuda-aot: the trust root rotated the publisher keys: discarded saved timestamp v{} and index v{}",
-                old.timestamp,
-                old.index
-            );
-        }
-        if let Freshness::Grace { expired, deadline } = index.freshness() {
-            log::warn!(
-                "cuda-aot: {}: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline} (last fresh verification {}). Sync the registry before then.",
-                src.describe(),
-                index
-                    .state()
-                    .fresh_at
-                    .map_or_else(|| "unknown".to_string(), |t| t.to_string())
-            );
-        }
-        let verify_metadata_time = started.elapsed();
-        // The driver, then this device's pick: builder-attested manifests and blobs only
-        // for the modules selected for it.
-        let device = Device::open(policy.device)?;
-        let info = device.info().clone();
-        let resumed = Instant::now();
-        let cc = (info.cc_major, info.cc_minor);
-        let picked = pick_for_device(&index.index().entries, cc, &info.name, &policy)?;
-        index.verify_entries(&src, &picked)?;
-        let counters = AtomicCounters::default();
-        counters
-            .modules_verified
-            .store(index.manifests().len() as u64, Ordering::Relaxed);
-        counters
-            .signatures_checked
-            .store(index.signature_checks(), Ordering::Relaxed);
-        let driver = DriverVersion::from_cuda(info.driver_version);
-        let mut modules = BTreeMap::new();
-        for chosen in index.manifests() {
-            let name = chosen.manifest().identity.module.to_string();
-            let man = chosen.manifest();
-            check_driver_floor(man, driver)?;
-            let module = index.load_module(&src, chosen, &policy.limits)?;
-            counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
-            if man.identity.kind == Kind::Ptx {
-                log::warn!(
-                    "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on {}",
-                    man.label(),
-                    info.sm()
+        let registry = registry.as_ref();
+        let (verified, opened) = std::thread::scope(|s| {
+            let handles: Vec<_> = devices
+                .iter()
+                .map(|&d| s.spawn(move || Device::open(d)))
+                .collect();
+            let verified = verify_registry_metadata(registry, trust_root, &policy);
+            let opened: Vec<_> = handles
+                .into_iter()
+                .map(|h| h.join().expect("device thread"))
+                .collect();
+            (verified, opened)
+        });
+        // Registry and verification errors first, then driver errors.
+        let (index, state_path, metadata_time) = verified?;
+        let devices = opened
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let src = DirSource::new(registry);
+        let mut manifests: HashMap<usize, crate::verify::VerifiedManifest> = HashMap::new();
+        let mut blobs: HashMap<usize, VerifiedModule> = HashMap::new();
+        let mut runtimes = Vec::with_capacity(devices.len());
+        for device in devices {
+            let t = Instant::now();
+            let info = device.info().clone();
+            let cc = (info.cc_major, info.cc_minor);
+            let picked = pick_for_device(&index.index().entries, cc, &info.name, &policy)?;
+            let driver = DriverVersion::from_cuda(info.driver_version);
+            let counters = AtomicCounters::default();
+            let mut modules = BTreeMap::new();
+            for i in picked {
+                if let std::collections::hash_map::Entry::Vacant(slot) = manifests.entry(i) {
+                    slot.insert(index.verify_entry(&src, &index.index().entries[i])?);
+                }
+                let chosen = &manifests[&i];
+                let man = chosen.manifest();
+                check_driver_floor(man, driver)?;
+                if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(i) {
+                    slot.insert(index.load_module(&src, chosen, &policy.limits)?);
+                    counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
+                }
+                let module = blobs[&i].clone();
+                if man.identity.kind == Kind::Ptx {
+                    log::warn!(
+                        "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on device {} ({})",
+                        man.label(),
+                        info.ordinal,
+                        info.sm()
+                    );
+                }
+                // The verifier checked the entry's identity digest against the manifest.
+                let key = (info.ordinal, chosen.entry().identity, man.module_digest);
+                modules.insert(
+                    man.identity.module.to_string(),
+                    Selected {
+                        manifest: Arc::new(module.manifest().clone()),
+                        module,
+                        slot: shared_slot(key),
+                    },
                 );
             }
-            // The verifier checked the entry's identity digest against the manifest.
-            let key = (info.ordinal, chosen.entry().identity, man.module_digest);
-            modules.insert(
-                name,
-                Selected {
-                    manifest: Arc::new(module.manifest().clone()),
-                    module,
-                    slot: shared_slot(key),
-                },
+            counters
+                .modules_verified
+                .store(modules.len() as u64, Ordering::Relaxed);
+            counters
+                .signatures_checked
+                .store(index.signature_checks(), Ordering::Relaxed);
+            let verify_time = metadata_time + t.elapsed();
+            counters
+                .verify_ns
+                .store(verify_time.as_nanos() as u64, Ordering::Relaxed);
+            log::info!(
+                "cuda-aot: verified index v{} ({} modules for device {} {} {}, {} signature checks) in {:?}",
+                index.index().version,
+                modules.len(),
+                info.ordinal,
+                info.name,
+                info.sm(),
+                index.signature_checks(),
+                verify_time
             );
+            runtimes.push(Runtime {
+                device,
+                policy: policy.clone(),
+                index_version: index.index().version,
+                modules,
+                counters,
+            });
         }
+        // Everything every device uses passed: only now is the state saved.
         if let Some(p) = &state_path {
             index.state().save(p)?;
         }
-        let verify_time = verify_metadata_time + resumed.elapsed();
-        counters
-            .verify_ns
-            .store(verify_time.as_nanos() as u64, Ordering::Relaxed);
         log::info!(
-            "cuda-aot: verified index v{} ({} modules for {} {}, {} signature checks) in {:?}",
-            index.index().version,
-            modules.len(),
-            info.name,
-            info.sm(),
-            index.signature_checks(),
-            verify_time
+            "cuda-aot: {} device(s) ready to load in {:?}",
+            runtimes.len(),
+            started.elapsed()
         );
-        Ok(Runtime {
-            device,
-            policy,
-            index_version: index.index().version,
-            modules,
-            counters,
-        })
+        Ok(runtimes)
+    }
+
+    /// [`Runtime::preload`] for every runtime of [`Runtime::open_devices`], one thread per
+    /// device.
+    pub fn preload_all(runtimes: &[Runtime]) -> Result<()> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = runtimes.iter().map(|rt| s.spawn(|| rt.preload())).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("preload thread"))
+                .collect::<Result<Vec<()>>>()
+        })?;
+        Ok(())
     }
 
     /// Loads every selected module now (at startup, before the first request).
@@ -467,6 +484,63 @@ impl Runtime {
             signatures_checked: get(&c.signatures_checked),
         }
     }
+}
+
+/// Steps 1-5 of verification for `registry` under `policy` (no device needed): the
+/// verified metadata, the rollback-state file to save once the blobs passed, and the time
+/// it took.
+fn verify_registry_metadata(
+    registry: &Path,
+    trust_root: &[u8],
+    policy: &Policy,
+) -> Result<(crate::verify::VerifiedIndex, Option<PathBuf>, Duration)> {
+    let started = Instant::now();
+    let src = DirSource::new(registry);
+    let state_path = policy.state_path(registry)?;
+    let seen = match &state_path {
+        Some(p) => TrustState::load(p, policy.limits.state)?,
+        None => {
+            log::warn!(
+                "cuda-aot: rollback protection is OFF for {} (Policy::without_rollback_protection): an older release would be accepted",
+                src.describe()
+            );
+            TrustState::default()
+        }
+    }
+    .max(policy.minimum_versions);
+    let opts = Options {
+        skew: policy.clock_skew,
+        offline_grace: policy.offline_grace,
+        limits: policy.limits,
+        required_channel: Some(policy.channel),
+        ..Options::default()
+    };
+    log::info!(
+        "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",
+        src.describe(),
+        policy.channel,
+        policy.clock_skew.as_secs(),
+        policy.offline_grace.as_secs()
+    );
+    let index = verify_metadata(&src, trust_root, seen, &opts)?;
+    if let Some(old) = index.discarded_state() {
+        log::warn!(
+            "cuda-aot: the trust root rotated the publisher keys: discarded saved timestamp v{} and index v{}",
+            old.timestamp,
+            old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        log::warn!(
+            "cuda-aot: {}: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline} (last fresh verification {}). Sync the registry before then.",
+            src.describe(),
+            index
+                .state()
+                .fresh_at
+                .map_or_else(|| "unknown".to_string(), |t| t.to_string())
+        );
+    }
+    Ok((index, state_path, started.elapsed()))
 }
 
 /// The index entries to load on a device of compute capability `cc`: one per module (see

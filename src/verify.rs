@@ -236,7 +236,12 @@ impl VerifiedIndex {
         Ok(())
     }
 
-    fn verify_entry(&self, src: &dyn RegistrySource, e: &IndexEntry) -> Result<VerifiedManifest> {
+    /// Step 6 for one entry (see [`VerifiedIndex::verify_entries`]), without recording it.
+    pub fn verify_entry(
+        &self,
+        src: &dyn RegistrySource,
+        e: &IndexEntry,
+    ) -> Result<VerifiedManifest> {
         let limit = self.limits().manifest;
         let path = layout::manifest(&e.manifest);
         let what = format!("manifest of {} {} ({})", e.module, e.sm, path);

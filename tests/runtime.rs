@@ -339,3 +339,26 @@ fn gpu_the_driver_refuses_another_architectures_cubin() {
     assert!(err.is_no_binary_for_gpu(), "{err}");
     println!("driver: {err}");
 }
+
+/// Issue 12: a multi-GPU prover verifies once per process, creates the contexts in
+/// parallel, and every device loads each module exactly once and runs it.
+#[test]
+#[ignore = "needs two CUDA devices"]
+fn gpu_two_devices_verify_once_and_load_each_module_once_per_device() {
+    let n = cuda::device_count().unwrap();
+    assert!(n >= 2, "this test needs two CUDA devices, the host has {n}");
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let rts = Runtime::open_devices(f.reg_path(), &f.root_file, f.policy(), &[0, 1]).unwrap();
+    assert_eq!(rts.len(), 2);
+    Runtime::preload_all(&rts).unwrap();
+    for (i, rt) in rts.iter().enumerate() {
+        assert_eq!(rt.device().ordinal, i);
+        run_add(rt);
+        rt.module("add").unwrap();
+        let c = rt.counters();
+        println!("device {i}: {c:?}");
+        assert_eq!((c.modules_loaded, c.cache_hits), (1, 2), "device {i}");
+        assert_eq!(c.signatures_checked, 4);
+    }
+}
