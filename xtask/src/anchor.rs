@@ -2,7 +2,7 @@
 //! file, and reading it with advice that fits a trust root (make or rotate one with
 //! `cargo xtask trust-root`), not the advice for a registry file.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cuda_aot::Limits;
 use cuda_aot::trust::VerifiedRoot;
 use std::path::{Path, PathBuf};
@@ -34,11 +34,16 @@ pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
     ))
 }
 
+/// Reads a trust root file (a regular file, within the size limit), unverified.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    cuda_aot::fs::read_capped(path, Limits::default().root, "trust root")
+        .map_err(|e| bad_root(e, path))
+}
+
 /// Reads and verifies the trust root in `path` (self-signed by a threshold of its root
 /// keys, unexpired, consistent); returns its bytes and the verified root.
 pub fn read(path: &Path) -> Result<(Vec<u8>, VerifiedRoot)> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading trust root {}", path.display()))?;
+    let bytes = read_bytes(path)?;
     let root =
         cuda_aot::trust::verify_anchor(&bytes, &Limits::default(), &path.display().to_string())
             .map_err(|e| bad_root(e, path))?;

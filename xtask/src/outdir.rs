@@ -1,16 +1,17 @@
 //! The build output folder, written by `build` and read by `sign` and `publish`; its layout
 //! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
 //! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
-//! `<…>.manifest.dsse.json` (the signed one). Files are replaced atomically, identical ones
-//! are left alone, and files of earlier builds that a build did not produce are removed.
+//! `<out>/build.statement.json` (the builder's signed statement over all of them). Files are
+//! replaced atomically, identical ones are left alone, and files of earlier builds that a
+//! build did not produce are removed.
 
 use anyhow::{Context, Result};
-
-use crate::advice::fail;
-use cuda_aot::{Kind, Manifest, ModuleName, Target};
+use cuda_aot::digest::check_blob;
+use cuda_aot::{Kind, Limits, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::advice::fail;
 use crate::files;
 
 /// `<out>/<module>/<target>.<kind>`.
@@ -27,39 +28,31 @@ pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
     ))
 }
 
-/// `<out>/<module>/<target>.<kind>.manifest.dsse.json`: where `cargo xtask sign` puts the
-/// signed envelope of a manifest.
-pub fn signed_path(out: &Path, m: &Manifest) -> PathBuf {
-    out.join(m.identity.module.as_str()).join(format!(
-        "{}.{}.manifest.dsse.json",
-        m.identity.sm, m.identity.kind
-    ))
+/// `<out>/build.statement.json`: where `cargo xtask sign` puts the builder's signed
+/// statement over every manifest of the build.
+pub fn statement_path(out: &Path) -> PathBuf {
+    out.join("build.statement.json")
 }
 
 /// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
-/// blob it names). A signature left by `sign` survives only while the manifest it signs is
-/// unchanged. Returns the blob, manifest and signature paths.
-pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<[PathBuf; 3]> {
-    let (b, j, s) = (
-        blob_path(out, m),
-        manifest_path(out, m),
-        signed_path(out, m),
-    );
+/// blob it names). Returns the blob and manifest paths, and whether either changed.
+pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<([PathBuf; 2], bool)> {
+    let (b, j) = (blob_path(out, m), manifest_path(out, m));
     let blob_changed =
         files::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
     let manifest_changed = files::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
-    if blob_changed || manifest_changed {
-        match std::fs::remove_file(&s) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("removing the stale signature {}", s.display()));
-            }
-        }
+    Ok(([b, j], blob_changed || manifest_changed))
+}
+
+/// Removes the build statement of `out`: it no longer covers what the folder holds.
+pub fn remove_statement(out: &Path) -> Result<()> {
+    let s = statement_path(out);
+    match std::fs::remove_file(&s) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing the stale statement {}", s.display())),
     }
-    Ok([b, j, s])
 }
 
 /// Removes build outputs in `out` that are not in `keep`, and module folders left empty.
@@ -90,13 +83,10 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
     Ok(removed)
 }
 
-/// The blob that a manifest file describes: the path without `.manifest[.dsse].json`.
+/// The blob that a manifest file describes: the path without `.manifest.json`.
 pub fn blob_of_manifest(manifest_path: &Path) -> PathBuf {
     let s = manifest_path.to_string_lossy();
-    let stem = s
-        .strip_suffix(".manifest.dsse.json")
-        .or_else(|| s.strip_suffix(".manifest.json"))
-        .unwrap_or(&s);
+    let stem = s.strip_suffix(".manifest.json").unwrap_or(&s);
     PathBuf::from(stem.to_string())
 }
 
@@ -119,8 +109,51 @@ pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
     Ok(v)
 }
 
-/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or its signature
-/// `<target>.<kind>.manifest.dsse.json`, kind matching the target.
+/// One module of a build output: its manifest, the manifest file's bytes, the blob.
+pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
+
+/// Every manifest of `out` with its file bytes and blob, each blob checked against its
+/// manifest (size, blake3).
+pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
+    let limits = Limits::default();
+    let files = files_ending(out, ".manifest.json")?;
+    if files.is_empty() {
+        return Err(fail(
+            format!("{}: no *.manifest.json files", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::with_capacity(files.len());
+    for path in &files {
+        let bytes = cuda_aot::fs::read_capped(path, limits.manifest, "manifest")?;
+        let m: Manifest =
+            cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
+        let blob_file = blob_of_manifest(path);
+        let blob =
+            cuda_aot::fs::read_capped(&blob_file, limits.blob, "blob").with_context(|| {
+                format!(
+                    "reading the blob of {} ({})",
+                    m.label(),
+                    blob_file.display()
+                )
+            })?;
+        check_blob(&m.label(), &blob, m.size, &m.module_digest).map_err(|e| {
+            fail(
+                format!(
+                    "{}: {} no longer matches its manifest: {e}",
+                    m.label(),
+                    blob_file.display()
+                ),
+                "rebuild with `cargo xtask build`",
+            )
+        })?;
+        v.push((m, bytes, blob));
+    }
+    Ok(v)
+}
+
+/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or a signature of an earlier format
+/// (`<target>.<kind>.manifest.dsse.json`), kind matching the target.
 fn is_output_name(n: &str) -> bool {
     let n = n
         .strip_suffix(".manifest.json")

@@ -152,10 +152,7 @@ impl Args {
             &keys.publisher,
             &PublishOptions::default(),
         )?;
-        eprintln!(
-            "      index v{} (timestamp v{}): {} blob(s) written, {} already present",
-            p.index_version, p.timestamp_version, p.blobs_written, p.blobs_reused
-        );
+        eprintln!("      {}", publish::describe(&p, &registry));
 
         eprintln!("[5/5] verify");
         let state = verify::default_state_path(&registry);
@@ -174,12 +171,11 @@ impl Args {
                     "dev_keys": keys.dev,
                     "trust": keys.trust,
                     "registry": registry,
+                    "unchanged": p.unchanged,
                     "index_version": p.index_version,
-                    "timestamp_version": p.timestamp_version,
-                    "entries": p.entries,
-                    "blobs_written": p.blobs_written,
-                    "blobs_reused": p.blobs_reused,
+                    "publish": publish::json_fields(&p, &registry),
                     "verified_modules": v.index.manifests().len(),
+                    "loadable_until": v.loadable_until.to_string(),
                     "wall_ms": started.elapsed().as_millis(),
                     "build": JsonReport::of(&report),
                 }),
@@ -208,8 +204,13 @@ impl Args {
             println!("{module:<10} {target:<20} {rest}");
         }
         println!(
-            "\nrelease [{}] published to {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
+            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
             keys.channel,
+            if p.unchanged {
+                "unchanged in"
+            } else {
+                "published to"
+            },
             paths::shown(&registry),
             p.index_version,
             started.elapsed(),

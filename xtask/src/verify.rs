@@ -1,15 +1,16 @@
 //! `cargo xtask verify`: verify a registry offline and print what it holds.
 
-use anyhow::{Context, Result};
-use cuda_aot::source::DirSource;
+use anyhow::Result;
+use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
+use cuda_aot::verify::{Freshness, Options, VerifiedIndex, verify_index};
 use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::advice::Subject;
 use crate::args::{ChannelArg, FormatArgs, RegistryArgs};
-use crate::paths;
+use crate::{anchor, message, paths};
 
 /// Verify a registry offline against a trust root and print what it holds.
 ///
@@ -32,6 +33,10 @@ pub struct Args {
     /// Require this channel (production refuses dev-signed registries).
     #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
+    /// Accept an expired timestamp up to this many days after the last fresh verification
+    /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    offline_grace_days: u64,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
 }
@@ -44,11 +49,16 @@ impl Args {
         let state = self.state.unwrap_or_else(|| default_state_path(&registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
+            offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
             required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
         let v = verify_registry(&registry, &trust, &state, &opts)?;
-        print!("{}", render_table(&v));
+        if message::json() {
+            message::emit("verify-finished", json_fields(&v, &registry));
+        } else {
+            print!("{}", render_table(&v));
+        }
         Ok(())
     }
 }
@@ -57,6 +67,8 @@ impl Args {
 pub struct Verified {
     /// The verified metadata.
     pub index: VerifiedIndex,
+    /// Until when it stays loadable if nothing is republished.
+    pub loadable_until: cuda_aot::metadata::Time,
 }
 
 /// The default state file for a registry: `.cuda-aot/state/<blake3 of its path>.json`.
@@ -76,8 +88,8 @@ pub fn verify_registry(
     opts: &Options,
 ) -> Result<Verified> {
     let limits = Limits::default();
-    let anchor =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
+    // The anchor first, on its own: a bad trust root file gets advice about trust roots.
+    let (anchor, _) = anchor::read(trust)?;
     let seen = TrustState::load(state_path, limits.state)?;
     eprintln!(
         "verifying {} against {} (clock skew allowance {}s)",
@@ -88,10 +100,73 @@ pub fn verify_registry(
     let src = DirSource::new(registry);
     let index = verify_index(&src, &anchor, seen, opts)?;
     for m in index.manifests() {
-        index.load_module(&src, m, &limits)?;
+        index.load_module(&src, m, &limits).map_err(|e| {
+            let man = m.manifest();
+            Subject {
+                module: Some(man.identity.module.to_string()),
+                target: Some(man.identity.sm.to_string()),
+                file: Some(registry.join(layout::blob(&man.module_digest))),
+            }
+            .attach(e.into())
+        })?;
     }
     index.state().save(state_path)?;
-    Ok(Verified { index })
+    if let Some(old) = index.discarded_state() {
+        eprintln!(
+            "note: the trust root rotated the publisher keys: discarded the saved timestamp v{} and index v{}",
+            old.timestamp, old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        eprintln!(
+            "warning: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline}. Refresh the registry (cargo xtask publish --refresh-timestamp) or sync it before then."
+        );
+    }
+    Ok(Verified {
+        loadable_until: index.loadable_until(opts.offline_grace),
+        index,
+    })
+}
+
+/// The fields of the `verify-finished` message: the versions, how long the registry stays
+/// loadable, and one entry per module and target with its digests and signers.
+pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
+    let idx = v.index.index();
+    let root = v.index.root().root();
+    let modules: Vec<serde_json::Value> = v
+        .index
+        .manifests()
+        .iter()
+        .map(|m| {
+            let man = m.manifest();
+            serde_json::json!({
+                "module": man.identity.module,
+                "target": man.identity.sm,
+                "kind": man.identity.kind,
+                "channel": man.channel.to_string(),
+                "size": man.size,
+                "module_digest": man.module_digest,
+                "identity_digest": man.identity.digest(),
+                "blob": registry.join(layout::blob(&man.module_digest)),
+                "builders": m.signers().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "reviewers": m.promoted_by().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "registry": registry,
+        "ok": true,
+        "index_version": idx.version,
+        "timestamp_version": v.index.timestamp().version,
+        "timestamp_expires": v.index.timestamp().expires.to_string(),
+        "index_expires": idx.expires.to_string(),
+        "root_version": root.version,
+        "root_expires": root.expires.to_string(),
+        "channel": root.channel.to_string(),
+        "loadable_until": v.loadable_until.to_string(),
+        "signature_checks": v.index.signature_checks(),
+        "modules": modules,
+    })
 }
 
 /// The table `verify` prints: module × target, kind, size, digest prefix, signer.
@@ -99,13 +174,21 @@ pub fn render_table(v: &Verified) -> String {
     let idx = v.index.index();
     let root = v.index.root().root();
     let mut s = format!(
-        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s)\n",
+        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s), {} signature check(s)\n",
         idx.version,
         v.index.timestamp().version,
         v.index.timestamp().expires,
         root.version,
         root.channel,
-        idx.entries.len()
+        idx.entries.len(),
+        v.index.signature_checks()
+    );
+    s += &format!(
+        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with cargo xtask publish --refresh-timestamp\n",
+        v.loadable_until,
+        v.index.timestamp().expires,
+        idx.expires,
+        root.expires
     );
     s += &format!(
         "{:<12} {:<11} {:<6} {:>9}  {:<14} {}\n",
@@ -117,6 +200,11 @@ pub fn render_table(v: &Verified) -> String {
             .signers()
             .iter()
             .map(|k| format!("builder {}", k.short()))
+            .chain(
+                m.promoted_by()
+                    .iter()
+                    .map(|k| format!("reviewer {}", k.short())),
+            )
             .collect();
         s += &format!(
             "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}{}\n",

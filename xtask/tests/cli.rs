@@ -245,7 +245,7 @@ fn publish_with_a_production_root_and_no_key_refuses() {
     .failed();
     assert!(
         out.stderr
-            .contains("no publisher key given for the production trust root"),
+            .contains("is a production trust root and no publisher key was given"),
         "{}",
         out.stderr
     );
