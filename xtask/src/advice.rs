@@ -129,14 +129,23 @@ pub fn fix_for(e: &anyhow::Error) -> Option<String> {
     })
 }
 
-/// The messages of the chain below the top one, without the advice and subject entries
-/// (printed as `caused by:` lines).
-pub fn causes(e: &anyhow::Error) -> Vec<String> {
+/// The messages of the chain without the hidden advice and subject entries: the first is
+/// the headline (`error: ...`), the others are printed as `caused by:` lines.
+fn messages(e: &anyhow::Error) -> Vec<String> {
     e.chain()
-        .skip(1)
         .filter(|c| c.downcast_ref::<Fix>().is_none() && c.downcast_ref::<About>().is_none())
         .map(|c| c.to_string())
         .collect()
+}
+
+/// What went wrong, in one line (the top message of the chain).
+pub fn headline(e: &anyhow::Error) -> String {
+    messages(e).into_iter().next().unwrap_or_default()
+}
+
+/// The messages below the headline (printed as `caused by:` lines).
+pub fn causes(e: &anyhow::Error) -> Vec<String> {
+    messages(e).into_iter().skip(1).collect()
 }
 
 /// The subject of an error: the first [`Subject`] in its chain (fields merged outward in).
@@ -156,7 +165,7 @@ pub fn subject_of(e: &anyhow::Error) -> Subject {
 
 /// Prints an error the way the CLI does: `error: ...`, `caused by:` lines, `Fix: ...`.
 pub fn print_human(e: &anyhow::Error) {
-    eprintln!("error: {e}");
+    eprintln!("error: {}", headline(e));
     for cause in causes(e) {
         eprintln!("  caused by: {cause}");
     }
@@ -179,7 +188,10 @@ mod tests {
         .attach(fail("inner", "do this"))
         .context("outer");
         assert_eq!(fix_for(&e).as_deref(), Some("do this"));
+        assert_eq!(headline(&e), "outer");
         assert_eq!(causes(&e), ["inner"]);
+        let bare = Subject::default().attach(fail("only", "x"));
+        assert_eq!((headline(&bare), causes(&bare)), ("only".into(), vec![]));
         let s = subject_of(&e);
         assert_eq!(
             (s.module.as_deref(), s.target.as_deref()),

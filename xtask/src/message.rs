@@ -43,7 +43,7 @@ pub fn emit(reason: &str, fields: serde_json::Value) {
 pub fn error_fields(e: &anyhow::Error, exit_code: i32) -> serde_json::Value {
     let s = advice::subject_of(e);
     serde_json::json!({
-        "message": e.to_string(),
+        "message": advice::headline(e),
         "causes": advice::causes(e),
         "fix": advice::fix_for(e),
         "module": s.module,

@@ -288,4 +288,18 @@ fn a_garbage_trust_root_points_to_trust_root() {
         fix.contains("cargo xtask trust-root") && !fix.contains("xtask publish"),
         "{fix}"
     );
+    // verify says the same.
+    let out = Out::of(
+        xtask()
+            .arg("verify")
+            .arg("--registry")
+            .arg(tmp.path().join("registry"))
+            .arg("--trust")
+            .arg(&garbage)
+            .arg("--state")
+            .arg(tmp.path().join("state.json")),
+    )
+    .failed();
+    assert!(out.stderr.contains("is not a usable trust root"), "{}", out.stderr);
+    assert!(out.fix().contains("cargo xtask trust-root"), "{}", out.stderr);
 }
