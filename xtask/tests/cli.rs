@@ -300,6 +300,14 @@ fn a_garbage_trust_root_points_to_trust_root() {
             .arg(tmp.path().join("state.json")),
     )
     .failed();
-    assert!(out.stderr.contains("is not a usable trust root"), "{}", out.stderr);
-    assert!(out.fix().contains("cargo xtask trust-root"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is not a usable trust root"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.fix().contains("cargo xtask trust-root"),
+        "{}",
+        out.stderr
+    );
 }
