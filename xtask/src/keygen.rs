@@ -16,13 +16,13 @@ use crate::devkeys;
 #[derive(clap::Args)]
 pub struct Args {
     /// The role the key is for: root, builder, reviewer or publisher.
-    #[arg(long)]
+    #[arg(long, value_name = "ROLE")]
     role: RoleName,
     /// Where to write the private key file.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// A free-text label stored in the key file (e.g. "release-2026").
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "TEXT", default_value = "")]
     label: String,
 }
 

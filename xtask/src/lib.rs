@@ -1,5 +1,5 @@
 //! `cargo xtask`: the build engineer's and reviewer's tool, also installable into any
-//! repository as the cargo subcommand `cargo cuda-aot` (`cargo install --path xtask`). Both
+//! repository as the cargo subcommand `cargo cuda-aot` (`cargo install --path xtask --bin cargo-cuda-aot`). Both
 //! binaries call [`main`]; this file only dispatches, and each task lives in its own file as
 //! `impl Args { fn run(self) }`.
 //!
@@ -39,7 +39,7 @@ use std::ffi::OsString;
 
 /// Build, sign, publish and verify ahead-of-time CUDA modules.
 ///
-/// The main job is `cargo xtask release`: it bootstraps the pinned CUDA toolkit, compiles
+/// The main job is `release`: it bootstraps the pinned CUDA toolkit, compiles
 /// every module of the release spec (manifests/release.toml, or --spec FILE) for every
 /// target SM, signs the manifests and publishes them into a registry (by default
 /// .cuda-aot/registry of the project), then verifies it.

@@ -78,6 +78,34 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
     for task in ["release", "publish"] {
         assert!(help(&[task]).contains("--publisher-key <FILE>"), "{task}");
     }
+    // Every value of every command is named from one small vocabulary.
+    let names = [
+        "FILE", "DIR", "N", "NAME", "TARGET", "KIND", "KEY", "CHANNEL", "ROLE", "TEXT", "FMT",
+    ];
+    for task in [
+        "toolchain",
+        "build",
+        "repro",
+        "keygen",
+        "trust-root",
+        "sign",
+        "publish",
+        "verify",
+        "release",
+        "bench",
+        "bench-load",
+    ] {
+        let text = help(&[task]);
+        for line in text.lines().filter(|l| l.trim_start().starts_with('-')) {
+            if let Some((_, rest)) = line.split_once('<') {
+                let name = rest.split('>').next().unwrap();
+                assert!(
+                    names.contains(&name),
+                    "{task}: value name <{name}> in `{line}`"
+                );
+            }
+        }
+    }
     let text = help(&["bench-load"]);
     assert!(
         text.contains(".cuda-aot/bench-load") && !text.contains("[default: docs/"),
