@@ -96,7 +96,11 @@ impl Args {
         opts.channel = self.channel.into();
         if self.dry_run {
             let plan = plan(&opts)?;
-            print_plan(&plan);
+            if message::json() {
+                emit_plan(&plan);
+            } else {
+                print_plan(&plan);
+            }
             return Ok(());
         }
         let report = run_build(&opts)?;
@@ -496,6 +500,33 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .into_iter()
         .map(|m| m.into_inner().expect("slot").expect("every item ran"))
         .collect()
+}
+
+/// Prints the `build-plan` JSON message of `--dry-run`.
+fn emit_plan(plan: &Plan) {
+    let jobs: Vec<serde_json::Value> = plan
+        .jobs
+        .iter()
+        .map(|j| {
+            let m = &plan.spec.modules[j.module];
+            serde_json::json!({
+                "module": m.name,
+                "target": j.target,
+                "kind": j.kind,
+                "source": plan.spec.sources.join(&m.source),
+                "flags": j.flags,
+            })
+        })
+        .collect();
+    message::emit(
+        "build-plan",
+        serde_json::json!({
+            "spec": plan.spec.path,
+            "toolkit": plan.toolkit.identity,
+            "host_toolchain": plan.host.version,
+            "jobs": jobs,
+        }),
+    );
 }
 
 fn print_plan(plan: &Plan) {

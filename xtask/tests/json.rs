@@ -100,6 +100,20 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
 #[test]
 fn publish_speaks_json_and_a_failed_build_reports_module_and_target() {
     let ws = Ws::new();
+    let plan = Out::of(
+        xtask()
+            .args(["build", "--dry-run", "--json", "--spec"])
+            .arg(ws.path("spec/release.toml")),
+    )
+    .ok();
+    let p = one(&plan, "build-plan");
+    let jobs = p["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 6, "3 modules x 2 targets: {p}");
+    assert_eq!(jobs[0]["flags"][1], "-arch=sm_80");
+    assert!(
+        !ws.path("spec/.cuda-aot/build").exists(),
+        "a dry run builds nothing"
+    );
     let out = Out::of(
         xtask()
             .args(["build", "--json", "--target", "sm_80", "--spec"])
