@@ -25,9 +25,12 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
     let work = ws.path("spec/.cuda-aot");
     let registry = work.join("registry");
     let trust = work.join("dev-keys/root.json");
+    // release honours CUDA_AOT_BUILD_CACHE, as build does.
+    let cache = ws.path("ci-cache");
     let release = || {
         Out::of(
             xtask()
+                .env("CUDA_AOT_BUILD_CACHE", &cache)
                 .args(["release", "--module", "gamma", "--target", "sm_80"])
                 .args(["--message-format", "json", "--spec"])
                 .arg(&spec),
@@ -35,6 +38,7 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
         .ok()
     };
     let r = one(&release(), "release-finished");
+    assert!(cache.join("objects").is_dir() && !work.join("cache").exists());
     assert_eq!(r["unchanged"], false);
     assert_eq!(r["publish"]["entries"], 1);
     let m = &r["build"]["modules"][0];
