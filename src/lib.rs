@@ -35,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod content;
 pub mod cuda;
 pub mod digest;
 pub mod elf;
@@ -46,6 +47,7 @@ pub mod keys;
 pub mod limits;
 pub mod metadata;
 pub mod name;
+pub mod ptx;
 pub mod runtime;
 pub mod source;
 pub mod state;
@@ -54,8 +56,10 @@ pub mod verify;
 
 pub use digest::Digest;
 pub use error::{Error, Result};
-pub use identity::{Channel, DriverVersion, Function, Identity, Kind, Manifest, Toolkit};
+pub use identity::{
+    Channel, DriverVersion, Function, Identity, Kind, LaunchAbi, Manifest, Param, Toolkit,
+};
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
-pub use name::{FunctionName, ModuleName, Target};
+pub use name::{FunctionName, KernelName, ModuleName, Target};
 pub use runtime::{Counters, Module, Policy, Runtime};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::envelope::{Envelope, PayloadType};
 use crate::error::{Error, Result};
-use crate::identity::{Channel, Kind, Manifest};
+use crate::identity::{Channel, Manifest};
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Index, IndexEntry, RoleName, Time, Timestamp};
@@ -150,10 +150,9 @@ impl VerifiedIndex {
             &man.module_digest,
             &format!("{label} blob"),
         )?;
-        // Target: the cubin's ELF header must record the SM the manifest claims.
-        if man.identity.kind == Kind::Cubin {
-            check_elf_sm(man, &bytes)?;
-        }
+        // Content: a cubin for exactly the claimed SM, or PTX text for the claimed target,
+        // holding exactly the signed kernels with their signed launch ABI.
+        crate::content::check(man, &bytes)?;
         Ok(VerifiedModule {
             manifest: man.clone(),
             bytes: bytes.into(),

@@ -100,18 +100,38 @@ pub fn signed_add(target: &str, builder: &SecretKey, channel: Channel) -> Signed
     let mut m = manifest("add", target, &blob, channel);
     m.identity.kind = kind;
     if kind == Kind::Ptx {
-        m.functions = vec![Function {
-            name: FunctionName::new("add").unwrap(),
-            param_bytes: None,
-        }];
+        m.functions = functions_of(&blob);
         m.identity.driver_floor = "13.0".parse().unwrap();
     }
     SignedModule::new(sign_manifest(&m, &[builder]), blob).unwrap()
 }
 
+/// The kernels of a cubin or PTX blob, as the build records them (C names only: the test
+/// blobs hold `extern "C"` kernels).
+pub fn functions_of(blob: &[u8]) -> Vec<Function> {
+    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
+        Ok(info) => info
+            .kernels
+            .into_iter()
+            .map(|k| (k.symbol, k.abi))
+            .collect(),
+        Err(_) => cuda_aot::ptx::inspect(blob)
+            .map(|p| p.kernels)
+            .unwrap_or_default(),
+    };
+    kernels
+        .into_iter()
+        .map(|(symbol, abi)| Function {
+            symbol: FunctionName::new(&symbol).unwrap(),
+            name: KernelName::new(&symbol).unwrap(),
+            signature: None,
+            abi,
+        })
+        .collect()
+}
+
 /// A manifest for a blob, as the build would write it.
 pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manifest {
-    let info = cuda_aot::elf::inspect(blob).ok();
     Manifest {
         schema: Manifest::SCHEMA.into(),
         identity: Identity {
@@ -133,17 +153,7 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
         },
         module_digest: Digest::of(blob),
         size: blob.len() as u64,
-        functions: info
-            .map(|i| {
-                i.functions
-                    .into_iter()
-                    .map(|(n, p)| Function {
-                        name: FunctionName::new(&n).unwrap(),
-                        param_bytes: p,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        functions: functions_of(blob),
         channel,
     }
 }
