@@ -135,6 +135,9 @@ pub struct Identity {
     pub host_toolchain: String,
     /// The exact nvcc flags, in order.
     pub flags: Vec<String>,
+    /// Include folders (`-I`), in search order, as written in the spec: relative to the spec
+    /// file, never an absolute path of the build machine.
+    pub include_dirs: Vec<String>,
     /// blake3 over the normalised source and every header it includes.
     pub source_digest: Digest,
     /// Proof-protocol / ABI version the kernels implement.
@@ -345,6 +348,7 @@ pub(crate) mod tests {
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec!["-cubin".into(), "-arch=sm_90".into()],
+            include_dirs: vec!["../include".into()],
             source_digest: Digest::of(b"src"),
             protocol: "goldilocks-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
@@ -365,6 +369,9 @@ pub(crate) mod tests {
         variants.push(v);
         let mut v = base.clone();
         v.toolkit.digest = Digest::of(b"other");
+        variants.push(v);
+        let mut v = base.clone();
+        v.include_dirs.push("../third_party".into());
         variants.push(v);
         let mut v = base.clone();
         v.host_toolchain = "g++ 13".into();

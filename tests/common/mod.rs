@@ -146,6 +146,7 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec!["-cubin".into(), format!("-arch={sm}")],
+            include_dirs: vec![],
             source_digest: Digest::of(b"add.cu"),
             protocol: "test-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),

@@ -43,9 +43,10 @@ fn outputs_follow_the_layout_and_manifests_match_their_blobs() {
             );
             assert_eq!(m.functions.len(), 1);
             assert_eq!(m.functions[0].name.as_str(), entry);
+            assert_eq!(m.functions[0].symbol.as_str(), entry);
             assert_eq!(
-                m.functions[0].param_bytes,
-                Some(params),
+                m.functions[0].abi.param_bytes,
+                params,
                 "{module} {target}"
             );
             cuda_aot::verify::check_elf_sm(&m, &blob).unwrap();
@@ -111,9 +112,16 @@ fn ptx_is_an_explicit_labelled_opt_in() {
     assert!(m.label().contains("compatibility mode"));
     assert_eq!(m.identity.driver_floor.to_string(), "13.0");
     let cubin = manifest(&ws, "out/alpha/sm_90.cubin.manifest.json");
+    let layout = |m: &Manifest| -> Vec<(String, String, u32)> {
+        m.functions
+            .iter()
+            .map(|f| (f.symbol.to_string(), f.abi.describe_params(), f.abi.param_bytes))
+            .collect()
+    };
     assert_eq!(
-        m.functions, cubin.functions,
-        "PTX entry points and parameter bytes match the cubin's"
+        layout(&m),
+        layout(&cubin),
+        "PTX kernels and parameter layout match the cubin's"
     );
 }
 
