@@ -97,8 +97,14 @@ fn a_missing_header_names_the_header_and_the_includer() {
         "{e}"
     );
     assert!(e.contains("gamma.cu"), "{e}");
-    assert!(e.contains("searched:") && e.contains("(the including file's folder)"), "{e}");
-    assert!(e.contains("Fix: add the folder that holds `missing.cuh` to include_dirs"), "{e}");
+    assert!(
+        e.contains("searched:") && e.contains("(the including file's folder)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("Fix: add the folder that holds `missing.cuh` to include_dirs"),
+        "{e}"
+    );
 }
 
 #[test]

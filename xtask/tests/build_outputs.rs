@@ -44,11 +44,7 @@ fn outputs_follow_the_layout_and_manifests_match_their_blobs() {
             assert_eq!(m.functions.len(), 1);
             assert_eq!(m.functions[0].name.as_str(), entry);
             assert_eq!(m.functions[0].symbol.as_str(), entry);
-            assert_eq!(
-                m.functions[0].abi.param_bytes,
-                params,
-                "{module} {target}"
-            );
+            assert_eq!(m.functions[0].abi.param_bytes, params, "{module} {target}");
             cuda_aot::verify::check_elf_sm(&m, &blob).unwrap();
         }
     }
@@ -115,7 +111,13 @@ fn ptx_is_an_explicit_labelled_opt_in() {
     let layout = |m: &Manifest| -> Vec<(String, String, u32)> {
         m.functions
             .iter()
-            .map(|f| (f.symbol.to_string(), f.abi.describe_params(), f.abi.param_bytes))
+            .map(|f| {
+                (
+                    f.symbol.to_string(),
+                    f.abi.describe_params(),
+                    f.abi.param_bytes,
+                )
+            })
             .collect()
     };
     assert_eq!(

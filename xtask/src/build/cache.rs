@@ -324,12 +324,24 @@ mod tests {
             Path::new("/a/tk/nvidia/cu13"),
             [
                 ("../inc".to_string(), PathBuf::from("/a/repo/kernels/inc")),
-                ("../inc/sub".to_string(), PathBuf::from("/a/repo/kernels/inc/sub")),
+                (
+                    "../inc/sub".to_string(),
+                    PathBuf::from("/a/repo/kernels/inc/sub"),
+                ),
             ],
         );
-        assert_eq!(n.name(Path::new("/a/repo/kernels/inc/f.cuh")), "include:../inc::f.cuh");
-        assert_eq!(n.name(Path::new("/a/repo/kernels/inc/sub/g.cuh")), "include:../inc/sub::g.cuh");
-        assert_eq!(n.resolve("include:../inc::f.cuh"), Path::new("/a/repo/kernels/inc/f.cuh"));
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/f.cuh")),
+            "include:../inc::f.cuh"
+        );
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/sub/g.cuh")),
+            "include:../inc/sub::g.cuh"
+        );
+        assert_eq!(
+            n.resolve("include:../inc::f.cuh"),
+            Path::new("/a/repo/kernels/inc/f.cuh")
+        );
         assert!(!n.resolve("include:../gone::f.cuh").exists());
         assert_eq!(n.name(Path::new("ntt.cu")), "src:ntt.cu");
         assert_eq!(

@@ -113,12 +113,15 @@ impl Ctx<'_> {
         let stage = self.cache.staging()?;
         let output = stage.path().join(format!("{}.{}", job.target, job.kind));
         let depfile = stage.path().join("deps.d");
-        let source = plan.spec.sources.join(&m.source);
+        // nvcc runs in the sources folder and gets the source and include folders as paths
+        // relative to it: `__FILE__` (which device assert() embeds in the cubin) must not
+        // carry this checkout's location.
+        let source = Path::new(&m.source);
         let inv = nvcc::Invocation {
             nvcc: &plan.toolkit.nvcc,
             flags: &job.flags,
             ccbin: &plan.host.path,
-            source: &source,
+            source,
             includes: &m.include_dirs,
             cwd: &plan.spec.sources,
             output: &output,
@@ -127,7 +130,7 @@ impl Ctx<'_> {
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
         if let Err(f) = inv.run() {
-            return Err(self.failure(job, m, &source, f));
+            return Err(self.failure(job, m, &plan.spec.sources.join(source), f));
         }
         let compile_ms = t.elapsed().as_millis() as u64;
         let text = std::fs::read_to_string(&depfile).with_context(|| {
@@ -222,8 +225,14 @@ impl Ctx<'_> {
                 let from_dir = Path::new(&from)
                     .parent()
                     .filter(|p| !p.as_os_str().is_empty())
-                    .map_or_else(|| self.plan.spec.sources.clone(), |p| self.plan.spec.sources.join(p));
-                let mut searched = vec![format!("{} (the including file's folder)", from_dir.display())];
+                    .map_or_else(
+                        || self.plan.spec.sources.clone(),
+                        |p| self.plan.spec.sources.join(p),
+                    );
+                let mut searched = vec![format!(
+                    "{} (the including file's folder)",
+                    from_dir.display()
+                )];
                 searched.extend(
                     m.include_dirs
                         .iter()
@@ -234,7 +243,11 @@ impl Ctx<'_> {
                     format!(
                         "{label}: header `{header}` not found (included from {from}); nvcc failed ({})\nsearched:\n{}\n{detail}",
                         f.status,
-                        searched.iter().map(|s| format!("    {s}")).collect::<Vec<_>>().join("\n")
+                        searched
+                            .iter()
+                            .map(|s| format!("    {s}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
                     ),
                     format!(
                         "add the folder that holds `{header}` to include_dirs (build-wide or the module's; relative to {}), or fix the #include in {from}",

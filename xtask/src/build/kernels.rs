@@ -143,13 +143,25 @@ mod tests {
             let d: Vec<String> = d.iter().map(|s| s.to_string()).collect();
             check_entry_points("m sm_90", &d, &found).map_err(|e| format!("{e:#}"))
         };
-        ok(&["ntt::bit_rev<gl64_t>", "ntt::bit_rev<unsigned int>", "plain"]).unwrap();
-        ok(&["_ZN3ntt7bit_revI6gl64_tEEvPT_ji", "ntt::bit_rev<unsigned int>(unsigned int*, unsigned int, int)", "plain"]).unwrap();
+        ok(&[
+            "ntt::bit_rev<gl64_t>",
+            "ntt::bit_rev<unsigned int>",
+            "plain",
+        ])
+        .unwrap();
+        ok(&[
+            "_ZN3ntt7bit_revI6gl64_tEEvPT_ji",
+            "ntt::bit_rev<unsigned int>(unsigned int*, unsigned int, int)",
+            "plain",
+        ])
+        .unwrap();
         let err = ok(&["ntt::bit_rev", "plain"]).unwrap_err();
         assert!(err.contains("is not a kernel"), "{err}");
         let err = ok(&["ntt::bit_rev<gl64_t>", "plain"]).unwrap_err();
         assert!(
-            err.contains("undeclared kernel(s) ntt::bit_rev<unsigned int>(unsigned int*, unsigned int, int)"),
+            err.contains(
+                "undeclared kernel(s) ntt::bit_rev<unsigned int>(unsigned int*, unsigned int, int)"
+            ),
             "{err}"
         );
         let err = ok(&["plain", "plain"]).unwrap_err();

@@ -161,10 +161,10 @@ pub struct Invocation<'a> {
     pub flags: &'a [String],
     /// Host compiler for `-ccbin`.
     pub ccbin: &'a Path,
-    /// Absolute source path.
+    /// The source, relative to `cwd` (the sources folder).
     pub source: &'a Path,
-    /// Include folders, in order: passed as `-I <absolute path>` (not identity flags: the
-    /// identity records them relative to the spec file).
+    /// Include folders, in order: passed as `-I <path relative to cwd>` (not identity flags:
+    /// the identity records them relative to the spec file).
     pub includes: &'a [super::spec::IncludeDir],
     /// Working folder (the sources folder).
     pub cwd: &'a Path,
@@ -191,7 +191,7 @@ impl Invocation<'_> {
         let mut cmd = Command::new(self.nvcc);
         cmd.args(self.flags);
         for d in self.includes {
-            cmd.arg("-I").arg(&d.abs);
+            cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
         }
         cmd.arg("-ccbin")
             .arg(self.ccbin)
@@ -240,6 +240,24 @@ impl Invocation<'_> {
             }),
         }
     }
+}
+
+/// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
+/// lies outside: what keeps absolute paths out of nvcc's `__FILE__` and dependency names.
+pub fn relative_to(base: &Path, target: &Path) -> PathBuf {
+    let (b, t): (Vec<_>, Vec<_>) = (base.components().collect(), target.components().collect());
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 /// The header nvcc (the host preprocessor) reports missing, if that is why it failed.
@@ -303,6 +321,15 @@ mod tests {
             ]
             .map(PathBuf::from)
         );
+    }
+
+    #[test]
+    fn relative_paths_between_folders() {
+        let r = |a: &str, b: &str| relative_to(Path::new(a), Path::new(b));
+        assert_eq!(r("/a/b/src", "/a/b/include"), Path::new("../include"));
+        assert_eq!(r("/a/b/src", "/a/b/src/sub"), Path::new("sub"));
+        assert_eq!(r("/a/b/src", "/x/y"), Path::new("../../../x/y"));
+        assert_eq!(r("/a", "/a"), Path::new("."));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! list of (module, target) jobs it expands to.
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::{Kind, KernelName, ModuleName, Target};
+use cuda_aot::{KernelName, Kind, ModuleName, Target};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -242,7 +242,9 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
             if e.trim().is_empty() || KernelName::new(e).is_err() {
                 return Err(fail(
                     here(&format!("entry point {e:?} is not a kernel name")),
-                    fix("write each entry point as its symbol, its C++ name (ns::kernel<float>) or its full signature, in printable ASCII"),
+                    fix(
+                        "write each entry point as its symbol, its C++ name (ns::kernel<float>) or its full signature, in printable ASCII",
+                    ),
                 ));
             }
         }
@@ -321,11 +323,13 @@ fn include_dirs(spec_dir: &Path, list: &[String]) -> Result<Vec<IncludeDir>> {
                  this machine and would land in every module's identity"
             );
         }
-        let rel = super::cache::normalise(p).to_string_lossy().replace('\\', "/");
+        let rel = super::cache::normalise(p)
+            .to_string_lossy()
+            .replace('\\', "/");
         let abs = spec_dir.join(p);
-        let abs = abs.canonicalize().map_err(|e| {
-            anyhow::anyhow!("include folder `{d}` ({}): {e}", abs.display())
-        })?;
+        let abs = abs
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("include folder `{d}` ({}): {e}", abs.display()))?;
         if !abs.is_dir() {
             bail!("include folder `{d}` ({}) is not a folder", abs.display());
         }
@@ -556,14 +560,23 @@ mod tests {
             (GOOD.replace("sm_80", "sm_8x"), "expected 2 or 3 digits"),
             (GOOD.replace("block", "Block"), "lower_snake_case"),
             (GOOD.replace("protocol", "protocoll"), "unknown field"),
-            (GOOD.replace("\"-O3\"", "\"-I/usr/include/x\""), "include_dirs"),
-            (GOOD.replace("\"-O3\"", "\"--include-path=inc\""), "include_dirs"),
+            (
+                GOOD.replace("\"-O3\"", "\"-I/usr/include/x\""),
+                "include_dirs",
+            ),
+            (
+                GOOD.replace("\"-O3\"", "\"--include-path=inc\""),
+                "include_dirs",
+            ),
             (
                 GOOD.replace("nvcc_flags = [\"-O3\"]", "include_dirs = [\"missing\"]"),
                 "include folder `missing`",
             ),
             (
-                GOOD.replace("nvcc_flags = [\"-O3\"]", "include_dirs = [\"/usr/include\"]"),
+                GOOD.replace(
+                    "nvcc_flags = [\"-O3\"]",
+                    "include_dirs = [\"/usr/include\"]",
+                ),
                 "relative to the spec file",
             ),
             (
@@ -585,7 +598,10 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("specs/local")).unwrap();
         std::fs::write(dir.path().join("k.cu"), "").unwrap();
         let body = GOOD
-            .replace("sources = \".\"", "sources = \"..\"\ninclude_dirs = [\"../third/./inc\"]")
+            .replace(
+                "sources = \".\"",
+                "sources = \"..\"\ninclude_dirs = [\"../third/./inc\"]",
+            )
             .replace("ptx = [", "include_dirs = [\"local\"]\nptx = [");
         let p = dir.path().join("specs/release.toml");
         std::fs::write(&p, body).unwrap();
