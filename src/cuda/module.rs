@@ -434,46 +434,19 @@ impl Kernel {
             .or(self.params.as_deref())
     }
 
-    /// Checks a launch against the kernel's layout before the driver sees it: the argument
-    /// count, each argument's size (when `sizes` are known) and the block size against the
-    /// signed launch bound.
+    /// Checks a launch against the kernel's layout before the driver sees it.
     fn check_launch(
         &self,
         block: (u32, u32, u32),
         sizes: &[Option<usize>],
     ) -> Result<(), CudaError> {
-        if let Some(layout) = self.layout() {
-            if layout.len() != sizes.len() {
-                return Err(CudaError::ParamCount {
-                    function: self.display_name().to_string(),
-                    expected: layout.len(),
-                    actual: sizes.len(),
-                });
-            }
-            for (index, (p, size)) in layout.iter().zip(sizes).enumerate() {
-                if let Some(size) = size
-                    && *size != p.size
-                {
-                    return Err(CudaError::ParamSize {
-                        function: self.display_name().to_string(),
-                        index,
-                        expected: p.size,
-                        actual: *size,
-                    });
-                }
-            }
-        }
-        let threads = u64::from(block.0) * u64::from(block.1) * u64::from(block.2);
-        if let Some(max) = self.signed.as_ref().and_then(|s| s.max_threads)
-            && threads > u64::from(max)
-        {
-            return Err(CudaError::BlockTooLarge {
-                function: self.display_name().to_string(),
-                threads,
-                max,
-            });
-        }
-        Ok(())
+        check_launch(
+            self.display_name(),
+            self.layout(),
+            self.signed.as_ref().and_then(|s| s.max_threads),
+            block,
+            sizes,
+        )
     }
 
     /// Enqueues the kernel like [`Kernel::launch`], after checking every argument's size
@@ -622,6 +595,49 @@ impl Kernel {
     }
 }
 
+/// Checks a launch against a kernel's parameter layout and launch bound: the argument count,
+/// each argument's size where known (`None` for raw pointers), and the block's threads.
+fn check_launch(
+    function: &str,
+    layout: Option<&[ParamInfo]>,
+    max_threads: Option<u32>,
+    block: (u32, u32, u32),
+    sizes: &[Option<usize>],
+) -> Result<(), CudaError> {
+    if let Some(layout) = layout {
+        if layout.len() != sizes.len() {
+            return Err(CudaError::ParamCount {
+                function: function.to_string(),
+                expected: layout.len(),
+                actual: sizes.len(),
+            });
+        }
+        for (index, (p, size)) in layout.iter().zip(sizes).enumerate() {
+            if let Some(size) = size
+                && *size != p.size
+            {
+                return Err(CudaError::ParamSize {
+                    function: function.to_string(),
+                    index,
+                    expected: p.size,
+                    actual: *size,
+                });
+            }
+        }
+    }
+    let threads = u64::from(block.0) * u64::from(block.1) * u64::from(block.2);
+    if let Some(max) = max_threads
+        && threads > u64::from(max)
+    {
+        return Err(CudaError::BlockTooLarge {
+            function: function.to_string(),
+            threads,
+            max,
+        });
+    }
+    Ok(())
+}
+
 /// `offset:size` pairs for messages.
 fn describe(params: &[ParamInfo]) -> String {
     let v: Vec<String> = params
@@ -709,6 +725,61 @@ mod tests {
             }
         );
         assert!(kernel_name("").is_err());
+    }
+
+    #[test]
+    fn launches_are_checked_against_the_layout_before_the_driver() {
+        let layout = [
+            ParamInfo { offset: 0, size: 8 },
+            ParamInfo { offset: 8, size: 4 },
+        ];
+        let k = "fields::vec_axpy<bb31_t>";
+        let ok = check_launch(
+            k,
+            Some(&layout),
+            Some(256),
+            (256, 1, 1),
+            &[Some(8), Some(4)],
+        );
+        assert_eq!(ok, Ok(()));
+        // A u64 where the kernel takes 4 bytes: named by kernel and parameter.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8), Some(8)]),
+            Err(CudaError::ParamSize {
+                function: k.into(),
+                index: 1,
+                expected: 4,
+                actual: 8
+            })
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8)]),
+            Err(CudaError::ParamCount {
+                expected: 2,
+                actual: 1,
+                ..
+            })
+        ));
+        // Raw pointers (sizes unknown) are checked for count only.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[None, None]),
+            Ok(())
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), Some(256), (16, 16, 2), &[None, None]),
+            Err(CudaError::BlockTooLarge {
+                threads: 512,
+                max: 256,
+                ..
+            })
+        ));
+        // No layout known (old driver, no manifest): nothing to compare.
+        assert_eq!(
+            check_launch(k, None, None, (1024, 1, 1), &[Some(3)]),
+            Ok(())
+        );
+        let mut v = 7u32;
+        assert_eq!(KernelArg::new(&mut v).size(), 4);
     }
 
     #[test]

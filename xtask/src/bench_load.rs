@@ -31,9 +31,10 @@ use crate::{paths, publish};
 pub struct Args {
     #[command(flatten)]
     at: publish::RegistryArgs,
-    /// Kernel sources, for the NVRTC baseline.
-    #[arg(long, default_value_os_t = paths::repo_root().join("kernels/cuda"))]
-    kernels: PathBuf,
+    /// The release spec the registry was built from: the NVRTC baseline compiles each
+    /// module's source with its flags, defines and include folders.
+    #[arg(long, default_value_os_t = paths::repo_root().join("manifests/release.toml"))]
+    spec: PathBuf,
     /// Repetitions per measurement (medians are reported).
     #[arg(long, default_value_t = 20)]
     reps: usize,
@@ -336,7 +337,8 @@ impl Args {
     ) -> Result<Vec<Row>> {
         use cuda::research::{Output, compile};
         let arch = info.sm();
-        let include = format!("--include-path={}", self.kernels.display());
+        let spec = crate::build::spec::load(&self.spec, None)?;
+        let device_sm: cuda_aot::Target = arch.parse().map_err(anyhow::Error::new)?;
         let mut rows = Vec::new();
         let mut bundle = Row {
             scope: "bundle".into(),
@@ -344,21 +346,27 @@ impl Args {
             bytes: 0,
             samples: vec![Duration::ZERO; reps],
         };
-        for (name, _, block) in selected {
-            let file = self.kernels.join(format!("{name}.cu"));
+        for (name, _, _) in selected {
+            let module = cuda_aot::ModuleName::new(name).map_err(anyhow::Error::new)?;
+            let m = spec
+                .modules
+                .iter()
+                .find(|m| m.name == module)
+                .with_context(|| format!("module {name} is not in {}", self.spec.display()))?;
+            let job = spec
+                .jobs(std::slice::from_ref(&module), &[device_sm])?
+                .into_iter()
+                .next()
+                .context("no job")?;
+            let options = nvrtc_options(&job.flags, &spec.sources, m);
+            let file = spec.sources.join(&m.source);
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let define = format!("-DCUDA_AOT_BLOCK={block}");
+            let options: Vec<&str> = options.iter().map(String::as_str).collect();
             let mut row = Row::new(name, "nvrtc_compile_load", source.len());
             for i in 0..=reps {
                 let t = Instant::now();
-                let cubin = compile(
-                    &source,
-                    &format!("{name}.cu"),
-                    &arch,
-                    Output::Cubin,
-                    &[&include, &define, "-std=c++17"],
-                )?;
+                let cubin = compile(&source, &m.source, &arch, Output::Cubin, &options)?;
                 let compile_time = t.elapsed();
                 let load = cuda::raw::time_module_load(ctx, &cubin, false)?;
                 if i > 0 {
@@ -384,6 +392,46 @@ impl Args {
         eprintln!("note: built without --features research: no NVRTC baseline");
         Ok(vec![])
     }
+}
+
+/// NVRTC options equivalent to a job's nvcc flags: defines (geometry included), language
+/// standard and device code-generation flags are kept; what only nvcc understands (kind,
+/// `-arch`, host optimisation, `-Xcicc` pairs) is dropped. The sources folder and the
+/// module's include folders become `--include-path`s.
+#[cfg_attr(not(feature = "research"), allow(dead_code))]
+fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec) -> Vec<String> {
+    let mut out = vec![format!("--include-path={}", sources.display())];
+    out.extend(
+        m.include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.abs.display())),
+    );
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-Xcicc" {
+            it.next();
+            continue;
+        }
+        // Spellings both nvcc and NVRTC accept.
+        let keep = [
+            "-D",
+            "-U",
+            "--std=",
+            "-std=",
+            "--use_fast_math",
+            "-use_fast_math",
+            "-ftz=",
+            "-prec-div=",
+            "-prec-sqrt=",
+            "-fmad=",
+            "-maxrregcount=",
+            "--maxrregcount=",
+        ];
+        if keep.iter().any(|k| f.starts_with(k)) {
+            out.push(f.clone());
+        }
+    }
+    out
 }
 
 /// The policy matching the trust root's channel (dev registries are benchmarked as dev).
@@ -521,4 +569,40 @@ fn chart(rows: &[Row], title: &str) -> String {
         );
     }
     s + "</svg>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_gets_the_specs_defines_standard_and_include_folders() {
+        let spec = crate::build::spec::load(
+            &paths::repo_root().join("kernels/foreign/foreign.toml"),
+            None,
+        )
+        .unwrap();
+        let m = &spec.modules[1];
+        let job = spec
+            .jobs(std::slice::from_ref(&m.name), &["sm_90".parse().unwrap()])
+            .unwrap()
+            .remove(0);
+        let opts = nvrtc_options(&job.flags, &spec.sources, m);
+        let shown: Vec<String> = opts
+            .iter()
+            .map(|o| o.replace(&*paths::repo_root().to_string_lossy(), "<repo>"))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "--include-path=<repo>/kernels/foreign/src",
+                "--include-path=<repo>/kernels/foreign/include",
+                "--include-path=<repo>/kernels/foreign/third_party/fields/include",
+                "--std=c++17",
+                "-DFOREIGN_BLOCK=256",
+                "-DFIELD_GOLDILOCKS",
+                "-DFEATURE_DERIVATIVE",
+            ]
+        );
+    }
 }
