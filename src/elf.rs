@@ -643,7 +643,7 @@ mod tests {
         for s in &secs {
             at.push(b.len() as u64);
             b.extend_from_slice(&s.data);
-            while b.len() % 8 != 0 {
+            while !b.len().is_multiple_of(8) {
                 b.push(0);
             }
         }
