@@ -255,3 +255,28 @@ fn an_ambiguous_entry_point_is_refused_with_its_candidates() {
         .ok();
     assert_eq!(run.compiled(), set(&["overloads"], &["sm_90"]));
 }
+
+#[test]
+fn a_family_target_builds_and_the_manifest_records_it() {
+    let ws = Ws::foreign("e");
+    ws.edit_spec(|s| {
+        s.replace(
+            "targets = [\"sm_80\", \"sm_90\", \"sm_120\"]",
+            "targets = [\"sm_90\", \"sm_100f\"]",
+        )
+    });
+    let run = ws.build(&["--module", "foreign_poly_bb"]).ok();
+    assert_eq!(
+        run.compiled(),
+        set(&["foreign_poly_bb"], &["sm_90", "sm_100f", "compute_90"])
+    );
+    let m = manifest(&ws, "out/foreign_poly_bb/sm_100f.cubin.manifest.json");
+    assert_eq!(m.identity.sm.to_string(), "sm_100f");
+    assert!(m.identity.flags.contains(&"-arch=sm_100f".to_string()));
+    let blob = std::fs::read(ws.path("out/foreign_poly_bb/sm_100f.cubin")).unwrap();
+    // The ELF header says sm_100: only the signed manifest knows it is a family build.
+    let info = cuda_aot::elf::inspect(&blob).unwrap();
+    assert_eq!(info.target().to_string(), "sm_100");
+    cuda_aot::content::check(&m, &blob).unwrap();
+    assert!(m.identity.sm.is_family_for(10, 3) && !m.identity.sm.is_exact_for(10, 0));
+}
