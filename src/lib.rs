@@ -35,12 +35,16 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(unsafe_code)]
+
 pub mod content;
+#[allow(unsafe_code)]
 pub mod cuda;
 pub mod digest;
 pub mod elf;
 pub mod envelope;
 pub mod error;
+pub mod fs;
 pub mod identity;
 pub mod json;
 pub mod keys;

@@ -7,15 +7,13 @@ mod common;
 
 use common::*;
 use cuda_aot::{Channel, Error, FunctionName, Kind, Manifest};
-use cuda_aot_registry::{PublishOptions, SignedModule};
+use cuda_aot_registry::PublishOptions;
 
-/// Publishes `blob` under `m` (signed by the fixture's builder) and verifies everything.
+/// Publishes `blob` under `m` (in a build signed by the fixture's builder) and verifies
+/// everything.
 fn publish_and_verify(m: &Manifest, blob: Vec<u8>) -> Result<(), Error> {
     let f = Fixture::new();
-    f.publish(
-        &[SignedModule::new(sign_manifest(m, &[&f.keys.builder]), blob).unwrap()],
-        PublishOptions::default(),
-    );
+    f.publish_modules(&[(m.clone(), blob)], PublishOptions::default());
     f.verify().map(|_| ())
 }
 
