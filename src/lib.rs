@@ -3,8 +3,10 @@
 //! Provers link this crate. At startup [`Runtime::open`] checks the signed bundle of a
 //! registry against a trust root (root → timestamp → index → manifests), picks each
 //! module's cubin for exactly the device's SM, checks blobs (size first, then blake3, then
-//! the cubin's ELF SM) and the driver floor; [`Runtime::preload`] then hands each module
-//! to the driver once per process. Nothing is compiled or fetched at request time.
+//! their content: ELF SM or PTX `.target`, kernels and their signed launch ABI) and the
+//! driver floor; [`Runtime::preload`] then hands each module to the driver once per
+//! process. Kernels are looked up by symbol or demangled C++ name, and launches are checked
+//! against the signed launch ABI. Nothing is compiled or fetched at request time.
 //!
 //! ```no_run
 //! use cuda_aot::{Policy, Runtime};
