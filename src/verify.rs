@@ -386,24 +386,6 @@ impl VerifiedIndex {
     }
 }
 
-/// Checks that a cubin's ELF header records exactly the SM (and `a` variant) claimed.
-pub fn check_elf_sm(man: &Manifest, bytes: &[u8]) -> Result<()> {
-    let id = &man.identity;
-    let info = crate::elf::inspect(bytes).map_err(|reason| Error::NotCubin {
-        what: man.label(),
-        reason,
-    })?;
-    let actual = info.target();
-    if actual != id.sm {
-        return Err(Error::ElfSmMismatch {
-            module: id.module.to_string(),
-            claimed: id.sm.to_string(),
-            actual: actual.to_string(),
-        });
-    }
-    Ok(())
-}
-
 /// Steps 1-6: verifies the registry's metadata and every manifest it lists.
 ///
 /// `anchor` is the trust root file the caller trusts out of band; `seen` the state saved
