@@ -33,9 +33,11 @@ use crate::paths;
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// Kernel sources, for the NVRTC baseline [default: kernels/cuda of the project].
-    #[arg(long, value_name = "DIR")]
-    kernels: Option<PathBuf>,
+    /// The release spec the registry was built from: the NVRTC baseline compiles each
+    /// module's source with its flags, defines and include folders [default:
+    /// manifests/release.toml of the project].
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
     /// Repetitions per measurement (medians are reported).
     #[arg(long, value_name = "N", default_value_t = 20)]
     reps: usize,
@@ -92,8 +94,7 @@ impl Args {
             .out
             .get_or_insert_with(|| paths::work_dir().join("bench-load"))
             .clone();
-        self.kernels
-            .get_or_insert_with(|| paths::repo_root().join("kernels/cuda"));
+        self.spec.get_or_insert_with(paths::default_spec);
         let csv = out.join("bench-load.csv");
         if self.gate_only {
             return gate(&csv);
@@ -345,8 +346,9 @@ impl Args {
     ) -> Result<Vec<Row>> {
         use cuda::research::{Output, compile};
         let arch = info.sm();
-        let kernels = self.kernels.clone().expect("resolved in run");
-        let include = format!("--include-path={}", kernels.display());
+        let spec_path = self.spec.clone().expect("resolved in run");
+        let spec = crate::build::spec::load(&spec_path, None)?;
+        let device_sm: cuda_aot::Target = arch.parse().map_err(anyhow::Error::new)?;
         let mut rows = Vec::new();
         let mut bundle = Row {
             scope: "bundle".into(),
@@ -354,21 +356,27 @@ impl Args {
             bytes: 0,
             samples: vec![Duration::ZERO; reps],
         };
-        for (name, _, block) in selected {
-            let file = kernels.join(format!("{name}.cu"));
+        for (name, _, _) in selected {
+            let module = cuda_aot::ModuleName::new(name).map_err(anyhow::Error::new)?;
+            let m = spec
+                .modules
+                .iter()
+                .find(|m| m.name == module)
+                .with_context(|| format!("module {name} is not in {}", spec_path.display()))?;
+            let job = spec
+                .jobs(std::slice::from_ref(&module), &[device_sm])?
+                .into_iter()
+                .next()
+                .context("no job")?;
+            let options = nvrtc_options(&job.flags, &spec.sources, m);
+            let file = spec.sources.join(&m.source);
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let define = format!("-DCUDA_AOT_BLOCK={block}");
+            let options: Vec<&str> = options.iter().map(String::as_str).collect();
             let mut row = Row::new(name, "nvrtc_compile_load", source.len());
             for i in 0..=reps {
                 let t = Instant::now();
-                let cubin = compile(
-                    &source,
-                    &format!("{name}.cu"),
-                    &arch,
-                    Output::Cubin,
-                    &[&include, &define, "-std=c++17"],
-                )?;
+                let cubin = compile(&source, &m.source, &arch, Output::Cubin, &options)?;
                 let compile_time = t.elapsed();
                 let load = cuda::raw::time_module_load(ctx, &cubin, false)?;
                 if i > 0 {
@@ -394,6 +402,46 @@ impl Args {
         eprintln!("note: built without --features research: no NVRTC baseline");
         Ok(vec![])
     }
+}
+
+/// NVRTC options equivalent to a job's nvcc flags: defines (geometry included), language
+/// standard and device code-generation flags are kept; what only nvcc understands (kind,
+/// `-arch`, host optimisation, `-Xcicc` pairs) is dropped. The sources folder and the
+/// module's include folders become `--include-path`s.
+#[cfg_attr(not(feature = "research"), allow(dead_code))]
+fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec) -> Vec<String> {
+    let mut out = vec![format!("--include-path={}", sources.display())];
+    out.extend(
+        m.include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.abs.display())),
+    );
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-Xcicc" {
+            it.next();
+            continue;
+        }
+        // Spellings both nvcc and NVRTC accept.
+        let keep = [
+            "-D",
+            "-U",
+            "--std=",
+            "-std=",
+            "--use_fast_math",
+            "-use_fast_math",
+            "-ftz=",
+            "-prec-div=",
+            "-prec-sqrt=",
+            "-fmad=",
+            "-maxrregcount=",
+            "--maxrregcount=",
+        ];
+        if keep.iter().any(|k| f.starts_with(k)) {
+            out.push(f.clone());
+        }
+    }
+    out
 }
 
 /// The policy matching the trust root's channel (dev registries are benchmarked as dev).
@@ -531,4 +579,40 @@ fn chart(rows: &[Row], title: &str) -> String {
         );
     }
     s + "</svg>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_gets_the_specs_defines_standard_and_include_folders() {
+        let spec = crate::build::spec::load(
+            &paths::repo_root().join("kernels/foreign/foreign.toml"),
+            None,
+        )
+        .unwrap();
+        let m = &spec.modules[1];
+        let job = spec
+            .jobs(std::slice::from_ref(&m.name), &["sm_90".parse().unwrap()])
+            .unwrap()
+            .remove(0);
+        let opts = nvrtc_options(&job.flags, &spec.sources, m);
+        let shown: Vec<String> = opts
+            .iter()
+            .map(|o| o.replace(&*paths::repo_root().to_string_lossy(), "<repo>"))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "--include-path=<repo>/kernels/foreign/src",
+                "--include-path=<repo>/kernels/foreign/include",
+                "--include-path=<repo>/kernels/foreign/third_party/fields/include",
+                "--std=c++17",
+                "-DFOREIGN_BLOCK=256",
+                "-DFIELD_GOLDILOCKS",
+                "-DFEATURE_DERIVATIVE",
+            ]
+        );
+    }
 }

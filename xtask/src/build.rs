@@ -7,6 +7,7 @@
 
 mod cache;
 mod job;
+mod kernels;
 mod nvcc;
 pub mod spec;
 
@@ -282,7 +283,15 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let ctx = Ctx {
         plan: &plan,
         cache: &cache,
-        names: Names::new(&plan.spec.sources, &plan.toolkit.root),
+        names: Names::new(
+            &plan.spec.sources,
+            &plan.toolkit.root,
+            plan.spec
+                .modules
+                .iter()
+                .flat_map(|m| &m.include_dirs)
+                .map(|d| (d.rel.clone(), d.abs.clone())),
+        ),
         digests: FileDigests::default(),
         nvcc_runs: AtomicUsize::new(0),
         build_start,

@@ -166,19 +166,26 @@ pub struct ToolkitInfo {
 }
 
 impl ToolkitInfo {
-    /// Whether this nvcc can compile for `t` (`sm_90a` needs `sm_90` listed and SM >= 90).
+    /// Whether this nvcc can compile for `t` (`sm_90a` needs `sm_90` listed and SM >= 90;
+    /// the family variant `sm_100f` needs `sm_100` listed and nvcc 12.9 or newer).
     pub fn supports(&self, t: &Target) -> bool {
-        let base = Target {
-            arch_specific: false,
-            ..*t
-        }
-        .to_string();
+        let base = t.base().to_string();
+        let nvcc: Vec<u32> = self
+            .identity
+            .nvcc
+            .split('.')
+            .take(2)
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        let family_ok = nvcc.as_slice() >= [12, 9].as_slice();
         let list = if t.virtual_arch {
             &self.virtual_targets
         } else {
             &self.real_targets
         };
-        list.contains(&base) && (!t.arch_specific || t.number() >= 90)
+        list.contains(&base)
+            && (!t.arch_specific || t.number() >= 90)
+            && (!t.family_specific || family_ok)
     }
 
     /// The minimum driver version for a blob of `kind` built by this toolkit: cubin needs

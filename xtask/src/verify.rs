@@ -169,7 +169,9 @@ pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
     })
 }
 
-/// The table `verify` prints: module × target, kind, size, digest prefix, signer.
+/// The table `verify` prints: module × target, kind, size, digest prefix, signer; under
+/// each row its kernels with their signed launch ABI (parameter layout, registers, static
+/// shared and local memory, launch bound; `-` where the blob does not say, e.g. for PTX).
 pub fn render_table(v: &Verified) -> String {
     let idx = v.index.index();
     let root = v.index.root().root();
@@ -225,6 +227,29 @@ pub fn render_table(v: &Verified) -> String {
                 ""
             }
         );
+        for f in &man.functions {
+            s += &format!(
+                "    kernel {}
+",
+                render_abi(f)
+            );
+        }
     }
     s
+}
+
+/// One kernel's signed launch ABI: name, parameter layout, resources.
+fn render_abi(f: &cuda_aot::Function) -> String {
+    let a = &f.abi;
+    let opt = |v: Option<u32>, unit: &str| v.map_or("-".to_string(), |v| format!("{v}{unit}"));
+    format!(
+        "{}  params [{}] {} B  regs {}  shared {}  local {}  max threads {}",
+        f.display_name(),
+        a.describe_params(),
+        a.param_bytes,
+        opt(a.registers, ""),
+        opt(a.shared_bytes, " B"),
+        opt(a.local_bytes, " B"),
+        opt(a.max_threads, "")
+    )
 }

@@ -163,8 +163,11 @@ pub struct Invocation<'a> {
     pub flags: &'a [String],
     /// Host compiler for `-ccbin`.
     pub ccbin: &'a Path,
-    /// Absolute source path.
+    /// The source, relative to `cwd` (the sources folder).
     pub source: &'a Path,
+    /// Include folders, in order: passed as `-I <path relative to cwd>` (not identity flags:
+    /// the identity records them relative to the spec file).
+    pub includes: &'a [super::spec::IncludeDir],
     /// Working folder (the sources folder).
     pub cwd: &'a Path,
     /// Where the blob goes.
@@ -192,8 +195,11 @@ impl Invocation<'_> {
     /// The command, with nvcc's flag-injecting environment variables removed.
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(self.nvcc);
-        cmd.args(self.flags)
-            .arg("-ccbin")
+        cmd.args(self.flags);
+        for d in self.includes {
+            cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
+        }
+        cmd.arg("-ccbin")
             .arg(self.ccbin)
             .arg("-MD")
             .arg("-MF")
@@ -271,6 +277,24 @@ pub fn killed_tool(output: &str) -> Option<String> {
     })
 }
 
+/// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
+/// lies outside: what keeps absolute paths out of nvcc's `__FILE__` and dependency names.
+pub fn relative_to(base: &Path, target: &Path) -> PathBuf {
+    let (b, t): (Vec<_>, Vec<_>) = (base.components().collect(), target.components().collect());
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
 /// The header nvcc (the host preprocessor) reports missing, if that is why it failed.
 pub fn missing_header(output: &str) -> Option<(String, String)> {
     output.lines().find_map(|l| {
@@ -314,92 +338,6 @@ pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The kernel entry points of PTX text (`.entry NAME(`), with their parameter bytes laid out
-/// the way the cubin's constant bank does it (each parameter aligned to its size or
-/// `.align`), when every parameter's type is understood.
-pub fn ptx_entries(text: &str) -> Vec<(String, Option<u32>)> {
-    let mut out = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let Some(at) = line.find(".entry ") else {
-            continue;
-        };
-        let rest = line[at + ".entry ".len()..].trim();
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        if name.is_empty() {
-            continue;
-        }
-        // Parameters follow until the closing `)`.
-        let mut params = Vec::new();
-        let mut tail = rest[name.len()..].to_string();
-        loop {
-            let done = tail.contains(')');
-            for p in tail.split(',') {
-                let p = p
-                    .trim()
-                    .trim_start_matches('(')
-                    .trim_end_matches(')')
-                    .trim();
-                if p.starts_with(".param") {
-                    params.push(p.to_string());
-                }
-            }
-            if done {
-                break;
-            }
-            match lines.next() {
-                Some(l) => tail = l.to_string(),
-                None => break,
-            }
-        }
-        let bytes = params.iter().try_fold(0u32, |off, p| {
-            let (size, align) = param_layout(p)?;
-            Some(off.next_multiple_of(align) + size)
-        });
-        out.push((name, bytes));
-    }
-    out
-}
-
-/// (size, alignment) of a PTX `.param` declaration.
-fn param_layout(decl: &str) -> Option<(u32, u32)> {
-    let words: Vec<&str> = decl.split_whitespace().collect();
-    let mut align = None;
-    let mut ty = None;
-    let mut i = 1;
-    while i < words.len() {
-        match words[i] {
-            ".align" => {
-                align = words.get(i + 1)?.parse().ok();
-                i += 2;
-            }
-            ".ptr" | ".global" | ".const" | ".shared" | ".local" => i += 1,
-            w if w.starts_with('.') => {
-                ty = Some(w);
-                i += 1;
-            }
-            _ => break,
-        }
-    }
-    let ty = ty?;
-    let elem: u32 = match &ty[2..] {
-        "8" => 1,
-        "16" => 2,
-        "32" => 4,
-        "64" => 8,
-        _ => return None,
-    };
-    let name = words.get(i)?;
-    let count = match name.find('[') {
-        Some(b) => name[b + 1..].trim_end_matches(']').parse().ok()?,
-        None => 1,
-    };
-    Some((elem * count, align.unwrap_or(elem)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,18 +359,12 @@ mod tests {
     }
 
     #[test]
-    fn ptx_entries_and_param_bytes_match_the_cubin_layout() {
-        let ptx = ".visible .entry add(\n\t.param .u64 add_param_0,\n\t.param .u64 add_param_1,\n\t.param .u32 add_param_2\n)\n{\n}\n\
-                   .visible .entry tail(\n\t.param .u32 a,\n\t.param .u64 .ptr .global .align 8 b,\n\t.param .align 4 .b8 c[12]\n)\n\
-                   .entry noargs()\n{\n}\n";
-        assert_eq!(
-            ptx_entries(ptx),
-            [
-                ("add".to_string(), Some(20)),
-                ("tail".to_string(), Some(28)),
-                ("noargs".to_string(), Some(0))
-            ]
-        );
+    fn relative_paths_between_folders() {
+        let r = |a: &str, b: &str| relative_to(Path::new(a), Path::new(b));
+        assert_eq!(r("/a/b/src", "/a/b/include"), Path::new("../include"));
+        assert_eq!(r("/a/b/src", "/a/b/src/sub"), Path::new("sub"));
+        assert_eq!(r("/a/b/src", "/x/y"), Path::new("../../../x/y"));
+        assert_eq!(r("/a", "/a"), Path::new("."));
     }
 
     #[test]

@@ -127,6 +127,8 @@ schedule_version = 1
 pub struct Ws {
     pub dir: tempfile::TempDir,
     runs: AtomicUsize,
+    /// The spec file, relative to `dir`.
+    spec: String,
 }
 
 /// One `xtask build` run.
@@ -148,6 +150,7 @@ impl Ws {
                 .tempdir()
                 .unwrap(),
             runs: AtomicUsize::new(0),
+            spec: "spec/release.toml".into(),
         };
         for (f, text) in [
             ("src/common.cuh", COMMON_CUH),
@@ -160,6 +163,41 @@ impl Ws {
             ws.write(f, text);
         }
         ws
+    }
+
+    /// A copy of the repository's foreign-style corpus (`kernels/foreign`) at
+    /// `<tmp>/<prefix>/foreign`, with its own spec (`foreign/foreign.toml`, outside the
+    /// sources folder), cache and output folders.
+    pub fn foreign(prefix: &str) -> Ws {
+        toolkit_root();
+        let dir = tempfile::Builder::new()
+            .prefix("xtask-foreign-")
+            .tempdir()
+            .unwrap();
+        let src = repo().join("kernels/foreign");
+        for e in walkdir::WalkDir::new(&src) {
+            let e = e.unwrap();
+            let to = dir
+                .path()
+                .join(prefix)
+                .join("foreign")
+                .join(e.path().strip_prefix(&src).unwrap());
+            if e.file_type().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+        Ws {
+            dir,
+            runs: AtomicUsize::new(0),
+            spec: format!("{prefix}/foreign/foreign.toml"),
+        }
+    }
+
+    /// The spec file.
+    pub fn spec_path(&self) -> PathBuf {
+        self.path(&self.spec)
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -178,8 +216,8 @@ impl Ws {
 
     /// Rewrites the spec.
     pub fn edit_spec(&self, f: impl FnOnce(String) -> String) {
-        let s = f(self.read("spec/release.toml"));
-        self.write("spec/release.toml", &s);
+        let s = f(self.read(&self.spec));
+        self.write(&self.spec.clone(), &s);
     }
 
     /// `xtask build` on this workspace, plus `extra` arguments.
@@ -195,7 +233,7 @@ impl Ws {
         let mut cmd = xtask();
         cmd.arg("build")
             .arg("--spec")
-            .arg(self.path("spec/release.toml"))
+            .arg(self.spec_path())
             .arg("--cache-dir")
             .arg(self.path("cache"))
             .arg("--out")
