@@ -92,12 +92,44 @@ impl SelectArgs {
     }
 }
 
-/// `--cache-dir DIR` (or `CUDA_AOT_BUILD_CACHE`), shared by `build` and `release`.
+/// `--cache-dir DIR` (or `CUDA_AOT_BUILD_CACHE`) and `--cache-max-size SIZE` (or
+/// `CUDA_AOT_CACHE_MAX_SIZE`), shared by `build` and `release`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CacheArgs {
     /// The build cache [default: .cuda-aot/cache of the project].
     #[arg(long, value_name = "DIR", env = "CUDA_AOT_BUILD_CACHE")]
     pub cache_dir: Option<PathBuf>,
+    /// The build cache's bound: after a build that added to it, the least recently used
+    /// entries that the build does not use are removed until it is under 90 % of SIZE
+    /// (bytes, or with a K, M or G suffix: powers of 1024) [default: 2G].
+    #[arg(long, value_name = "SIZE", env = "CUDA_AOT_CACHE_MAX_SIZE", value_parser = parse_size)]
+    pub cache_max_size: Option<u64>,
+}
+
+/// A size: bytes, or a number with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`,
+/// `MB` and the like are read the same way).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("`{s}`: a size is a number of bytes, or ends in K, M, G or T")),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}`: a size is a number of bytes, or ends in K, M, G or T"))?;
+    let bytes = n * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{s}`: out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 fn parse_module(s: &str) -> std::result::Result<ModuleName, String> {
@@ -157,5 +189,23 @@ impl FormatArgs {
     /// Whether JSON was asked for.
     pub fn is_json(&self) -> bool {
         self.format() == MessageFormat::Json
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_binary_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("1.5M"), Ok(3 << 19));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("10 mb"), Ok(10 << 20));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("ten").is_err());
+        assert!(parse_size("5X").is_err());
     }
 }

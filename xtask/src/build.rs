@@ -6,6 +6,9 @@
 //! The library-ish entry points for other tasks are [`run_build`] and [`plan`].
 
 mod cache;
+mod evict;
+mod explain;
+mod inputs;
 mod job;
 mod kernels;
 mod nvcc;
@@ -28,8 +31,12 @@ use crate::message::{self, Progress};
 use crate::process::{self, Interrupted};
 use crate::toolchain::{self, ToolchainOptions, ToolkitInfo};
 use crate::{files, outdir, paths};
-use cache::{Cache, DepRecord, FileDigests, Names};
+use cache::{Cache, DepRecord, LastBuild, StoredRecord};
+use evict::{Eviction, Protected};
+use inputs::{Inputs, Names};
 use job::{Ctx, Done};
+pub use evict::DEFAULT_MAX_SIZE;
+pub use explain::Change;
 pub use nvcc::HostCompiler;
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
 
@@ -40,7 +47,9 @@ pub use spec::{Job, ModuleSpec, ReleaseSpec};
 /// `<out>/<module>/<target>.cubin.manifest.json` (an unsigned manifest) for each; PTX that a
 /// module opts into lands beside them as `<target>.ptx`. Results come from the build cache
 /// (.cuda-aot/cache) when every input is unchanged: toolkit, host compiler, flags, sources
-/// and every header they include. A rebuild with nothing changed runs no nvcc at all.
+/// and every header they include. A rebuild with nothing changed runs no nvcc at all, and
+/// neither does one after a change was reverted (each job keeps several dependency records).
+/// --explain says, for every job that ran nvcc, which input changed.
 #[derive(clap::Args)]
 #[command(after_long_help = "\
 Outputs (read by `cargo xtask sign` and `publish`):
@@ -51,14 +60,19 @@ Outputs (read by `cargo xtask sign` and `publish`):
 A failed build changes nothing: not the output folder, not the cache. An interrupted one (Ctrl-C)
 stops nvcc, keeps every finished job in the cache (the rerun compiles only the rest), removes its
 temporary folders and exits 130. Without a terminal (CI logs) progress is printed line by line on
-stderr. docs/build.md explains the toolkit, the identity, the cache key and reproducibility;
-docs/json.md the --json messages.
+stderr. The summary counts cache hits and misses (and the kinds of input behind the misses);
+--explain names, for each job that compiled, what changed: its source, a header, a flag, the
+toolkit, the host compiler, a spec value, or that the cache had nothing for it. The cache is
+bounded (--cache-max-size): after a build that added to it, the least recently used entries
+that this build does not use are removed. docs/build.md explains the toolkit, the identity,
+the cache key and reproducibility; docs/json.md the --json messages.
 
 Examples:
   cargo xtask build                                    the release set, one job per core
   cargo xtask build --module ntt --target sm_90 -j 4
   cargo xtask build --spec ../prover/gpu/kernels.toml  a spec kept anywhere; .cuda-aot/ beside it
-  cargo xtask build --dry-run                          the jobs and their exact nvcc flags")]
+  cargo xtask build --dry-run                          the jobs and their exact nvcc flags
+  cargo xtask build --explain                          why each compiled job compiled")]
 pub struct Args {
     #[command(flatten)]
     select: SelectArgs,
@@ -77,6 +91,11 @@ pub struct Args {
     /// Print the jobs (module, target, exact nvcc flags) and compile nothing.
     #[arg(long)]
     dry_run: bool,
+    /// For every job that ran nvcc, say which input changed since the cache last built it
+    /// (source, header, flag, toolkit, host compiler, spec value), or that the cache had
+    /// nothing for it.
+    #[arg(long)]
+    explain: bool,
     /// Also write the build summary to FILE as one JSON document (the `build-finished`
     /// message of docs/json.md).
     #[arg(long, value_name = "FILE")]
@@ -108,7 +127,7 @@ impl Args {
         if message::json() {
             emit_json(&report);
         } else {
-            print_report(&report);
+            print_report(&report, self.explain);
         }
         if let Some(p) = self.report_json {
             files::write(&p, &serde_json::to_vec_pretty(&JsonReport::of(&report))?)?;
@@ -128,6 +147,8 @@ pub struct BuildOptions {
     pub out: PathBuf,
     /// The build cache (`.cuda-aot/cache`).
     pub cache: PathBuf,
+    /// The cache's bound in bytes (least recently used entries go first).
+    pub cache_max: u64,
     /// Parallel nvcc jobs (at least 1).
     pub jobs: usize,
     /// Only these modules (empty: all).
@@ -151,6 +172,7 @@ impl Default for BuildOptions {
             sources: None,
             out: paths::default_build_out(),
             cache: paths::default_build_cache(),
+            cache_max: DEFAULT_MAX_SIZE,
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             modules: Vec::new(),
             targets: Vec::new(),
@@ -174,6 +196,9 @@ impl BuildOptions {
         }
         if let Some(c) = &cache.cache_dir {
             o.cache = c.clone();
+        }
+        if let Some(m) = cache.cache_max_size {
+            o.cache_max = m;
         }
         o.modules = a.modules.clone();
         o.targets = a.targets.clone();
@@ -199,6 +224,8 @@ pub struct BuildReport {
     pub toolkit: cuda_aot::Toolkit,
     /// Stale outputs of earlier builds that were removed.
     pub removed: Vec<PathBuf>,
+    /// The cache's size bound at work (after a build that added to the cache).
+    pub eviction: Option<Eviction>,
 }
 
 /// One built (module, target).
@@ -212,6 +239,8 @@ pub struct BuiltModule {
     pub manifest_path: PathBuf,
     /// Taken from the build cache rather than compiled.
     pub cached: bool,
+    /// Why it compiled (empty for a cache hit).
+    pub changes: Vec<Change>,
 }
 
 /// A validated build: the spec, the toolkit and host compiler, and the jobs.
@@ -280,39 +309,39 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     // every job; only a change after this point is a change "while the build was running".
     let build_start = SystemTime::now();
     let cache = Cache::new(&opts.cache);
+    let names = Names::new(
+        &plan.spec.sources,
+        &plan.toolkit.root,
+        plan.spec
+            .modules
+            .iter()
+            .flat_map(|m| &m.include_dirs)
+            .map(|d| (d.rel.clone(), d.abs.clone())),
+    );
     let ctx = Ctx {
         plan: &plan,
         cache: &cache,
-        names: Names::new(
-            &plan.spec.sources,
-            &plan.toolkit.root,
-            plan.spec
-                .modules
-                .iter()
-                .flat_map(|m| &m.include_dirs)
-                .map(|d| (d.rel.clone(), d.abs.clone())),
-        ),
-        digests: FileDigests::default(),
+        inputs: Inputs::new(&cache, names),
         nvcc_runs: AtomicUsize::new(0),
         build_start,
     };
     let n = plan.jobs.len();
-    // Each job's dependency record (read on the workers: parsing them is most of the work
+    // Each job's dependency records (read on the workers: parsing them is much of the work
     // of a no-op rebuild).
-    let keyed: Vec<(Digest, Option<DepRecord>)> = par_map(&plan.jobs, opts.jobs, |j| {
+    let keyed: Vec<(Digest, Vec<StoredRecord>)> = par_map(&plan.jobs, opts.jobs, |j| {
         let k = ctx.dep_key(j);
-        let rec = cache.deps(&k);
-        (k, rec)
+        let recs = cache.records(&k);
+        (k, recs)
     });
     // Longest first (unknown counts as longest): the last job to start is a short one.
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| Reverse(keyed[i].1.as_ref().map_or(u64::MAX, |r| r.compile_ms)));
+    order.sort_by_key(|&i| Reverse(keyed[i].1.first().map_or(u64::MAX, |r| r.compile_ms)));
 
     let results: Vec<Mutex<Option<Result<Done>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let progress = Progress::new("build", n, opts.progress);
-    let fresh = keyed.iter().filter(|k| k.1.is_some()).count();
+    let fresh = keyed.iter().filter(|k| !k.1.is_empty()).count();
     progress.note(&format!(
         "{n} job(s) of {}, up to {} in parallel ({fresh} with a dependency record from an earlier build)",
         paths::shown(&plan.spec.path),
@@ -332,10 +361,10 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                     );
                     // A job with a dependency record is most likely a cache hit: only
                     // compiles are announced line by line.
-                    let likely_hit = keyed[i].1.is_some();
+                    let likely_hit = !keyed[i].1.is_empty();
                     progress.start(&what, !likely_hit);
                     let t = Instant::now();
-                    let r = ctx.run_job(job, keyed[i].1.as_ref());
+                    let r = ctx.run_job(job, &keyed[i].1);
                     let outcome = match &r {
                         Ok(Done::Cached { .. }) => None,
                         Ok(Done::Compiled { .. }) => {
@@ -374,7 +403,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         .map(|m| m.into_inner().expect("result slot"))
         .collect();
     if let Some(i) = process::interrupted() {
-        return Err(keep_finished(&cache, &keyed, results, i));
+        return Err(keep_finished(&cache, &plan, &keyed, results, i));
     }
     let failed: Vec<usize> = (0..n)
         .filter(|&i| matches!(results[i], Some(Err(_))))
@@ -413,20 +442,41 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let mut modules = Vec::with_capacity(n);
     let mut keep = BTreeSet::new();
     let mut changed = false;
+    let mut protected = Protected::default();
+    let mut added = false;
     for (i, r) in results.into_iter().enumerate() {
         let done = r.expect("every job ran").expect("every job succeeded");
-        let (mut manifest, blob, cached) = match done {
-            Done::Cached { manifest, blob } => (manifest, blob, true),
+        let job = &plan.jobs[i];
+        let (key, records) = &keyed[i];
+        let (mut manifest, blob, cached, changes, set) = match done {
+            Done::Cached {
+                manifest,
+                blob,
+                record,
+                last_used,
+            } => {
+                let id = manifest.identity.digest();
+                cache.touch(&id, last_used);
+                // A hit through an older record (a revert): it becomes the newest.
+                if cache.promote_record(key, records, record, id)? {
+                    note_last(&cache, &plan, job, key, &manifest)?;
+                }
+                (manifest, blob, true, Vec::new(), records[record].set)
+            }
             Done::Compiled {
                 manifest,
                 blob,
                 deps,
+                changes,
             } => {
-                cache.commit(&manifest, &blob)?;
-                cache.put_deps(&keyed[i].0, &deps)?;
-                (manifest, blob, false)
+                let set = commit_compiled(&cache, &plan, job, key, records, &manifest, &blob, &deps)?;
+                added = true;
+                (manifest, blob, false, changes, set)
             }
         };
+        protected.objects.insert(manifest.identity.digest());
+        protected.deps.insert(*key);
+        protected.sets.extend(set);
         manifest.channel = opts.channel;
         let ([blob_path, manifest_path], wrote) =
             outdir::write_module(&opts.out, &manifest, &blob)?;
@@ -438,8 +488,16 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             blob: blob_path,
             manifest_path,
             cached,
+            changes,
         });
     }
+    // The size bound, once the cache grew: least recently used entries first, never one
+    // this build uses.
+    let eviction = if added {
+        Some(cache.evict(opts.cache_max, &protected)?)
+    } else {
+        None
+    };
     let removed = outdir::remove_stale(&opts.out, &keep)?;
     if changed || !removed.is_empty() {
         // The builder's statement covers the previous set of manifests: sign again.
@@ -454,14 +512,45 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         wall: t0.elapsed(),
         toolkit: plan.toolkit.identity.clone(),
         removed,
+        eviction,
     })
+}
+
+/// Commits a compiled job: its entry, its dependency record (newest first, beside the
+/// older ones) and its last-build note. Returns the record's header set.
+#[allow(clippy::too_many_arguments)]
+fn commit_compiled(
+    cache: &Cache,
+    plan: &Plan,
+    job: &Job,
+    key: &Digest,
+    records: &[StoredRecord],
+    manifest: &Manifest,
+    blob: &[u8],
+    deps: &DepRecord,
+) -> Result<Option<Digest>> {
+    cache.commit(manifest, blob)?;
+    let id = manifest.identity.digest();
+    cache.add_record(key, records, deps, id)?;
+    note_last(cache, plan, job, key, manifest)?;
+    Ok(cache::split(deps, id).0.set)
+}
+
+/// Notes what the job's latest build was (`--explain` compares the next miss against it).
+fn note_last(cache: &Cache, plan: &Plan, job: &Job, key: &Digest, m: &Manifest) -> Result<()> {
+    let spec = &plan.spec.modules[job.module];
+    cache.put_last(
+        &cache::job_key(&spec.name, &job.target, job.kind),
+        &LastBuild::new(format!("src:{}", spec.source), *key, m.identity.clone()),
+    )
 }
 
 /// After an interrupt: commits every job that compiled to the cache (a rerun compiles only
 /// the others), leaves the output folder alone, and removes the staging folder.
 fn keep_finished(
     cache: &Cache,
-    keyed: &[(Digest, Option<DepRecord>)],
+    plan: &Plan,
+    keyed: &[(Digest, Vec<StoredRecord>)],
     results: Vec<Option<Result<Done>>>,
     interrupt: Interrupted,
 ) -> anyhow::Error {
@@ -471,13 +560,22 @@ fn keep_finished(
             manifest,
             blob,
             deps,
+            ..
         })) = r
         {
-            let committed = cache
-                .commit(&manifest, &blob)
-                .and_then(|()| cache.put_deps(&keyed[i].0, &deps));
+            let (key, records) = &keyed[i];
+            let committed = commit_compiled(
+                cache,
+                plan,
+                &plan.jobs[i],
+                key,
+                records,
+                &manifest,
+                &blob,
+                &deps,
+            );
             match committed {
-                Ok(()) => kept += 1,
+                Ok(_) => kept += 1,
                 Err(e) => eprintln!("build: could not keep {}: {e:#}", manifest.label()),
             }
         }
@@ -566,7 +664,7 @@ fn print_plan(plan: &Plan) {
     }
 }
 
-fn print_report(r: &BuildReport) {
+fn print_report(r: &BuildReport, explain: bool) {
     println!(
         "{:<12} {:<11} {:<5} {:>8}  {:<14} result",
         "module", "target", "kind", "bytes", "digest"
@@ -587,6 +685,22 @@ fn print_report(r: &BuildReport) {
             if b.cached { "cached" } else { "built" }
         );
     }
+    if explain {
+        let compiled: Vec<&BuiltModule> = r.modules.iter().filter(|b| !b.cached).collect();
+        if compiled.is_empty() {
+            println!("explain: every job was a cache hit; nvcc did not run");
+        }
+        for b in compiled {
+            let id = &b.manifest.identity;
+            println!(
+                "explain: {} {} ({}): {}",
+                id.module,
+                id.sm,
+                id.kind,
+                explain::summary(&b.changes)
+            );
+        }
+    }
     let cached = r.modules.iter().filter(|b| b.cached).count();
     println!(
         "{} blobs: {} compiled ({} nvcc runs), {} from cache, in {:.2} s; nvcc {} ({}); output {}",
@@ -599,12 +713,59 @@ fn print_report(r: &BuildReport) {
         r.toolkit.source,
         r.out.display()
     );
+    println!("{}", cache_line(r, explain));
     if !r.removed.is_empty() {
         println!(
             "removed {} stale file(s) of earlier builds",
             r.removed.len()
         );
     }
+}
+
+/// `cache: 8 hits, 16 misses (header 16)`, and the bound when it removed entries.
+fn cache_line(r: &BuildReport, explained: bool) -> String {
+    let hits = r.modules.iter().filter(|b| b.cached).count();
+    let misses = r.modules.len() - hits;
+    let by_input = explain::count_by_input(
+        r.modules
+            .iter()
+            .filter(|b| !b.cached)
+            .map(|b| b.changes.as_slice()),
+    );
+    let mut line = format!(
+        "cache: {hits} hit{}, {misses} miss{}",
+        if hits == 1 { "" } else { "s" },
+        if misses == 1 { "" } else { "es" }
+    );
+    if !by_input.is_empty() {
+        let kinds: Vec<String> = by_input.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        line += &format!(" ({}{})", kinds.join(", "), if misses > 0 && !explained {
+                "; --explain says which"
+            } else {
+                ""
+            });
+    }
+    if let Some(ev) = r.eviction.filter(|e| e.entries > 0 || e.over()) {
+        line += &format!(
+            "; bound {}: removed {} least recently used entr{} ({} -> {})",
+            mib(ev.max),
+            ev.entries,
+            if ev.entries == 1 { "y" } else { "ies" },
+            mib(ev.before),
+            mib(ev.after)
+        );
+        if ev.over() {
+            line += &format!(
+                "; still over it: this build alone needs more (raise --cache-max-size above {})",
+                mib(ev.after)
+            );
+        }
+    }
+    line
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
 }
 
 /// Prints the `build-finished` JSON message.
@@ -625,6 +786,11 @@ pub struct JsonReport<'a> {
     nvcc_runs: usize,
     compiled: usize,
     cached: usize,
+    cache_hits: usize,
+    cache_misses: usize,
+    misses_by_input: std::collections::BTreeMap<&'static str, usize>,
+    cache_bytes: Option<u64>,
+    evicted: usize,
     wall_ms: u128,
     removed: &'a [PathBuf],
     modules: Vec<JsonModule<'a>>,
@@ -636,6 +802,7 @@ struct JsonModule<'a> {
     target: Target,
     kind: Kind,
     cached: bool,
+    changed: Vec<explain::JsonChange>,
     blob: &'a Path,
     manifest_path: &'a Path,
     identity_digest: Digest,
@@ -654,6 +821,16 @@ impl<'a> JsonReport<'a> {
             nvcc_runs: r.nvcc_runs,
             compiled: r.modules.len() - cached,
             cached,
+            cache_hits: cached,
+            cache_misses: r.modules.len() - cached,
+            misses_by_input: explain::count_by_input(
+                r.modules
+                    .iter()
+                    .filter(|b| !b.cached)
+                    .map(|b| b.changes.as_slice()),
+            ),
+            cache_bytes: r.eviction.map(|e| e.after),
+            evicted: r.eviction.map_or(0, |e| e.entries),
             wall_ms: r.wall.as_millis(),
             removed: &r.removed,
             modules: r
@@ -664,6 +841,7 @@ impl<'a> JsonReport<'a> {
                     target: b.manifest.identity.sm,
                     kind: b.manifest.identity.kind,
                     cached: b.cached,
+                    changed: b.changes.iter().map(explain::JsonChange::from).collect(),
                     blob: &b.blob,
                     manifest_path: &b.manifest_path,
                     identity_digest: b.manifest.identity.digest(),

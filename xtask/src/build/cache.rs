@@ -1,28 +1,42 @@
 //! The content-addressed build cache (`.cuda-aot/cache/`): built blobs keyed by their
 //! identity digest, and per-job dependency records that let a rebuild know its source
-//! digest without running nvcc.
+//! digest without running nvcc — several records per job, as ccache's direct mode keeps
+//! them, so reverting a change (or switching branches back) finds the earlier inputs again.
 //!
 //! ```text
 //! objects/<identity hex>/blob            the cubin or PTX
-//! objects/<identity hex>/manifest.json   its unsigned manifest
-//! deps/<dependency key hex>.json         the files the last compile read, with digests
+//! objects/<identity hex>/manifest.json   its unsigned manifest; its mtime is the entry's last use
+//! deps/<dependency key hex>.json         up to MAX_RECORDS records, most recently used first
+//! sets/<set hex>.json                    toolkit and system headers, shared by many records
+//! last/<job hex>.json                    what the job's latest build was (for `--explain`)
 //! tmp/                                   staging (same file system, so commits are renames)
 //! ```
 //!
 //! Nothing is written here until a whole build succeeded; every entry is checked (digest,
-//! size, identity, content) each time it is used, and a damaged one is rebuilt.
+//! size, identity, content) each time it is used, and a damaged one is rebuilt. The cache's
+//! size is bounded: `evict` (in `build/evict.rs`) removes the least recently used entries.
 
 use anyhow::{Context, Result};
-use cuda_aot::{Digest, Identity, Manifest};
+use cuda_aot::{Digest, Identity, Kind, Manifest, ModuleName, Target};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use crate::files;
 
-const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v1";
+const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v2";
+const SET_SCHEMA: &str = "cuda-aot/build-file-set/v1";
+const LAST_SCHEMA: &str = "cuda-aot/build-last/v1";
 const MANIFEST_LIMIT: u64 = 1 << 20;
+const RECORD_LIMIT: u64 = 4 << 20;
+
+/// How many dependency records a job keeps: one per distinct set of inputs it was built
+/// from (a branch, a header edit and its revert), most recently used first.
+pub const MAX_RECORDS: usize = 16;
+
+/// An entry's last use is refreshed when it is older than this: a no-op rebuild does not
+/// write to the cache at all, and least-recently-used order is kept to the hour.
+pub const TOUCH_AFTER: Duration = Duration::from_secs(3600);
 
 /// A build cache folder.
 #[derive(Debug, Clone)]
@@ -36,28 +50,36 @@ pub struct Entry {
     pub manifest: Manifest,
     /// The blob bytes, checked against the manifest.
     pub blob: Vec<u8>,
+    /// When it was last used (or committed).
+    pub last_used: SystemTime,
 }
 
-/// What a compile read: every file nvcc reported, by stable name, with its digest.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One dependency: a file a compile read, by stable name (see `inputs::Names`), with the
+/// blake3 of its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct DepFile {
+    /// `src:<path>`, `include:<folder>::<path>`, `toolkit:<path>` or an absolute path.
+    pub name: String,
+    /// blake3 of its content.
+    pub digest: Digest,
+}
+
+impl DepFile {
+    /// A file of the project (the sources folder or an include folder of the spec), as
+    /// opposed to the toolkit's and the host compiler's headers.
+    pub fn is_project(&self) -> bool {
+        self.name.starts_with("src:") || self.name.starts_with("include:")
+    }
+}
+
+/// What a fresh compile read: every file nvcc reported, sorted by name, without duplicates.
+#[derive(Debug, Clone)]
 pub struct DepRecord {
-    schema: String,
     /// Sorted by name, no duplicates.
     pub files: Vec<DepFile>,
     /// How long the compile took (schedules long jobs first next time).
     pub compile_ms: u64,
-}
-
-/// One dependency.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DepFile {
-    /// `src:<path under the sources folder>`, `toolkit:<path under the toolkit root>`, or
-    /// an absolute path (system headers).
-    pub name: String,
-    /// blake3 of its content.
-    pub digest: Digest,
 }
 
 impl DepRecord {
@@ -65,11 +87,7 @@ impl DepRecord {
     pub fn new(mut files: Vec<DepFile>, compile_ms: u64) -> Self {
         files.sort_by(|a, b| a.name.cmp(&b.name));
         files.dedup_by(|a, b| a.name == b.name);
-        DepRecord {
-            schema: DEPS_SCHEMA.into(),
-            files,
-            compile_ms,
-        }
+        DepRecord { files, compile_ms }
     }
 
     /// The source digest: blake3 over every (name, content digest), in name order.
@@ -85,6 +103,107 @@ impl DepRecord {
     }
 }
 
+/// A dependency record as stored: the project files it read, the shared set of toolkit and
+/// system headers it read, and the identity it produced when last used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredRecord {
+    /// The project's files (sources folder, include folders), sorted by name.
+    pub files: Vec<DepFile>,
+    /// The set of the toolkit's and the host compiler's headers (`sets/<hex>.json`).
+    pub set: Option<Digest>,
+    /// The identity digest these inputs gave when the record was last used.
+    pub identity: Digest,
+    /// How long the compile took.
+    pub compile_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DepsFile {
+    schema: String,
+    records: Vec<StoredRecord>,
+}
+
+/// The toolkit's and the host compiler's headers that one or more compiles read: the same
+/// few hundred files for most jobs of a build, stored once and checked once per build.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSet {
+    schema: String,
+    /// Sorted by name, no duplicates.
+    pub files: Vec<DepFile>,
+}
+
+impl FileSet {
+    /// The set's name: blake3 over its (name, digest) pairs in order.
+    pub fn digest(files: &[DepFile]) -> Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(b"cuda-aot file set v1\n");
+        for f in files {
+            h.update(f.name.as_bytes());
+            h.update(&[0]);
+            h.update(&f.digest.0);
+        }
+        Digest(*h.finalize().as_bytes())
+    }
+}
+
+/// What a job's latest build was: the source path as the spec gave it, the key of its
+/// dependency records and the identity. `--explain` compares a miss against it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LastBuild {
+    schema: String,
+    /// `src:<path>` of the module's source.
+    pub source: String,
+    /// The dependency key the job had.
+    pub dep_key: Digest,
+    /// The identity it produced.
+    pub identity: Identity,
+}
+
+impl LastBuild {
+    /// A record of the job's latest build.
+    pub fn new(source: String, dep_key: Digest, identity: Identity) -> Self {
+        LastBuild {
+            schema: LAST_SCHEMA.into(),
+            source,
+            dep_key,
+            identity,
+        }
+    }
+}
+
+/// Names a (module, target, kind): the key of its [`LastBuild`].
+pub fn job_key(module: &ModuleName, target: &Target, kind: Kind) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(b"cuda-aot job v1\n");
+    for part in [module.to_string(), target.to_string(), kind.to_string()] {
+        h.update(part.as_bytes());
+        h.update(&[0]);
+    }
+    Digest(*h.finalize().as_bytes())
+}
+
+/// Splits a fresh record into its stored form and its shared set (if it read any file
+/// outside the project).
+pub fn split(rec: &DepRecord, identity: Digest) -> (StoredRecord, Option<FileSet>) {
+    let (project, env): (Vec<DepFile>, Vec<DepFile>) =
+        rec.files.iter().cloned().partition(DepFile::is_project);
+    let set = (!env.is_empty()).then(|| FileSet {
+        schema: SET_SCHEMA.into(),
+        files: env,
+    });
+    let stored = StoredRecord {
+        files: project,
+        set: set.as_ref().map(|s| FileSet::digest(&s.files)),
+        identity,
+        compile_ms: rec.compile_ms,
+    };
+    (stored, set)
+}
+
 impl Cache {
     /// The cache at `root` (created on the first commit).
     pub fn new(root: &Path) -> Self {
@@ -98,12 +217,41 @@ impl Cache {
         &self.root
     }
 
-    fn object_dir(&self, id: &Digest) -> PathBuf {
-        self.root.join("objects").join(id.hex())
+    pub(super) fn objects_dir(&self) -> PathBuf {
+        self.root.join("objects")
+    }
+
+    pub(super) fn object_dir(&self, id: &Digest) -> PathBuf {
+        self.objects_dir().join(id.hex())
+    }
+
+    pub(super) fn deps_dir(&self) -> PathBuf {
+        self.root.join("deps")
+    }
+
+    pub(super) fn sets_dir(&self) -> PathBuf {
+        self.root.join("sets")
+    }
+
+    pub(super) fn last_dir(&self) -> PathBuf {
+        self.root.join("last")
     }
 
     fn dep_path(&self, key: &Digest) -> PathBuf {
-        self.root.join("deps").join(format!("{}.json", key.hex()))
+        self.deps_dir().join(format!("{}.json", key.hex()))
+    }
+
+    fn set_path(&self, id: &Digest) -> PathBuf {
+        self.sets_dir().join(format!("{}.json", id.hex()))
+    }
+
+    fn last_path(&self, job: &Digest) -> PathBuf {
+        self.last_dir().join(format!("{}.json", job.hex()))
+    }
+
+    /// Whether an entry folder exists for `id` (intact or not).
+    pub fn has_object(&self, id: &Digest) -> bool {
+        self.object_dir(id).is_dir()
     }
 
     /// The entry for `identity`, if present and intact: the stored manifest must carry
@@ -111,7 +259,10 @@ impl Cache {
     /// (target and kernels).
     pub fn lookup(&self, identity: &Identity) -> Option<Entry> {
         let dir = self.object_dir(&identity.digest());
-        let bytes = std::fs::read(dir.join("manifest.json")).ok()?;
+        let mut file = std::fs::File::open(dir.join("manifest.json")).ok()?;
+        let last_used = file.metadata().and_then(|m| m.modified()).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).ok()?;
         let manifest: Manifest =
             cuda_aot::json::parse(&bytes, MANIFEST_LIMIT, "cached manifest").ok()?;
         if &manifest.identity != identity {
@@ -124,7 +275,24 @@ impl Cache {
         if cuda_aot::content::check(&manifest, &blob).is_err() {
             return None;
         }
-        Some(Entry { manifest, blob })
+        Some(Entry {
+            manifest,
+            blob,
+            last_used,
+        })
+    }
+
+    /// Records a use of the entry `id` last used at `last_used` (its manifest's mtime),
+    /// when that is older than [`TOUCH_AFTER`]. Best effort: a read-only cache still works.
+    pub fn touch(&self, id: &Digest, last_used: SystemTime) {
+        let now = SystemTime::now();
+        if now.duration_since(last_used).unwrap_or_default() < TOUCH_AFTER {
+            return;
+        }
+        let path = self.object_dir(id).join("manifest.json");
+        if let Ok(f) = std::fs::File::options().append(true).open(path) {
+            let _ = f.set_modified(now);
+        }
     }
 
     /// A fresh staging folder inside the cache (removed when dropped).
@@ -140,11 +308,13 @@ impl Cache {
     /// Stores a built blob and its manifest under the identity digest: written into a
     /// staging folder, then renamed into place (replacing a damaged entry, if any).
     pub fn commit(&self, manifest: &Manifest, blob: &[u8]) -> Result<()> {
-        let dest = self.object_dir(&manifest.identity.digest());
-        if self
+        let id = manifest.identity.digest();
+        let dest = self.object_dir(&id);
+        if let Some(e) = self
             .lookup(&manifest.identity)
-            .is_some_and(|e| e.blob == blob)
+            .filter(|e| e.blob == blob)
         {
+            self.touch(&id, e.last_used);
             return Ok(());
         }
         let stage = self.staging()?;
@@ -174,16 +344,124 @@ impl Cache {
         }
     }
 
-    /// The dependency record stored under `key`, if any.
-    pub fn deps(&self, key: &Digest) -> Option<DepRecord> {
-        let bytes = std::fs::read(self.dep_path(key)).ok()?;
-        let rec: DepRecord = cuda_aot::json::parse(&bytes, 4 << 20, "dependency record").ok()?;
-        (rec.schema == DEPS_SCHEMA).then_some(rec)
+    /// The dependency records stored under `key`, most recently used first (none when the
+    /// file is missing, unreadable or of another schema: the job then compiles).
+    pub fn records(&self, key: &Digest) -> Vec<StoredRecord> {
+        self.read_records(&self.dep_path(key)).unwrap_or_default()
     }
 
-    /// Stores a dependency record.
-    pub fn put_deps(&self, key: &Digest, rec: &DepRecord) -> Result<()> {
-        files::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
+    pub(super) fn read_records(&self, path: &Path) -> Option<Vec<StoredRecord>> {
+        let bytes = std::fs::read(path).ok()?;
+        let f: DepsFile = cuda_aot::json::parse(&bytes, RECORD_LIMIT, "dependency records").ok()?;
+        (f.schema == DEPS_SCHEMA).then_some(f.records)
+    }
+
+    /// Stores the records of `key` (at most [`MAX_RECORDS`]; an empty list removes the file).
+    pub fn put_records(&self, key: &Digest, records: &[StoredRecord]) -> Result<()> {
+        self.write_records(&self.dep_path(key), records)
+    }
+
+    pub(super) fn write_records(&self, path: &Path, records: &[StoredRecord]) -> Result<()> {
+        if records.is_empty() {
+            return match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("removing {}", path.display()))
+                }
+                _ => Ok(()),
+            };
+        }
+        let f = DepsFile {
+            schema: DEPS_SCHEMA.into(),
+            records: records.iter().take(MAX_RECORDS).cloned().collect(),
+        };
+        files::write(path, &cuda_aot::json::to_vec(&f))
+    }
+
+    /// The file set `id`, if stored and intact (its content must hash to its name).
+    pub fn set(&self, id: &Digest) -> Option<FileSet> {
+        let bytes = std::fs::read(self.set_path(id)).ok()?;
+        let set: FileSet = cuda_aot::json::parse(&bytes, RECORD_LIMIT, "file set").ok()?;
+        (set.schema == SET_SCHEMA && FileSet::digest(&set.files) == *id).then_some(set)
+    }
+
+    /// Stores a file set under its digest (unless already there).
+    pub fn put_set(&self, set: &FileSet) -> Result<()> {
+        let id = FileSet::digest(&set.files);
+        if self.set(&id).is_some() {
+            return Ok(());
+        }
+        files::write(&self.set_path(&id), &cuda_aot::json::to_vec(set))
+    }
+
+    /// The latest build of the job `job` (see [`job_key`]), if recorded.
+    pub fn last(&self, job: &Digest) -> Option<LastBuild> {
+        self.read_last(&self.last_path(job))
+    }
+
+    pub(super) fn read_last(&self, path: &Path) -> Option<LastBuild> {
+        let bytes = std::fs::read(path).ok()?;
+        let last: LastBuild = cuda_aot::json::parse(&bytes, RECORD_LIMIT, "last build").ok()?;
+        (last.schema == LAST_SCHEMA).then_some(last)
+    }
+
+    /// Records the latest build of a job.
+    pub fn put_last(&self, job: &Digest, last: &LastBuild) -> Result<()> {
+        files::write_if_changed(&self.last_path(job), &cuda_aot::json::to_vec(last)).map(|_| ())
+    }
+
+    /// Stores the records of `key` after a compile: `fresh` first, then the older records
+    /// with other inputs (a record with the same inputs is replaced), at most
+    /// [`MAX_RECORDS`]. Writes the record's file set too.
+    pub fn add_record(
+        &self,
+        key: &Digest,
+        older: &[StoredRecord],
+        fresh: &DepRecord,
+        identity: Digest,
+    ) -> Result<()> {
+        let (stored, set) = split(fresh, identity);
+        if let Some(set) = &set {
+            self.put_set(set)?;
+        }
+        let mut records = vec![stored.clone()];
+        records.extend(
+            older
+                .iter()
+                .filter(|r| (&r.files, r.set) != (&stored.files, stored.set))
+                .cloned(),
+        );
+        self.put_records(key, &records)
+    }
+
+    /// Moves the record at `used` to the front, with the identity it gave now (a cache hit
+    /// through an older record: a revert, a branch switched back). Writes nothing when it
+    /// already is the first with that identity.
+    pub fn promote_record(
+        &self,
+        key: &Digest,
+        records: &[StoredRecord],
+        used: usize,
+        identity: Digest,
+    ) -> Result<bool> {
+        if used == 0 && records.first().is_some_and(|r| r.identity == identity) {
+            return Ok(false);
+        }
+        let Some(rec) = records.get(used) else {
+            return Ok(false);
+        };
+        let mut out = vec![StoredRecord {
+            identity,
+            ..rec.clone()
+        }];
+        out.extend(
+            records
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != used)
+                .map(|(_, r)| r.clone()),
+        );
+        self.put_records(key, &out)?;
+        Ok(true)
     }
 
     /// Removes the staging folder, and the cache folder itself, where empty (best effort;
@@ -194,196 +472,19 @@ impl Cache {
     }
 }
 
-/// Stable names for dependency paths, so records and source digests do not depend on where
-/// the checkout, the include folders or the toolkit live.
-#[derive(Debug, Clone)]
-pub struct Names {
-    sources: PathBuf,
-    /// Include folders: (as written in the spec, absolute), longest absolute path first so
-    /// a nested folder names its own files.
-    includes: Vec<(String, PathBuf)>,
-    toolkit: PathBuf,
-}
-
-impl Names {
-    /// Names relative to the sources folder, the include folders (keyed by the relative
-    /// path the spec gives them) and the toolkit root.
-    pub fn new(
-        sources: &Path,
-        toolkit: &Path,
-        includes: impl IntoIterator<Item = (String, PathBuf)>,
-    ) -> Self {
-        let mut includes: Vec<(String, PathBuf)> = includes
-            .into_iter()
-            .map(|(rel, abs)| (rel, normalise(&abs)))
-            .collect();
-        includes.sort_by(|a, b| {
-            b.1.as_os_str()
-                .len()
-                .cmp(&a.1.as_os_str().len())
-                .then(a.0.cmp(&b.0))
-        });
-        includes.dedup_by(|a, b| a.0 == b.0);
-        Names {
-            sources: normalise(sources),
-            includes,
-            toolkit: normalise(toolkit),
-        }
-    }
-
-    /// `src:<rel>`, `include:<folder as in the spec>::<rel>`, `toolkit:<rel>`, or the
-    /// normalised absolute path. `path` is absolute or relative to the sources folder
-    /// (nvcc's working folder).
-    pub fn name(&self, path: &Path) -> String {
-        let abs = normalise(&self.sources.join(path));
-        if let Ok(rel) = abs.strip_prefix(&self.sources) {
-            return format!("src:{}", rel.display());
-        }
-        for (dir, root) in &self.includes {
-            if let Ok(rel) = abs.strip_prefix(root) {
-                return format!("include:{dir}::{}", rel.display());
-            }
-        }
-        if let Ok(rel) = abs.strip_prefix(&self.toolkit) {
-            return format!("toolkit:{}", rel.display());
-        }
-        abs.display().to_string()
-    }
-
-    /// The file a name stands for.
-    pub fn resolve(&self, name: &str) -> PathBuf {
-        if let Some(rel) = name.strip_prefix("src:") {
-            self.sources.join(rel)
-        } else if let Some((dir, rel)) = name
-            .strip_prefix("include:")
-            .and_then(|r| r.split_once("::"))
-        {
-            match self.includes.iter().find(|(d, _)| d == dir) {
-                Some((_, root)) => root.join(rel),
-                // An include folder this build does not have: a path that does not exist,
-                // so the record does not match and the job compiles.
-                None => PathBuf::from(format!("/nonexistent/cuda-aot/{dir}/{rel}")),
-            }
-        } else if let Some(rel) = name.strip_prefix("toolkit:") {
-            self.toolkit.join(rel)
-        } else {
-            PathBuf::from(name)
-        }
-    }
-}
-
-/// Lexical normalisation: drops `.` and empty components and folds `..` (nvcc reports
-/// toolkit headers as `<root>/bin/..//include/...`).
-pub fn normalise(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            c => out.push(c.as_os_str()),
-        }
-    }
-    out
-}
-
-/// Content digests of files, computed once per build and shared by every job.
-#[derive(Default)]
-pub struct FileDigests {
-    memo: Mutex<HashMap<PathBuf, Option<Digest>>>,
-}
-
-impl FileDigests {
-    /// blake3 of the file's content, or `None` when it cannot be read.
-    pub fn get(&self, path: &Path) -> Option<Digest> {
-        if let Some(d) = self.memo.lock().expect("digest memo").get(path) {
-            return *d;
-        }
-        let d = std::fs::read(path).ok().map(|b| Digest::of(&b));
-        self.memo
-            .lock()
-            .expect("digest memo")
-            .insert(path.to_path_buf(), d);
-        d
-    }
-
-    /// Whether every file of `rec` still has its recorded content.
-    pub fn still_match(&self, names: &Names, rec: &DepRecord) -> bool {
-        rec.files
-            .iter()
-            .all(|f| self.get(&names.resolve(&f.name)) == Some(f.digest))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn names_are_stable_across_checkouts() {
-        let n = Names::new(
-            Path::new("/a/repo/kernels/cuda"),
-            Path::new("/a/tk/nvidia/cu13"),
-            [
-                ("../inc".to_string(), PathBuf::from("/a/repo/kernels/inc")),
-                (
-                    "../inc/sub".to_string(),
-                    PathBuf::from("/a/repo/kernels/inc/sub"),
-                ),
-            ],
-        );
-        assert_eq!(
-            n.name(Path::new("/a/repo/kernels/inc/f.cuh")),
-            "include:../inc::f.cuh"
-        );
-        assert_eq!(
-            n.name(Path::new("/a/repo/kernels/inc/sub/g.cuh")),
-            "include:../inc/sub::g.cuh"
-        );
-        assert_eq!(
-            n.resolve("include:../inc::f.cuh"),
-            Path::new("/a/repo/kernels/inc/f.cuh")
-        );
-        assert!(!n.resolve("include:../gone::f.cuh").exists());
-        assert_eq!(n.name(Path::new("ntt.cu")), "src:ntt.cu");
-        assert_eq!(
-            n.name(Path::new("/a/repo/kernels/cuda/./sub/../g.cuh")),
-            "src:g.cuh"
-        );
-        assert_eq!(
-            n.name(Path::new(
-                "/a/tk/nvidia/cu13/bin/..//include/cuda_runtime.h"
-            )),
-            "toolkit:include/cuda_runtime.h"
-        );
-        assert_eq!(
-            n.name(Path::new("/usr/include/stdio.h")),
-            "/usr/include/stdio.h"
-        );
-        assert_eq!(
-            n.resolve("src:g.cuh"),
-            Path::new("/a/repo/kernels/cuda/g.cuh")
-        );
-        assert_eq!(
-            n.resolve("toolkit:include/x.h"),
-            Path::new("/a/tk/nvidia/cu13/include/x.h")
-        );
-        let other = Names::new(Path::new("/b/kernels/cuda"), Path::new("/b/tk"), []);
-        assert_eq!(
-            other.name(Path::new("/b/kernels/cuda/ntt.cu")),
-            "src:ntt.cu"
-        );
+    fn f(n: &str, c: &[u8]) -> DepFile {
+        DepFile {
+            name: n.into(),
+            digest: Digest::of(c),
+        }
     }
 
     #[test]
     fn source_digest_covers_names_and_contents() {
-        let f = |n: &str, c: &[u8]| DepFile {
-            name: n.into(),
-            digest: Digest::of(c),
-        };
         let a = DepRecord::new(vec![f("src:b.cuh", b"1"), f("src:a.cu", b"2")], 0);
         let same = DepRecord::new(
             vec![
@@ -398,5 +499,86 @@ mod tests {
         let renamed = DepRecord::new(vec![f("src:a.cu", b"2"), f("src:c.cuh", b"1")], 0);
         assert_ne!(a.source_digest(), changed.source_digest());
         assert_ne!(a.source_digest(), renamed.source_digest());
+    }
+
+    #[test]
+    fn records_keep_several_inputs_most_recent_first_and_share_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let key = Digest::of(b"key");
+        let rec = |header: &[u8]| {
+            DepRecord::new(
+                vec![
+                    f("src:a.cu", b"a"),
+                    f("src:h.cuh", header),
+                    f("toolkit:include/cuda.h", b"t"),
+                    f("/usr/include/stdio.h", b"s"),
+                ],
+                5,
+            )
+        };
+        let (one, two) = (Digest::of(b"id1"), Digest::of(b"id2"));
+        cache.add_record(&key, &[], &rec(b"1"), one).unwrap();
+        cache
+            .add_record(&key, &cache.records(&key), &rec(b"2"), two)
+            .unwrap();
+        let got = cache.records(&key);
+        assert_eq!(
+            got.iter().map(|r| r.identity).collect::<Vec<_>>(),
+            [two, one]
+        );
+        // Both records name one shared set holding the files outside the project.
+        assert_eq!(got[0].set, got[1].set);
+        let set = cache.set(&got[0].set.unwrap()).unwrap();
+        assert_eq!(set.files.len(), 2);
+        assert_eq!(got[0].files.len(), 2);
+        // The same inputs again replace their record instead of adding one.
+        cache
+            .add_record(&key, &cache.records(&key), &rec(b"1"), one)
+            .unwrap();
+        assert_eq!(
+            cache
+                .records(&key)
+                .iter()
+                .map(|r| r.identity)
+                .collect::<Vec<_>>(),
+            [one, two]
+        );
+        // A hit through the second record moves it to the front.
+        assert!(
+            cache
+                .promote_record(&key, &cache.records(&key), 1, two)
+                .unwrap()
+        );
+        assert_eq!(cache.records(&key)[0].identity, two);
+        assert!(
+            !cache
+                .promote_record(&key, &cache.records(&key), 0, two)
+                .unwrap()
+        );
+        // At most MAX_RECORDS are kept.
+        for i in 0..MAX_RECORDS as u8 + 3 {
+            cache
+                .add_record(&key, &cache.records(&key), &rec(&[b'x', i]), one)
+                .unwrap();
+        }
+        assert_eq!(cache.records(&key).len(), MAX_RECORDS);
+    }
+
+    #[test]
+    fn a_tampered_set_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let rec = DepRecord::new(vec![f("/usr/include/a.h", b"1")], 0);
+        let (stored, set) = split(&rec, Digest::of(b"id"));
+        cache.put_set(&set.unwrap()).unwrap();
+        let id = stored.set.unwrap();
+        assert!(cache.set(&id).is_some());
+        let path = cache.set_path(&id);
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(&Digest::of(b"1").hex(), &Digest::of(b"2").hex());
+        std::fs::write(&path, text).unwrap();
+        assert!(cache.set(&id).is_none());
     }
 }

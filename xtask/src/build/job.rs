@@ -1,5 +1,5 @@
-//! One job: a (module, target) taken from the cache when its dependency record proves
-//! every input unchanged, otherwise compiled by nvcc into a staging folder, with the
+//! One job: a (module, target) taken from the cache when one of its dependency records
+//! proves every input unchanged, otherwise compiled by nvcc into a staging folder, with the
 //! entry-point and ELF SM checks on every blob either way.
 
 use anyhow::{Context, Result};
@@ -8,18 +8,29 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
-use super::cache::{self, Cache, DepFile, DepRecord, FileDigests, Names};
+use super::cache::{Cache, DepFile, DepRecord, StoredRecord};
+use super::explain::Change;
+use super::inputs::{self, Inputs};
 use super::{Job, Plan, fail, kernels, nvcc};
 
 /// The outcome of one job.
 pub(super) enum Done {
     /// Found intact in the cache.
-    Cached { manifest: Manifest, blob: Vec<u8> },
+    Cached {
+        manifest: Manifest,
+        blob: Vec<u8>,
+        /// Which of the job's dependency records matched (0: the most recent).
+        record: usize,
+        /// When the entry was last used before.
+        last_used: SystemTime,
+    },
     /// Compiled now (committed to the cache only if the whole build succeeds).
     Compiled {
         manifest: Manifest,
         blob: Vec<u8>,
         deps: DepRecord,
+        /// Why it compiled.
+        changes: Vec<Change>,
     },
 }
 
@@ -27,8 +38,7 @@ pub(super) enum Done {
 pub(super) struct Ctx<'a> {
     pub(super) plan: &'a Plan,
     pub(super) cache: &'a Cache,
-    pub(super) names: Names,
-    pub(super) digests: FileDigests,
+    pub(super) inputs: Inputs<'a>,
     pub(super) nvcc_runs: AtomicUsize,
     pub(super) build_start: SystemTime,
 }
@@ -82,31 +92,38 @@ impl Ctx<'_> {
         })
     }
 
-    /// A cache hit when the job's recorded dependencies are unchanged and the entry for
-    /// the resulting identity is intact; otherwise a compile.
-    pub(super) fn run_job(&self, job: &Job, rec: Option<&DepRecord>) -> Result<Done> {
-        let hit = rec
-            .filter(|r| self.digests.still_match(&self.names, r))
-            .map(|r| self.identity(job, r.source_digest()))
-            .transpose()?
-            .and_then(|id| self.cache.lookup(&id));
-        if let Some(e) = hit {
-            // Entry points are declared in the spec, not part of the identity: check them
-            // on every use of a cached blob too.
-            kernels::check_entry_points(
-                &self.plan.label(job),
-                &self.plan.spec.modules[job.module].entry_points,
-                &e.manifest.functions,
-            )?;
-            return Ok(Done::Cached {
-                manifest: e.manifest,
-                blob: e.blob,
-            });
+    /// A cache hit when one of the job's dependency records (most recent first) has every
+    /// file unchanged and the entry for the resulting identity is intact; otherwise a
+    /// compile, with the reason it was needed.
+    pub(super) fn run_job(&self, job: &Job, records: &[StoredRecord]) -> Result<Done> {
+        let mut matched: Option<Identity> = None;
+        for (i, rec) in records.iter().enumerate() {
+            let Some(full) = self.inputs.unchanged(rec) else {
+                continue;
+            };
+            let id = self.identity(job, full.source_digest())?;
+            if let Some(e) = self.cache.lookup(&id) {
+                // Entry points are declared in the spec, not part of the identity: check
+                // them on every use of a cached blob too.
+                kernels::check_entry_points(
+                    &self.plan.label(job),
+                    &self.plan.spec.modules[job.module].entry_points,
+                    &e.manifest.functions,
+                )?;
+                return Ok(Done::Cached {
+                    manifest: e.manifest,
+                    blob: e.blob,
+                    record: i,
+                    last_used: e.last_used,
+                });
+            }
+            matched.get_or_insert(id);
         }
-        self.compile(job)
+        let changes = self.explain(job, records, matched.as_ref());
+        self.compile(job, changes)
     }
 
-    fn compile(&self, job: &Job) -> Result<Done> {
+    fn compile(&self, job: &Job, changes: Vec<Change>) -> Result<Done> {
         let plan = self.plan;
         let m = &plan.spec.modules[job.module];
         let label = plan.label(job);
@@ -143,7 +160,7 @@ impl Ctx<'_> {
         for dep in nvcc::parse_depfile(&text)
             .with_context(|| format!("{label}: parsing {}", depfile.display()))?
         {
-            let abs = cache::normalise(&plan.spec.sources.join(&dep));
+            let abs = inputs::normalise(&plan.spec.sources.join(&dep));
             let changed = std::fs::metadata(&abs)
                 .and_then(|m| m.modified())
                 .is_ok_and(|t| t > self.build_start);
@@ -156,14 +173,14 @@ impl Ctx<'_> {
                     "rerun the build once the file is saved (if its timestamp lies in the future, `touch` it)",
                 ));
             }
-            let digest = self.digests.get(&abs).with_context(|| {
+            let digest = self.inputs.digests.get(&abs).with_context(|| {
                 format!(
                     "{label}: reading {}, a dependency nvcc reported",
                     abs.display()
                 )
             })?;
             files.push(DepFile {
-                name: self.names.name(&abs),
+                name: self.inputs.names.name(&abs),
                 digest,
             });
         }
@@ -176,6 +193,7 @@ impl Ctx<'_> {
             manifest,
             blob,
             deps,
+            changes,
         })
     }
 

@@ -323,7 +323,7 @@ fn include_dirs(spec_dir: &Path, list: &[String]) -> Result<Vec<IncludeDir>> {
                  this machine and would land in every module's identity"
             );
         }
-        let rel = super::cache::normalise(p)
+        let rel = super::inputs::normalise(p)
             .to_string_lossy()
             .replace('\\', "/");
         let abs = spec_dir.join(p);

@@ -1,0 +1,365 @@
+//! What a compile read, as the cache sees it: stable names for dependency paths, content
+//! digests computed once per build, and whether a stored dependency record still describes
+//! the files on disk (its shared header set checked once per build, not once per job).
+
+use cuda_aot::Digest;
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::cache::{Cache, DepFile, DepRecord, StoredRecord};
+
+/// Stable names for dependency paths, so records and source digests do not depend on where
+/// the checkout, the include folders or the toolkit live.
+#[derive(Debug, Clone)]
+pub struct Names {
+    sources: PathBuf,
+    /// Include folders: (as written in the spec, absolute), longest absolute path first so
+    /// a nested folder names its own files.
+    includes: Vec<(String, PathBuf)>,
+    toolkit: PathBuf,
+}
+
+impl Names {
+    /// Names relative to the sources folder, the include folders (keyed by the relative
+    /// path the spec gives them) and the toolkit root.
+    pub fn new(
+        sources: &Path,
+        toolkit: &Path,
+        includes: impl IntoIterator<Item = (String, PathBuf)>,
+    ) -> Self {
+        let mut includes: Vec<(String, PathBuf)> = includes
+            .into_iter()
+            .map(|(rel, abs)| (rel, normalise(&abs)))
+            .collect();
+        includes.sort_by(|a, b| {
+            b.1.as_os_str()
+                .len()
+                .cmp(&a.1.as_os_str().len())
+                .then(a.0.cmp(&b.0))
+        });
+        includes.dedup_by(|a, b| a.0 == b.0);
+        Names {
+            sources: normalise(sources),
+            includes,
+            toolkit: normalise(toolkit),
+        }
+    }
+
+    /// `src:<rel>`, `include:<folder as in the spec>::<rel>`, `toolkit:<rel>`, or the
+    /// normalised absolute path. `path` is absolute or relative to the sources folder
+    /// (nvcc's working folder).
+    pub fn name(&self, path: &Path) -> String {
+        let abs = normalise(&self.sources.join(path));
+        if let Ok(rel) = abs.strip_prefix(&self.sources) {
+            return format!("src:{}", rel.display());
+        }
+        for (dir, root) in &self.includes {
+            if let Ok(rel) = abs.strip_prefix(root) {
+                return format!("include:{dir}::{}", rel.display());
+            }
+        }
+        if let Ok(rel) = abs.strip_prefix(&self.toolkit) {
+            return format!("toolkit:{}", rel.display());
+        }
+        abs.display().to_string()
+    }
+
+    /// The file a name stands for.
+    pub fn resolve(&self, name: &str) -> PathBuf {
+        if let Some(rel) = name.strip_prefix("src:") {
+            self.sources.join(rel)
+        } else if let Some((dir, rel)) = name
+            .strip_prefix("include:")
+            .and_then(|r| r.split_once("::"))
+        {
+            match self.includes.iter().find(|(d, _)| d == dir) {
+                Some((_, root)) => root.join(rel),
+                // An include folder this build does not have: a path that does not exist,
+                // so the record does not match and the job compiles.
+                None => PathBuf::from(format!("/nonexistent/cuda-aot/{dir}/{rel}")),
+            }
+        } else if let Some(rel) = name.strip_prefix("toolkit:") {
+            self.toolkit.join(rel)
+        } else {
+            PathBuf::from(name)
+        }
+    }
+}
+
+/// Lexical normalisation: drops `.` and empty components and folds `..` (nvcc reports
+/// toolkit headers as `<root>/bin/..//include/...`).
+pub fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            c => out.push(c.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Content digests of files, computed once per build and shared by every job.
+#[derive(Default)]
+pub struct FileDigests {
+    memo: Mutex<HashMap<PathBuf, Option<Digest>>>,
+}
+
+impl FileDigests {
+    /// blake3 of the file's content, or `None` when it cannot be read.
+    pub fn get(&self, path: &Path) -> Option<Digest> {
+        if let Some(d) = self.memo.lock().expect("digest memo").get(path) {
+            return *d;
+        }
+        let d = std::fs::read(path).ok().map(|b| Digest::of(&b));
+        self.memo
+            .lock()
+            .expect("digest memo")
+            .insert(path.to_path_buf(), d);
+        d
+    }
+
+    /// The files of `files` whose content is no longer the recorded one (or that are gone).
+    pub fn changed<'a>(&self, names: &Names, files: &'a [DepFile]) -> Vec<&'a DepFile> {
+        files
+            .iter()
+            .filter(|f| self.get(&names.resolve(&f.name)) != Some(f.digest))
+            .collect()
+    }
+
+    /// Whether every file of `files` still has its recorded content.
+    pub fn all_match(&self, names: &Names, files: &[DepFile]) -> bool {
+        files
+            .iter()
+            .all(|f| self.get(&names.resolve(&f.name)) == Some(f.digest))
+    }
+}
+
+/// A stored file set, read and checked against the disk once per build.
+pub struct CheckedSet {
+    /// Its files.
+    pub files: Vec<DepFile>,
+    /// Whether every one still has its recorded content.
+    pub unchanged: bool,
+}
+
+/// Everything a build needs to match stored records against the disk: the names, the
+/// content digests and the file sets checked so far.
+pub struct Inputs<'a> {
+    cache: &'a Cache,
+    /// Stable names of this build's folders.
+    pub names: Names,
+    /// Content digests, shared by every job.
+    pub digests: FileDigests,
+    sets: Mutex<HashMap<Digest, Arc<OnceLock<Option<Arc<CheckedSet>>>>>>,
+}
+
+/// How a stored record compares with the disk.
+pub enum Match {
+    /// Every file it names is unchanged.
+    Unchanged,
+    /// Some files changed (or are gone), or its file set is missing from the cache.
+    Changed {
+        /// The changed files (project files and headers alike).
+        files: Vec<DepFile>,
+        /// Its file set could not be read.
+        set_missing: bool,
+    },
+}
+
+impl<'a> Inputs<'a> {
+    /// Inputs of a build reading records from `cache`.
+    pub fn new(cache: &'a Cache, names: Names) -> Self {
+        Inputs {
+            cache,
+            names,
+            digests: FileDigests::default(),
+            sets: Mutex::default(),
+        }
+    }
+
+    /// The stored set `id`, checked against the disk (once per build).
+    pub fn set(&self, id: &Digest) -> Option<Arc<CheckedSet>> {
+        let cell = self
+            .sets
+            .lock()
+            .expect("set memo")
+            .entry(*id)
+            .or_default()
+            .clone();
+        cell.get_or_init(|| {
+            self.cache.set(id).map(|s| {
+                let unchanged = self.digests.all_match(&self.names, &s.files);
+                Arc::new(CheckedSet {
+                    files: s.files,
+                    unchanged,
+                })
+            })
+        })
+        .clone()
+    }
+
+    /// The full record of `rec` when every file it names is unchanged, else `None`. The
+    /// cheap test: it stops at the first changed file.
+    pub fn unchanged(&self, rec: &StoredRecord) -> Option<DepRecord> {
+        if !self.digests.all_match(&self.names, &rec.files) {
+            return None;
+        }
+        let mut files = rec.files.clone();
+        if let Some(id) = &rec.set {
+            let set = self.set(id)?;
+            if !set.unchanged {
+                return None;
+            }
+            files.extend(set.files.iter().cloned());
+        }
+        Some(DepRecord::new(files, rec.compile_ms))
+    }
+
+    /// How `rec` compares with the disk, naming every changed file (for `--explain`).
+    pub fn compare(&self, rec: &StoredRecord) -> Match {
+        let mut files: Vec<DepFile> = self
+            .digests
+            .changed(&self.names, &rec.files)
+            .into_iter()
+            .cloned()
+            .collect();
+        let mut set_missing = false;
+        if let Some(id) = &rec.set {
+            match self.set(id) {
+                Some(s) if !s.unchanged => files.extend(
+                    self.digests
+                        .changed(&self.names, &s.files)
+                        .into_iter()
+                        .cloned(),
+                ),
+                Some(_) => {}
+                None => set_missing = true,
+            }
+        }
+        if files.is_empty() && !set_missing {
+            return Match::Unchanged;
+        }
+        Match::Changed { files, set_missing }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_stable_across_checkouts() {
+        let n = Names::new(
+            Path::new("/a/repo/kernels/cuda"),
+            Path::new("/a/tk/nvidia/cu13"),
+            [
+                ("../inc".to_string(), PathBuf::from("/a/repo/kernels/inc")),
+                (
+                    "../inc/sub".to_string(),
+                    PathBuf::from("/a/repo/kernels/inc/sub"),
+                ),
+            ],
+        );
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/f.cuh")),
+            "include:../inc::f.cuh"
+        );
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/sub/g.cuh")),
+            "include:../inc/sub::g.cuh"
+        );
+        assert_eq!(
+            n.resolve("include:../inc::f.cuh"),
+            Path::new("/a/repo/kernels/inc/f.cuh")
+        );
+        assert!(!n.resolve("include:../gone::f.cuh").exists());
+        assert_eq!(n.name(Path::new("ntt.cu")), "src:ntt.cu");
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/cuda/./sub/../g.cuh")),
+            "src:g.cuh"
+        );
+        assert_eq!(
+            n.name(Path::new(
+                "/a/tk/nvidia/cu13/bin/..//include/cuda_runtime.h"
+            )),
+            "toolkit:include/cuda_runtime.h"
+        );
+        assert_eq!(
+            n.name(Path::new("/usr/include/stdio.h")),
+            "/usr/include/stdio.h"
+        );
+        assert_eq!(
+            n.resolve("src:g.cuh"),
+            Path::new("/a/repo/kernels/cuda/g.cuh")
+        );
+        assert_eq!(
+            n.resolve("toolkit:include/x.h"),
+            Path::new("/a/tk/nvidia/cu13/include/x.h")
+        );
+        let other = Names::new(Path::new("/b/kernels/cuda"), Path::new("/b/tk"), []);
+        assert_eq!(
+            other.name(Path::new("/b/kernels/cuda/ntt.cu")),
+            "src:ntt.cu"
+        );
+    }
+
+    #[test]
+    fn a_record_matches_until_a_project_file_or_a_header_of_its_set_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let sys = dir.path().join("sys");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::create_dir_all(&sys).unwrap();
+        std::fs::write(src.join("a.cu"), "a").unwrap();
+        std::fs::write(sys.join("s.h"), "s").unwrap();
+        let cache = Cache::new(&dir.path().join("cache"));
+        let names = Names::new(&src, &dir.path().join("tk"), []);
+        let file = |n: &str, c: &[u8]| DepFile {
+            name: n.into(),
+            digest: Digest::of(c),
+        };
+        let sys_name = sys.join("s.h").display().to_string();
+        let rec = DepRecord::new(vec![file("src:a.cu", b"a"), file(&sys_name, b"s")], 1);
+        let (stored, set) = super::super::cache::split(&rec, Digest::of(b"id"));
+        cache.put_set(&set.unwrap()).unwrap();
+
+        let inputs = Inputs::new(&cache, names.clone());
+        let full = inputs.unchanged(&stored).expect("unchanged");
+        assert_eq!(full.source_digest(), rec.source_digest());
+
+        // A header of the shared set changes: the record no longer matches, and the
+        // comparison names that header.
+        std::fs::write(sys.join("s.h"), "S").unwrap();
+        let inputs = Inputs::new(&cache, names.clone());
+        assert!(inputs.unchanged(&stored).is_none());
+        match inputs.compare(&stored) {
+            Match::Changed { files, set_missing } => {
+                assert!(!set_missing);
+                assert_eq!(
+                    files.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+                    [sys_name.as_str()]
+                );
+            }
+            Match::Unchanged => panic!("a changed header matched"),
+        }
+        // Its set gone from the cache: no match either.
+        std::fs::write(sys.join("s.h"), "s").unwrap();
+        std::fs::remove_dir_all(cache.sets_dir()).unwrap();
+        let inputs = Inputs::new(&cache, names);
+        assert!(inputs.unchanged(&stored).is_none());
+        assert!(matches!(
+            inputs.compare(&stored),
+            Match::Changed {
+                set_missing: true,
+                ..
+            }
+        ));
+    }
+}
