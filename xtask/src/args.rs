@@ -114,13 +114,22 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
-    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
         "" => 0,
         "K" => 10,
         "M" => 20,
         "G" => 30,
         "T" => 40,
-        _ => return Err(format!("`{s}`: a size is a number of bytes, or ends in K, M, G or T")),
+        _ => {
+            return Err(format!(
+                "`{s}`: a size is a number of bytes, or ends in K, M, G or T"
+            ));
+        }
     };
     let n: f64 = num
         .parse()

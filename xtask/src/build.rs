@@ -32,11 +32,11 @@ use crate::process::{self, Interrupted};
 use crate::toolchain::{self, ToolchainOptions, ToolkitInfo};
 use crate::{files, outdir, paths};
 use cache::{Cache, DepRecord, LastBuild, StoredRecord};
+pub use evict::DEFAULT_MAX_SIZE;
 use evict::{Eviction, Protected};
+pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done};
-pub use evict::DEFAULT_MAX_SIZE;
-pub use explain::Change;
 pub use nvcc::HostCompiler;
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
 
@@ -469,7 +469,8 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 deps,
                 changes,
             } => {
-                let set = commit_compiled(&cache, &plan, job, key, records, &manifest, &blob, &deps)?;
+                let set =
+                    commit_compiled(&cache, &plan, job, key, records, &manifest, &blob, &deps)?;
                 added = true;
                 (manifest, blob, false, changes, set)
             }
@@ -739,11 +740,15 @@ fn cache_line(r: &BuildReport, explained: bool) -> String {
     );
     if !by_input.is_empty() {
         let kinds: Vec<String> = by_input.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        line += &format!(" ({}{})", kinds.join(", "), if misses > 0 && !explained {
+        line += &format!(
+            " ({}{})",
+            kinds.join(", "),
+            if misses > 0 && !explained {
                 "; --explain says which"
             } else {
                 ""
-            });
+            }
+        );
     }
     if let Some(ev) = r.eviction.filter(|e| e.entries > 0 || e.over()) {
         line += &format!(

@@ -39,10 +39,13 @@ impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         self.select.select_project()?;
-        let base = BuildOptions::from_select(&self.select, &CacheArgs {
+        let base = BuildOptions::from_select(
+            &self.select,
+            &CacheArgs {
                 cache_dir: None,
                 cache_max_size: None,
-            });
+            },
+        );
         let sources = build::spec::load(&base.spec, None)?.sources;
         let runs = [("a", "src"), ("b", "deeper/copy/of/the/src")];
         let mut reports = Vec::new();

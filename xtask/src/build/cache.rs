@@ -310,10 +310,7 @@ impl Cache {
     pub fn commit(&self, manifest: &Manifest, blob: &[u8]) -> Result<()> {
         let id = manifest.identity.digest();
         let dest = self.object_dir(&id);
-        if let Some(e) = self
-            .lookup(&manifest.identity)
-            .filter(|e| e.blob == blob)
-        {
+        if let Some(e) = self.lookup(&manifest.identity).filter(|e| e.blob == blob) {
             self.touch(&id, e.last_used);
             return Ok(());
         }

@@ -180,9 +180,8 @@ impl Cache {
     /// Drops records whose entry is gone (a file left without records goes), header sets
     /// no record refers to, and last-build notes of removed entries.
     fn prune_metadata(&self, remaining: &HashSet<Digest>, keep: &Protected) -> Result<()> {
-        let recent = |t: SystemTime| {
-            SystemTime::now().duration_since(t).unwrap_or_default() < TOUCH_AFTER
-        };
+        let recent =
+            |t: SystemTime| SystemTime::now().duration_since(t).unwrap_or_default() < TOUCH_AFTER;
         let mut sets: HashSet<Digest> = keep.sets.clone();
         for (path, _, _) in files_of(&self.deps_dir()) {
             let key = path
@@ -282,9 +281,7 @@ mod tests {
         assert_eq!(ev.entries, 0);
         assert!(ev.over());
         assert!(cache.has_object(&used) && cache.has_object(&fresh));
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("tmp"))
-            .unwrap()
-            .collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("tmp")).unwrap().collect();
         assert!(leftovers.is_empty(), "evicted entries left in tmp/");
     }
 }

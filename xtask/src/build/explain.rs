@@ -7,10 +7,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::Job;
 use super::cache::{DepFile, StoredRecord};
 use super::inputs::Match;
 use super::job::Ctx;
-use super::Job;
 
 /// One reason a job compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -398,7 +398,10 @@ mod tests {
             name: n.into(),
             digest: cuda_aot::Digest::of(b""),
         };
-        assert_eq!(file_change(&d("src:ntt.cu"), "src:ntt.cu").input(), "source");
+        assert_eq!(
+            file_change(&d("src:ntt.cu"), "src:ntt.cu").input(),
+            "source"
+        );
         assert_eq!(
             file_change(&d("src:goldilocks.cuh"), "src:ntt.cu").to_string(),
             "header `goldilocks.cuh` changed"

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// names another; tests that need a fresh one set it themselves.
 pub fn xtask() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    c.env_remove("CUDA_AOT_BUILD_CACHE");
+    c.env_remove("CUDA_AOT_BUILD_CACHE")
+        .env_remove("CUDA_AOT_CACHE_MAX_SIZE");
     if std::env::var_os("CUDA_AOT_TOOLKIT_DIR").is_none() {
         c.env("CUDA_AOT_TOOLKIT_DIR", repo().join(".cuda-aot/toolkit"));
     }
@@ -327,6 +328,37 @@ impl Run {
                 )
             })
             .collect()
+    }
+
+    /// Why `module target` compiled: (input, detail) of each change `--explain` names.
+    pub fn changed(&self, module: &str, target: &str) -> Vec<(String, String)> {
+        self.report()["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["module"] == module && m["target"] == target)
+            .unwrap_or_else(|| panic!("no {module} {target} in the report"))["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["input"].as_str().unwrap().to_string(),
+                    c["detail"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// The kinds of input `--explain` names for `module target`.
+    pub fn inputs(&self, module: &str, target: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .changed(module, target)
+            .into_iter()
+            .map(|c| c.0)
+            .collect();
+        v.dedup();
+        v
     }
 
     /// The blob digest of `module target`.
