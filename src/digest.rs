@@ -28,7 +28,19 @@ impl Digest {
 /// Checks bytes against the size and blake3 a signed document lists for them: size first,
 /// then the digest. The one such check of the workspace (verifier, publisher, signer).
 pub fn check_blob(what: &str, bytes: &[u8], size: u64, digest: &Digest) -> crate::Result<()> {
-    let got = bytes.len() as u64;
+    check_hashed(what, bytes.len() as u64, || Digest::of(bytes), size, digest)
+}
+
+/// [`check_blob`] for bytes hashed elsewhere (e.g. on another thread): `len` is their
+/// length, `hashed` gives their blake3 (only asked for once the size matched).
+pub fn check_hashed(
+    what: &str,
+    len: u64,
+    hashed: impl FnOnce() -> Digest,
+    size: u64,
+    digest: &Digest,
+) -> crate::Result<()> {
+    let got = len;
     if got != size {
         return Err(Error::SizeMismatch {
             what: what.into(),
@@ -37,7 +49,7 @@ pub fn check_blob(what: &str, bytes: &[u8], size: u64, digest: &Digest) -> crate
             at_least: got > size,
         });
     }
-    let actual = Digest::of(bytes);
+    let actual = hashed();
     if actual != *digest {
         return Err(Error::DigestMismatch {
             what: what.into(),

@@ -53,6 +53,7 @@ pub mod keys;
 pub mod limits;
 pub mod metadata;
 pub mod name;
+pub mod parallel;
 pub mod ptx;
 pub mod runtime;
 pub mod source;

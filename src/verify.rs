@@ -236,6 +236,28 @@ impl VerifiedIndex {
         Ok(())
     }
 
+    /// Step 6 for the entries at `picked`, like [`VerifiedIndex::verify_entries`], on
+    /// several threads when there are many ([`crate::parallel::threads_for`]): each
+    /// manifest file is read, hashed and parsed on its own. Recorded in the order of
+    /// `picked`; the first failure in that order is returned.
+    pub fn verify_entries_parallel(
+        &mut self,
+        src: &(dyn RegistrySource + Sync),
+        picked: &[usize],
+    ) -> Result<()> {
+        let verified = {
+            let entries: Vec<&IndexEntry> = picked
+                .iter()
+                .filter_map(|&i| self.index.entries.get(i))
+                .collect();
+            let threads = crate::parallel::threads_for(entries.len(), 0);
+            let this = &*self;
+            crate::parallel::try_map(&entries, threads, |e| this.verify_entry(src, e))?
+        };
+        self.manifests.extend(verified);
+        Ok(())
+    }
+
     /// Step 6 for one entry (see [`VerifiedIndex::verify_entries`]), without recording it.
     pub fn verify_entry(
         &self,

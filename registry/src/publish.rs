@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use cuda_aot::digest::check_blob;
+use cuda_aot::digest::check_hashed;
 use cuda_aot::envelope::Envelope;
 use cuda_aot::metadata::{
     BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, Promotion, Time, Timestamp,
@@ -97,20 +97,37 @@ impl SignedBuild {
         let statement = root
             .open::<BuildStatement>(&statement_file, limits.statement, "build statement")?
             .doc;
-        let mut by_digest: BTreeMap<Digest, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
-        for (m, b) in files {
-            by_digest.insert(Digest::of(&m), (m, b));
+        // Every manifest and blob hashed once, on several threads when the build is large.
+        let bytes = files
+            .iter()
+            .map(|(m, b)| (m.len() + b.len()) as u64)
+            .fold(0u64, u64::saturating_add);
+        let threads = cuda_aot::parallel::threads_for(files.len(), bytes);
+        let digests = cuda_aot::parallel::try_map(&files, threads, |(m, b)| {
+            Ok::<_, std::convert::Infallible>((Digest::of(m), Digest::of(b)))
+        })
+        .unwrap_or_else(|never| match never {});
+        let mut by_digest: BTreeMap<Digest, (Vec<u8>, Vec<u8>, Digest)> = BTreeMap::new();
+        for ((m, b), (md, bd)) in files.into_iter().zip(digests) {
+            by_digest.insert(md, (m, b, bd));
         }
         let mut modules = Vec::with_capacity(statement.manifests.len());
         for a in &statement.manifests {
             let what = format!("manifest of {} {}", a.module, a.sm);
-            let Some((manifest_file, blob)) = by_digest.remove(&a.manifest) else {
+            let Some((manifest_file, blob, blob_digest)) = by_digest.remove(&a.manifest) else {
                 return Err(Error::Core(cuda_aot::Error::Missing {
                     what,
                     path: format!("a manifest file with blake3 {}", a.manifest),
                 }));
             };
-            check_blob(&what, &manifest_file, a.manifest_size, &a.manifest)?;
+            // Found by its digest: the size is what remains to check.
+            check_hashed(
+                &what,
+                manifest_file.len() as u64,
+                || a.manifest,
+                a.manifest_size,
+                &a.manifest,
+            )?;
             let manifest: Manifest = cuda_aot::json::parse(&manifest_file, limits.manifest, &what)?;
             let id = &manifest.identity;
             if (&id.module, id.sm, id.kind) != (&a.module, a.sm, a.kind)
@@ -122,9 +139,10 @@ impl SignedBuild {
                     found: format!("{} {} {} {}", id.module, id.sm, id.kind, manifest.channel),
                 }));
             }
-            check_blob(
+            check_hashed(
                 &format!("{} blob", manifest.label()),
-                &blob,
+                blob.len() as u64,
+                || blob_digest,
                 manifest.size,
                 &manifest.module_digest,
             )

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Freshness, Options, VerifiedIndex, verify_index};
+use cuda_aot::verify::{Freshness, Options, VerifiedIndex, VerifiedManifest, verify_metadata};
 use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -98,8 +98,20 @@ pub fn verify_registry(
         opts.skew.as_secs()
     );
     let src = DirSource::new(registry);
-    let index = verify_index(&src, &anchor, seen, opts)?;
-    for m in index.manifests() {
+    // Steps 1-6: metadata, then every manifest (read and hashed on several threads when
+    // the index is long).
+    let mut index = verify_metadata(&src, &anchor, seen, opts)?;
+    let all: Vec<usize> = (0..index.index().entries.len()).collect();
+    index.verify_entries_parallel(&src, &all)?;
+    // Steps 7-8: every blob (size, blake3, content), on several threads when the bundle is
+    // large; the first failure in index order is reported.
+    let manifests: Vec<&VerifiedManifest> = index.manifests().iter().collect();
+    let bytes = manifests
+        .iter()
+        .map(|m| m.manifest().size)
+        .fold(0u64, u64::saturating_add);
+    let threads = cuda_aot::parallel::threads_for(manifests.len(), bytes);
+    cuda_aot::parallel::try_map(&manifests, threads, |m| {
         index.load_module(&src, m, &limits).map_err(|e| {
             let man = m.manifest();
             Subject {
@@ -108,8 +120,8 @@ pub fn verify_registry(
                 file: Some(registry.join(layout::blob(&man.module_digest))),
             }
             .attach(e.into())
-        })?;
-    }
+        })
+    })?;
     index.state().save(state_path)?;
     if let Some(old) = index.discarded_state() {
         eprintln!(

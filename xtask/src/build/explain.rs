@@ -289,10 +289,10 @@ impl Ctx<'_> {
         }
         out.extend(spec_changes_of(was, m, job.kind));
         // Files that changed since, as far as the last key's newest record tells.
-        if let Some(rec) = self.cache.records(&last.dep_key).first() {
-            if let Match::Changed { files, .. } = self.inputs.compare(rec) {
-                out.extend(files.iter().map(|f| file_change(f, &source)));
-            }
+        if let Some(rec) = self.cache.records(&last.dep_key).first()
+            && let Match::Changed { files, .. } = self.inputs.compare(rec)
+        {
+            out.extend(files.iter().map(|f| file_change(f, &source)));
         }
         if out.is_empty() {
             out.push(Change::NoRecord);

@@ -157,8 +157,11 @@ pub struct Inputs<'a> {
     pub names: Names,
     /// Content digests, shared by every job.
     pub digests: FileDigests,
-    sets: Mutex<HashMap<Digest, Arc<OnceLock<Option<Arc<CheckedSet>>>>>>,
+    sets: Mutex<HashMap<Digest, SetCell>>,
 }
+
+/// A set's check, done by the first job that needs it (the others wait for it).
+type SetCell = Arc<OnceLock<Option<Arc<CheckedSet>>>>;
 
 /// How a stored record compares with the disk.
 pub enum Match {
