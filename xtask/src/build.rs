@@ -504,6 +504,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         // The builder's statement covers the previous set of manifests: sign again.
         outdir::remove_statement(&opts.out)?;
     }
+    ctx.inputs.digests.save();
     cache.tidy();
     Ok(BuildReport {
         spec: plan.spec.path.clone(),

@@ -9,6 +9,7 @@
 //! deps/<dependency key hex>.json         up to MAX_RECORDS records, most recently used first
 //! sets/<set hex>.json                    toolkit and system headers, shared by many records
 //! last/<job hex>.json                    what the job's latest build was (for `--explain`)
+//! stat.json                              file digests by stat data (not re-read while unchanged)
 //! tmp/                                   staging (same file system, so commits are renames)
 //! ```
 //!
@@ -235,6 +236,11 @@ impl Cache {
 
     pub(super) fn last_dir(&self) -> PathBuf {
         self.root.join("last")
+    }
+
+    /// The remembered file digests (`stat.json`, see `inputs::FileDigests`).
+    pub(super) fn stat_path(&self) -> PathBuf {
+        self.root.join("stat.json")
     }
 
     fn dep_path(&self, key: &Digest) -> PathBuf {

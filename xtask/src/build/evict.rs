@@ -107,14 +107,15 @@ impl Cache {
             .collect()
     }
 
-    /// The cache's size in bytes: entries, records, header sets and last-build notes.
+    /// The cache's size in bytes: entries, records, header sets, last-build notes and
+    /// remembered digests.
     pub fn size(&self) -> u64 {
         let meta: u64 = [self.deps_dir(), self.sets_dir(), self.last_dir()]
             .iter()
             .flat_map(|d| files_of(d))
             .map(|f| f.1)
             .sum();
-        meta + self.objects().iter().map(|o| o.size).sum::<u64>()
+        meta + file_size(&self.stat_path()) + self.objects().iter().map(|o| o.size).sum::<u64>()
     }
 
     /// Removes an entry folder: renamed into `tmp/` first, so a reader sees the whole

@@ -3,7 +3,8 @@
 //! the files on disk (its shared header set checked once per build, not once per job).
 
 use cuda_aot::Digest;
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -105,24 +106,146 @@ pub fn normalise(p: &Path) -> PathBuf {
     out
 }
 
-/// Content digests of files, computed once per build and shared by every job.
+/// What `stat` says about a file: if all of it is unchanged, so is the content. The
+/// change time cannot be set from user space and moves on every write, rename or
+/// replacement, so a file restored with an old modification time still differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatKey {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl StatKey {
+    #[cfg(unix)]
+    fn of(m: &std::fs::Metadata) -> Option<StatKey> {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Some(StatKey {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+            ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn of(_: &std::fs::Metadata) -> Option<StatKey> {
+        None
+    }
+
+    /// Whether the file was last changed at least [`SETTLED_NS`] before `now_ns`: only
+    /// then is its digest remembered (a file written moments ago may change again within
+    /// the clock's resolution).
+    fn settled(&self, now_ns: i128) -> bool {
+        self.mtime_ns.max(self.ctime_ns) <= now_ns - SETTLED_NS
+    }
+}
+
+/// How old a file's last change must be for its digest to be remembered by its stat data.
+const SETTLED_NS: i128 = 2_000_000_000;
+const STAT_SCHEMA: &str = "cuda-aot/build-stat/v1";
+
+/// Remembered digests: `<cache>/stat.json`, absolute path -> (stat data, blake3).
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatFile {
+    schema: String,
+    files: BTreeMap<PathBuf, (StatKey, Digest)>,
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// Content digests of files, computed once per build and shared by every job. A file whose
+/// stat data (device, inode, size, modification and change time) is what it was when it was
+/// last hashed, as git's index and ccache's inode cache tell, is not read again: the
+/// toolkit's and the system's headers of a no-op build are only stat'ed.
 #[derive(Default)]
 pub struct FileDigests {
     memo: Mutex<HashMap<PathBuf, Option<Digest>>>,
+    known: BTreeMap<PathBuf, (StatKey, Digest)>,
+    fresh: Mutex<BTreeMap<PathBuf, (StatKey, Digest)>>,
+    store: Option<PathBuf>,
 }
 
 impl FileDigests {
+    /// Digests remembered in the stat file `store` (none if it is missing or unreadable).
+    pub fn with_store(store: PathBuf) -> Self {
+        let known = std::fs::read(&store)
+            .ok()
+            .and_then(|b| cuda_aot::json::parse::<StatFile>(&b, 16 << 20, "stat memo").ok())
+            .filter(|f| f.schema == STAT_SCHEMA)
+            .map(|f| f.files)
+            .unwrap_or_default();
+        FileDigests {
+            known,
+            store: Some(store),
+            ..FileDigests::default()
+        }
+    }
+
     /// blake3 of the file's content, or `None` when it cannot be read.
     pub fn get(&self, path: &Path) -> Option<Digest> {
         if let Some(d) = self.memo.lock().expect("digest memo").get(path) {
             return *d;
         }
-        let d = std::fs::read(path).ok().map(|b| Digest::of(&b));
+        let d = self.digest(path);
         self.memo
             .lock()
             .expect("digest memo")
             .insert(path.to_path_buf(), d);
         d
+    }
+
+    fn digest(&self, path: &Path) -> Option<Digest> {
+        let key = std::fs::metadata(path).ok().and_then(|m| StatKey::of(&m));
+        if let (Some(key), Some((k, d))) = (key, self.known.get(path))
+            && key == *k
+        {
+            self.fresh
+                .lock()
+                .expect("stat memo")
+                .insert(path.to_path_buf(), (key, *d));
+            return Some(*d);
+        }
+        let d = Digest::of(&std::fs::read(path).ok()?);
+        if let Some(key) = key.filter(|k| k.settled(now_ns())) {
+            self.fresh
+                .lock()
+                .expect("stat memo")
+                .insert(path.to_path_buf(), (key, d));
+        }
+        Some(d)
+    }
+
+    /// Saves what this build hashed or confirmed for the next build (best effort: without
+    /// it the next build reads the files again). Entries of files this build did not look
+    /// at are kept while the file still exists.
+    pub fn save(&self) {
+        let Some(store) = &self.store else { return };
+        let fresh = self.fresh.lock().expect("stat memo");
+        let mut files = fresh.clone();
+        for (p, e) in &self.known {
+            if !files.contains_key(p) && p.exists() {
+                files.insert(p.clone(), *e);
+            }
+        }
+        if files == self.known {
+            return;
+        }
+        let f = StatFile {
+            schema: STAT_SCHEMA.into(),
+            files,
+        };
+        let _ = crate::files::write(store, &cuda_aot::json::to_vec(&f));
     }
 
     /// The files of `files` whose content is no longer the recorded one (or that are gone).
@@ -177,12 +300,12 @@ pub enum Match {
 }
 
 impl<'a> Inputs<'a> {
-    /// Inputs of a build reading records from `cache`.
+    /// Inputs of a build reading records (and remembered digests) from `cache`.
     pub fn new(cache: &'a Cache, names: Names) -> Self {
         Inputs {
             cache,
             names,
-            digests: FileDigests::default(),
+            digests: FileDigests::with_store(cache.stat_path()),
             sets: Mutex::default(),
         }
     }
