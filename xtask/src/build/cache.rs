@@ -70,7 +70,12 @@ impl DepFile {
     /// A file of the project (the sources folder or an include folder of the spec), as
     /// opposed to the toolkit's and the host compiler's headers.
     pub fn is_project(&self) -> bool {
-        self.name.starts_with("src:") || self.name.starts_with("include:")
+        Self::name_is_project(&self.name)
+    }
+
+    /// Whether a stable name (see `inputs::Names`) names a file of the project.
+    pub fn name_is_project(name: &str) -> bool {
+        name.starts_with("src:") || name.starts_with("include:")
     }
 }
 

@@ -141,8 +141,8 @@ impl StatKey {
     /// Whether the file was last changed at least [`SETTLED_NS`] before `now_ns`: only
     /// then is its digest remembered (a file written moments ago may change again within
     /// the clock's resolution).
-    fn settled(&self, now_ns: i128) -> bool {
-        self.mtime_ns.max(self.ctime_ns) <= now_ns - SETTLED_NS
+    fn settled(&self, now_ns: i128, settle_ns: i128) -> bool {
+        self.mtime_ns.max(self.ctime_ns) <= now_ns - settle_ns
     }
 }
 
@@ -164,16 +164,17 @@ fn now_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
-/// Content digests of files, computed once per build and shared by every job. A file whose
-/// stat data (device, inode, size, modification and change time) is what it was when it was
-/// last hashed, as git's index and ccache's inode cache tell, is not read again: the
-/// toolkit's and the system's headers of a no-op build are only stat'ed.
+/// Content digests of files, computed once per build and shared by every job. A toolkit or
+/// system header whose stat data (device, inode, size, modification and change time) is
+/// what it was when it was last hashed, as git's index and ccache's inode cache tell, is not
+/// read again: a no-op build only stats them.
 #[derive(Default)]
 pub struct FileDigests {
     memo: Mutex<HashMap<PathBuf, Option<Digest>>>,
     known: BTreeMap<PathBuf, (StatKey, Digest)>,
     fresh: Mutex<BTreeMap<PathBuf, (StatKey, Digest)>>,
     store: Option<PathBuf>,
+    settle_ns: i128,
 }
 
 impl FileDigests {
@@ -188,16 +189,23 @@ impl FileDigests {
         FileDigests {
             known,
             store: Some(store),
+            settle_ns: SETTLED_NS,
             ..FileDigests::default()
         }
     }
 
-    /// blake3 of the file's content, or `None` when it cannot be read.
-    pub fn get(&self, path: &Path) -> Option<Digest> {
+    /// blake3 of the file's content, or `None` when it cannot be read. `remember`: look
+    /// it up and keep it by stat data (the toolkit's and the system's headers; the
+    /// project's own files, few and often edited, are always read).
+    pub fn get(&self, path: &Path, remember: bool) -> Option<Digest> {
         if let Some(d) = self.memo.lock().expect("digest memo").get(path) {
             return *d;
         }
-        let d = self.digest(path);
+        let d = if remember {
+            self.digest(path)
+        } else {
+            std::fs::read(path).ok().map(|b| Digest::of(&b))
+        };
         self.memo
             .lock()
             .expect("digest memo")
@@ -217,7 +225,7 @@ impl FileDigests {
             return Some(*d);
         }
         let d = Digest::of(&std::fs::read(path).ok()?);
-        if let Some(key) = key.filter(|k| k.settled(now_ns())) {
+        if let Some(key) = key.filter(|k| k.settled(now_ns(), self.settle_ns)) {
             self.fresh
                 .lock()
                 .expect("stat memo")
@@ -252,7 +260,7 @@ impl FileDigests {
     pub fn changed<'a>(&self, names: &Names, files: &'a [DepFile]) -> Vec<&'a DepFile> {
         files
             .iter()
-            .filter(|f| self.get(&names.resolve(&f.name)) != Some(f.digest))
+            .filter(|f| self.get(&names.resolve(&f.name), !f.is_project()) != Some(f.digest))
             .collect()
     }
 
@@ -260,7 +268,7 @@ impl FileDigests {
     pub fn all_match(&self, names: &Names, files: &[DepFile]) -> bool {
         files
             .iter()
-            .all(|f| self.get(&names.resolve(&f.name)) == Some(f.digest))
+            .all(|f| self.get(&names.resolve(&f.name), !f.is_project()) == Some(f.digest))
     }
 }
 
@@ -434,6 +442,47 @@ mod tests {
             other.name(Path::new("/b/kernels/cuda/ntt.cu")),
             "src:ntt.cu"
         );
+    }
+
+    #[test]
+    fn remembered_digests_hold_while_the_stat_data_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("stat.json");
+        let h = dir.path().join("h.h");
+        std::fs::write(&h, "one").unwrap();
+        let settled = |store: &Path| FileDigests {
+            settle_ns: 0,
+            ..FileDigests::with_store(store.to_path_buf())
+        };
+        let first = settled(&store);
+        assert_eq!(first.get(&h, true), Some(Digest::of(b"one")));
+        first.save();
+        // Unchanged stat data: the remembered digest is used, the file is not read (a
+        // digest planted in the memo shows through).
+        let text = std::fs::read_to_string(&store)
+            .unwrap()
+            .replace(&Digest::of(b"one").hex(), &Digest::of(b"planted").hex());
+        std::fs::write(&store, text).unwrap();
+        assert_eq!(settled(&store).get(&h, true), Some(Digest::of(b"planted")));
+        // Not remembered for the project's files.
+        assert_eq!(settled(&store).get(&h, false), Some(Digest::of(b"one")));
+        // Same size, the old modification time put back: the change time moved, so the
+        // file is read again.
+        let mtime = std::fs::metadata(&h).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&h, "two").unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&h)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(settled(&store).get(&h, true), Some(Digest::of(b"two")));
+        // A file changed moments ago is not remembered with the default settling time.
+        let fresh = FileDigests::with_store(dir.path().join("other.json"));
+        fresh.get(&h, true);
+        fresh.save();
+        assert!(!dir.path().join("other.json").exists());
     }
 
     #[test]

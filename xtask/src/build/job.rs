@@ -173,16 +173,15 @@ impl Ctx<'_> {
                     "rerun the build once the file is saved (if its timestamp lies in the future, `touch` it)",
                 ));
             }
-            let digest = self.inputs.digests.get(&abs).with_context(|| {
+            let name = self.inputs.names.name(&abs);
+            let remember = !DepFile::name_is_project(&name);
+            let digest = self.inputs.digests.get(&abs, remember).with_context(|| {
                 format!(
                     "{label}: reading {}, a dependency nvcc reported",
                     abs.display()
                 )
             })?;
-            files.push(DepFile {
-                name: self.inputs.names.name(&abs),
-                digest,
-            });
+            files.push(DepFile { name, digest });
         }
         let deps = DepRecord::new(files, compile_ms);
         let identity = self.identity(job, deps.source_digest())?;
