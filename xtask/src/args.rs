@@ -1,7 +1,7 @@
 //! Command-line arguments shared by several tasks, spelled and documented once: the
 //! registry and trust root, the toolkit choice, the build selection (spec, modules,
 //! targets, jobs, cache), the channel and the message format. Value names are the same
-//! everywhere: `DIR` for folders, `FILE` for files, `N` for counts.
+//! everywhere: `DIR` for folders, `FILE` for files, `N` for counts, `SIZE` for byte sizes.
 
 use anyhow::Result;
 use cuda_aot::{Channel, ModuleName, Target};

@@ -11,13 +11,17 @@ use anyhow::{Context, Result, bail};
 use cuda_aot_registry::PublishOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use crate::args::{ToolkitArgs, ToolkitChoice};
 use crate::build::{self, BuildOptions, BuildReport};
 use crate::files::copy_tree;
 use crate::toolchain::ToolchainOptions;
 use crate::{devkeys, paths, publish, sign};
+
+mod report;
+
+use report::{Figures, Header, Load, Scale, Stats};
 
 /// The aims the figures are held against (issue 12).
 const AIM_NOOP_PCT: f64 = 1.0;
@@ -75,118 +79,27 @@ pub struct Args {
     toolkit: ToolkitArgs,
 }
 
-/// min / median / max of several timings.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Stats {
-    min: Duration,
-    median: Duration,
-    max: Duration,
-    n: usize,
-}
-
-impl Stats {
-    fn of(mut v: Vec<Duration>) -> Stats {
-        assert!(!v.is_empty(), "at least one timing");
-        v.sort();
-        Stats {
-            min: v[0],
-            median: v[v.len() / 2],
-            max: v[v.len() - 1],
-            n: v.len(),
+impl Args {
+    /// The options of this run that differ from the defaults, as typed.
+    fn command_args(&self) -> String {
+        let mut args = String::new();
+        if self.repeat != 3 {
+            args += &format!(" --repeat {}", self.repeat);
         }
-    }
-
-    fn show(&self) -> String {
-        if self.n == 1 {
-            return ms(self.median);
+        if self.noop_runs != 7 {
+            args += &format!(" --noop-runs {}", self.noop_runs);
         }
-        format!(
-            "{} (min {}, max {}; {} runs)",
-            ms(self.median),
-            ms(self.min),
-            ms(self.max),
-            self.n
-        )
-    }
-
-    fn short(&self) -> String {
-        if self.n == 1 {
-            return ms(self.median);
+        if let Some(j) = self.jobs {
+            args += &format!(" -j {j}");
         }
-        format!("{} / {} / {}", ms(self.min), ms(self.median), ms(self.max))
-    }
-}
-
-/// The 1-minute load average, sampled before each timed step.
-#[derive(Default)]
-struct Load {
-    samples: Vec<f64>,
-}
-
-impl Load {
-    fn sample(&mut self) {
-        if let Some(l) = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse().ok())
-        {
-            self.samples.push(l);
+        if self.skip_serial {
+            args += " --skip-serial";
         }
-    }
-
-    fn show(&self) -> String {
-        if self.samples.is_empty() {
-            return "unknown".into();
+        if self.skip_scale {
+            args += " --skip-scale";
         }
-        let min = self.samples.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = self.samples.iter().copied().fold(0.0, f64::max);
-        let mut v = self.samples.clone();
-        v.sort_by(f64::total_cmp);
-        format!("{min:.2} / {:.2} / {max:.2}", v[v.len() / 2])
+        args
     }
-}
-
-struct Header {
-    name: String,
-    nvcc: usize,
-    wall: Duration,
-    revert_nvcc: usize,
-    revert_wall: Duration,
-}
-
-struct Scale {
-    modules: usize,
-    targets: usize,
-    jobs: usize,
-    full: Duration,
-    full_nvcc: usize,
-    noop_process: Stats,
-    noop_cargo: Option<Stats>,
-    verify_small: Stats,
-    verify_large: Stats,
-    entries_small: usize,
-    entries_large: usize,
-}
-
-impl Scale {
-    fn verify_ratio(&self) -> f64 {
-        ratio(self.verify_large.median, self.verify_small.median)
-    }
-}
-
-/// Everything one run measured.
-struct Figures {
-    jobs: usize,
-    blobs: usize,
-    full: Stats,
-    full_nvcc: usize,
-    full_via: &'static str,
-    noop: Stats,
-    noop_process: Stats,
-    noop_cargo: Option<Stats>,
-    header: Option<Header>,
-    serial: Option<Stats>,
-    scale: Option<Scale>,
-    load: Load,
 }
 
 /// How a build is started.
@@ -351,7 +264,7 @@ impl Args {
                 .doc
                 .clone()
                 .unwrap_or_else(|| paths::repo_root().join("docs/build-bench.md"));
-            write_doc(&doc, &f, &table, &plan, &self)?;
+            report::write_doc(&doc, &f, &table, &plan, &self.command_args())?;
             println!("wrote {}", doc.display());
         }
         Ok(())
@@ -681,357 +594,9 @@ fn most_included_header(src: &Path) -> Result<Option<String>> {
         .max_by_key(|h| (count(h), std::cmp::Reverse(h.clone()))))
 }
 
-fn ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms >= 1000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else {
-        format!("{ms:.1} ms")
-    }
-}
-
-fn pct(part: Duration, whole: Duration) -> f64 {
-    100.0 * part.as_secs_f64() / whole.as_secs_f64()
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn aim(met: bool) -> &'static str {
-    if met { "met" } else { "NOT met" }
-}
-
-impl Figures {
-    fn efficiency(&self) -> Option<f64> {
-        self.serial
-            .map(|s| ratio(s.median, self.full.median) / self.jobs as f64)
-    }
-
-    fn noop_cargo_pct(&self) -> Option<f64> {
-        self.noop_cargo.map(|n| pct(n.median, self.full.median))
-    }
-
-    fn table(&self) -> String {
-        let mut rows = vec![
-            (
-                format!(
-                    "full release build, cold cache, -j{}, through {} (median, min, max)",
-                    self.jobs, self.full_via
-                ),
-                format!(
-                    "{} ({} blobs, {} nvcc runs)",
-                    self.full.show(),
-                    self.blobs,
-                    self.full_nvcc
-                ),
-            ),
-            (
-                "no-op rebuild, in process".into(),
-                format!(
-                    "{} = {:.2} % of the full build (0 nvcc runs)",
-                    self.noop.show(),
-                    pct(self.noop.median, self.full.median)
-                ),
-            ),
-            (
-                "no-op rebuild, `xtask build` process".into(),
-                format!(
-                    "{} = {:.2} % of the full build",
-                    self.noop_process.show(),
-                    pct(self.noop_process.median, self.full.median)
-                ),
-            ),
-        ];
-        if let (Some(n), Some(p)) = (self.noop_cargo, self.noop_cargo_pct()) {
-            rows.push((
-                "no-op rebuild, through `cargo xtask build`".into(),
-                format!(
-                    "{} = **{p:.2} %** of the full build (aim ≤ {AIM_NOOP_PCT} %: {})",
-                    n.show(),
-                    aim(p <= AIM_NOOP_PCT)
-                ),
-            ));
-        }
-        if let Some(h) = &self.header {
-            rows.push((
-                format!("rebuild after changing `{}`", h.name),
-                format!(
-                    "{} ({} of {} blobs recompiled)",
-                    ms(h.wall),
-                    h.nvcc,
-                    self.blobs
-                ),
-            ));
-            rows.push((
-                format!("rebuild after reverting `{}`", h.name),
-                format!(
-                    "{} (**{} nvcc runs**, aim 0: {})",
-                    ms(h.revert_wall),
-                    h.revert_nvcc,
-                    aim(h.revert_nvcc == 0)
-                ),
-            ));
-        }
-        if let Some(s) = self.serial {
-            rows.push((
-                "full release build, cold cache, -j1 (median, min, max)".into(),
-                s.show(),
-            ));
-            rows.push((
-                format!(
-                    "parallel efficiency time(-j1) / ({} × time(-j{})), medians",
-                    self.jobs, self.jobs
-                ),
-                format!("{:.2}", self.efficiency().unwrap_or(0.0)),
-            ));
-        }
-        if let Some(s) = &self.scale {
-            rows.push((
-                format!(
-                    "scaling: {} modules × {} targets, full build, cold cache, -j{} (in process)",
-                    s.modules, s.targets, self.jobs
-                ),
-                format!(
-                    "{} ({} blobs, {} nvcc runs)",
-                    ms(s.full),
-                    s.jobs,
-                    s.full_nvcc
-                ),
-            ));
-            rows.push((
-                "scaling: no-op rebuild, `xtask build` process".into(),
-                format!(
-                    "{} = {:.2} % of its full build",
-                    s.noop_process.show(),
-                    pct(s.noop_process.median, s.full)
-                ),
-            ));
-            if let Some(n) = s.noop_cargo {
-                rows.push((
-                    "scaling: no-op rebuild, through `cargo xtask build`".into(),
-                    format!(
-                        "{} = {:.2} % of its full build",
-                        n.show(),
-                        pct(n.median, s.full)
-                    ),
-                ));
-            }
-            rows.push((
-                format!(
-                    "`xtask verify`, {} entries (the release set)",
-                    s.entries_small
-                ),
-                s.verify_small.show(),
-            ));
-            rows.push((
-                format!("`xtask verify`, {} entries", s.entries_large),
-                format!(
-                    "{} = **{:.2} ×** the {}-entry verify (aim ≤ {AIM_VERIFY_RATIO} ×: {})",
-                    s.verify_large.show(),
-                    s.verify_ratio(),
-                    s.entries_small,
-                    aim(s.verify_ratio() <= AIM_VERIFY_RATIO)
-                ),
-            ));
-        }
-        rows.push((
-            "machine load, 1-minute average before each timed step (min / median / max)".into(),
-            self.load.show(),
-        ));
-        let mut out = String::from("| measurement | result |\n|---|---|\n");
-        for (k, v) in rows {
-            out.push_str(&format!("| {k} | {v} |\n"));
-        }
-        out
-    }
-
-    /// The history row of this run.
-    fn history_row(&self, date: &str, machine: &str, profile: &str) -> String {
-        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-        format!(
-            "| {date} | {machine} | {} | {profile} | -j{} | {} | {} | {} | {} | {} | {} | {} |",
-            self.load.show(),
-            self.jobs,
-            self.full.short(),
-            opt(self
-                .noop_cargo
-                .zip(self.noop_cargo_pct())
-                .map(|(n, p)| format!("{} ({p:.2} %)", ms(n.median)))),
-            opt(self.header.as_ref().map(|h| h.revert_nvcc.to_string())),
-            opt(self.serial.map(|s| s.short())),
-            opt(self.efficiency().map(|e| format!("{e:.2}"))),
-            opt(self.scale.as_ref().map(|s| format!(
-                "{} / {}",
-                ms(s.full),
-                ms(s.noop_process.median)
-            ))),
-            opt(self
-                .scale
-                .as_ref()
-                .map(|s| format!("{:.2} ×", s.verify_ratio()))),
-        )
-    }
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-const HISTORY: &str = "## History";
-const EARLIER: &str = "### Earlier runs (previous format)";
-const HISTORY_HEADER: &str = "| date | machine | load (1 min: min / median / max) | xtask build | jobs | full build (min / median / max) | no-op through cargo (ratio) | revert: nvcc runs | full -j1 (min / median / max) | efficiency | 30×8: full / no-op | verify 240 ÷ 24 |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
-const EARLIER_HEADER: &str = "| date | machine | xtask build | jobs | full build | no-op in process (ratio) | full -j1 | efficiency |\n|---|---|---|---|---|---|---|---|";
-
-/// The history rows of an earlier document: (rows of this format, rows of the previous
-/// one). A row is kept in the table whose number of cells it has.
-fn history_rows(old: &str) -> (Vec<String>, Vec<String>) {
-    let cells = |h: &str| h.lines().next().map_or(0, |l| l.matches('|').count());
-    let (now, earlier) = (cells(HISTORY_HEADER), cells(EARLIER_HEADER));
-    let mut rows = (Vec::new(), Vec::new());
-    let Some((_, tail)) = old.split_once(HISTORY) else {
-        return rows;
-    };
-    for l in tail.lines() {
-        let is_row = l.starts_with("| 1") || l.starts_with("| 2");
-        if !is_row {
-            continue;
-        }
-        let n = l.matches('|').count();
-        if n == now {
-            rows.0.push(l.to_string());
-        } else if n == earlier {
-            rows.1.push(l.to_string());
-        }
-    }
-    rows
-}
-
-/// Writes the document: the latest figures in full, and one history row per run (rows of
-/// earlier runs are kept).
-fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan, a: &Args) -> Result<()> {
-    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = cpu_model();
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let (mut history, earlier) = std::fs::read_to_string(path)
-        .map(|old| history_rows(&old))
-        .unwrap_or_default();
-    let short_cpu = cpu.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-    history.push(f.history_row(&date, &format!("{cores} × {short_cpu}"), profile));
-    let mut args = String::new();
-    if a.repeat != 3 {
-        args += &format!(" --repeat {}", a.repeat);
-    }
-    if a.noop_runs != 7 {
-        args += &format!(" --noop-runs {}", a.noop_runs);
-    }
-    if let Some(j) = a.jobs {
-        args += &format!(" -j {j}");
-    }
-    if a.skip_serial {
-        args += " --skip-serial";
-    }
-    if a.skip_scale {
-        args += " --skip-scale";
-    }
-    let tk = &plan.toolkit.identity;
-    let earlier = if earlier.is_empty() {
-        String::new()
-    } else {
-        format!("\n\n{EARLIER}\n\n{EARLIER_HEADER}\n{}", earlier.join("\n"))
-    };
-    let doc = format!(
-        "# Build benchmark\n\n\
-         Written by `cargo xtask bench`; rerun it to refresh (the history table keeps one row \
-         per run). Each build runs in temporary folders with its own cache and output. Timed \
-         steps repeat (full builds `--repeat` times, no-op builds and verifies `--noop-runs` \
-         times) and are given as median with min and max; every ratio divides two figures of \
-         the same run. The 1-minute load average is sampled before each timed step: on a \
-         shared machine, read the figures with it. Aims (issue 12): a no-op `cargo xtask \
-         build` within {AIM_NOOP_PCT} % of a full build, a revert after a header edit runs \
-         no nvcc, `verify` of 240 entries within {AIM_VERIFY_RATIO} × that of 24. This is a \
-         measurement of one machine, not a test.\n\n\
-         ## Latest run\n\n\
-         - date: {date}\n\
-         - machine: {cores} cores available, CPU {cpu}, {os} {arch}\n\
-         - command: `cargo xtask bench{args}` (xtask {profile} build)\n\
-         - toolkit: nvcc {nvcc} ({source}, {digest}); host compiler: {host}\n\
-         - release set: {modules} modules, {blobs} blobs ({spec})\n\n\
-         {table}\n\
-         How to read it: the full build runs one nvcc per (module, target) on -jN workers; a \
-         no-op rebuild runs no nvcc at all (a dependency record proves every source and header \
-         unchanged, the cache entry is checked and the output already holds the bytes); \
-         changing a header that several modules include recompiles exactly those modules, and \
-         putting it back finds the earlier record and entry again (several records per job, \
-         as ccache's direct mode keeps them). Through cargo, a no-op also pays cargo's own \
-         check of the workspace (tens of milliseconds, most of it resolving the lock file), \
-         which is most of that row. `verify` checks a constant number of signatures (one build \
-         statement, not one per entry) and hashes the blobs on several threads once the bundle \
-         is large, so its cost grows slower than the number of entries. Each nvcc job is its \
-         own process chain (host preprocessor, cicc, ptxas), so jobs scale with the cores; \
-         what keeps efficiency below 1 is the tail of the queue, where workers idle beside the \
-         last jobs (longest-first ordering keeps that tail short), and other load on the \
-         machine.\n\n\
-         {HISTORY}\n\n\
-         {HISTORY_HEADER}\n\
-         {rows}{earlier}\n",
-        os = std::env::consts::OS,
-        arch = std::env::consts::ARCH,
-        nvcc = tk.nvcc,
-        source = tk.source,
-        digest = tk.digest.short(),
-        host = plan.host.version,
-        modules = plan.spec.modules.len(),
-        blobs = f.blobs,
-        spec = plan
-            .spec
-            .path
-            .strip_prefix(paths::repo_root())
-            .unwrap_or(&plan.spec.path)
-            .display(),
-        rows = history.join("\n"),
-    );
-    crate::files::write(path, doc.as_bytes())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stats_are_min_median_max() {
-        let d = |ms: u64| Duration::from_millis(ms);
-        let s = Stats::of(vec![d(30), d(10), d(20), d(50), d(40)]);
-        assert_eq!((s.min, s.median, s.max, s.n), (d(10), d(30), d(50), 5));
-        assert_eq!(s.short(), "10.0 ms / 30.0 ms / 50.0 ms");
-        assert_eq!(Stats::of(vec![d(1500)]).show(), "1.50 s");
-    }
-
-    #[test]
-    fn history_keeps_rows_of_both_formats_apart() {
-        let old = format!(
-            "# x\n\n{HISTORY}\n\n{HISTORY_HEADER}\n| 2027-01-01T00:00:00Z | a | b | c | d | e | f | g | h | i | j | k |\n\n{EARLIER}\n\n{EARLIER_HEADER}\n\
-             | 2026-11-29T19:52:04Z | 2 × AMD EPYC | debug | -j2 | 5.28 s | 30.7 ms (0.58 %) | 10.53 s | 1.00 |\n"
-        );
-        let (now, earlier) = history_rows(&old);
-        assert_eq!(now.len(), 1);
-        assert!(now[0].starts_with("| 2027"));
-        assert_eq!(earlier.len(), 1);
-        assert!(earlier[0].contains("5.28 s"));
-    }
 
     #[test]
     fn the_scale_spec_has_thirty_modules_with_the_release_targets() {
