@@ -3,7 +3,10 @@
 //! PTX) with unsigned manifests. A failed build writes nothing: not to the output folder,
 //! not to the cache.
 //!
-//! The library-ish entry points for other tasks are [`run_build`] and [`plan`].
+//! The library-ish entry points for other tasks are [`run_build`] and [`plan`]. Submodules:
+//! `spec` (the release spec), `job` (one job: cache hit or nvcc), `nvcc`, `kernels` (entry
+//! points), `cache` (entries and dependency records), `inputs` (file names and digests),
+//! `explain` (why a job compiled), `evict` (the size bound), `report` (what is printed).
 
 mod cache;
 mod evict;
@@ -12,14 +15,14 @@ mod inputs;
 mod job;
 mod kernels;
 mod nvcc;
+mod report;
 pub mod spec;
 
 use anyhow::Result;
-use cuda_aot::{Channel, Digest, Kind, Manifest, ModuleName, Target};
-use serde::Serialize;
+use cuda_aot::{Channel, Digest, Manifest, ModuleName, Target};
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -38,6 +41,8 @@ pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done};
 pub use nvcc::HostCompiler;
+pub use report::JsonReport;
+use report::{emit_json, emit_plan, print_plan, print_report};
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
 
 /// Compile every module for every target SM into cubins and unsigned manifests.
@@ -328,11 +333,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let n = plan.jobs.len();
     // Each job's dependency records (read on the workers: parsing them is much of the work
     // of a no-op rebuild).
-    let keyed: Vec<(Digest, Vec<StoredRecord>)> = par_map(&plan.jobs, opts.jobs, |j| {
-        let k = ctx.dep_key(j);
-        let recs = cache.records(&k);
-        (k, recs)
-    });
+    let keyed: Vec<(Digest, Vec<StoredRecord>)> =
+        cuda_aot::parallel::try_map(&plan.jobs, opts.jobs, |j| {
+            let k = ctx.dep_key(j);
+            let recs = cache.records(&k);
+            Ok::<_, std::convert::Infallible>((k, recs))
+        })
+        .unwrap_or_else(|never| match never {});
     // Longest first (unknown counts as longest): the last job to start is a short one.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| Reverse(keyed[i].1.first().map_or(u64::MAX, |r| r.compile_ms)));
@@ -588,273 +595,4 @@ fn keep_finished(
         paths::shown(cache.root())
     );
     anyhow::Error::new(interrupt)
-}
-
-/// `f` over `items` on up to `threads` threads, results in item order.
-fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let slots: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, items.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(item) = items.get(i) else { break };
-                    *slots[i].lock().expect("slot") = Some(f(item));
-                }
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|m| m.into_inner().expect("slot").expect("every item ran"))
-        .collect()
-}
-
-/// Prints the `build-plan` JSON message of `--dry-run`.
-fn emit_plan(plan: &Plan) {
-    let jobs: Vec<serde_json::Value> = plan
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = &plan.spec.modules[j.module];
-            serde_json::json!({
-                "module": m.name,
-                "target": j.target,
-                "kind": j.kind,
-                "source": plan.spec.sources.join(&m.source),
-                "flags": j.flags,
-            })
-        })
-        .collect();
-    message::emit(
-        "build-plan",
-        serde_json::json!({
-            "spec": plan.spec.path,
-            "toolkit": plan.toolkit.identity,
-            "host_toolchain": plan.host.version,
-            "jobs": jobs,
-        }),
-    );
-}
-
-fn print_plan(plan: &Plan) {
-    let targets: Vec<String> = plan.spec.targets.iter().map(Target::to_string).collect();
-    println!(
-        "{}: {} modules, default targets {}",
-        plan.spec.path.display(),
-        plan.spec.modules.len(),
-        targets.join(" ")
-    );
-    println!(
-        "{} jobs; nvcc {} ({}), host compiler: {}",
-        plan.jobs.len(),
-        plan.toolkit.identity.nvcc,
-        plan.toolkit.identity.source,
-        plan.host.version
-    );
-    for j in &plan.jobs {
-        let m = &plan.spec.modules[j.module];
-        println!(
-            "{:<12} {:<11} {:<5} {}  {}",
-            m.name.as_str(),
-            j.target.to_string(),
-            j.kind.to_string(),
-            m.source,
-            j.flags.join(" ")
-        );
-    }
-}
-
-fn print_report(r: &BuildReport, explain: bool) {
-    println!(
-        "{:<12} {:<11} {:<5} {:>8}  {:<14} result",
-        "module", "target", "kind", "bytes", "digest"
-    );
-    for b in &r.modules {
-        let id = &b.manifest.identity;
-        let kind = match id.kind {
-            Kind::Cubin => "cubin".to_string(),
-            Kind::Ptx => "ptx (compatibility mode)".to_string(),
-        };
-        println!(
-            "{:<12} {:<11} {:<5} {:>8}  {:<14} {}",
-            id.module.as_str(),
-            id.sm.to_string(),
-            kind,
-            b.manifest.size,
-            b.manifest.module_digest.short(),
-            if b.cached { "cached" } else { "built" }
-        );
-    }
-    if explain {
-        let compiled: Vec<&BuiltModule> = r.modules.iter().filter(|b| !b.cached).collect();
-        if compiled.is_empty() {
-            println!("explain: every job was a cache hit; nvcc did not run");
-        }
-        for b in compiled {
-            let id = &b.manifest.identity;
-            println!(
-                "explain: {} {} ({}): {}",
-                id.module,
-                id.sm,
-                id.kind,
-                explain::summary(&b.changes)
-            );
-        }
-    }
-    let cached = r.modules.iter().filter(|b| b.cached).count();
-    println!(
-        "{} blobs: {} compiled ({} nvcc runs), {} from cache, in {:.2} s; nvcc {} ({}); output {}",
-        r.modules.len(),
-        r.modules.len() - cached,
-        r.nvcc_runs,
-        cached,
-        r.wall.as_secs_f64(),
-        r.toolkit.nvcc,
-        r.toolkit.source,
-        r.out.display()
-    );
-    println!("{}", cache_line(r, explain));
-    if !r.removed.is_empty() {
-        println!(
-            "removed {} stale file(s) of earlier builds",
-            r.removed.len()
-        );
-    }
-}
-
-/// `cache: 8 hits, 16 misses (header 16)`, and the bound when it removed entries.
-fn cache_line(r: &BuildReport, explained: bool) -> String {
-    let hits = r.modules.iter().filter(|b| b.cached).count();
-    let misses = r.modules.len() - hits;
-    let by_input = explain::count_by_input(
-        r.modules
-            .iter()
-            .filter(|b| !b.cached)
-            .map(|b| b.changes.as_slice()),
-    );
-    let mut line = format!(
-        "cache: {hits} hit{}, {misses} miss{}",
-        if hits == 1 { "" } else { "s" },
-        if misses == 1 { "" } else { "es" }
-    );
-    if !by_input.is_empty() {
-        let kinds: Vec<String> = by_input.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        line += &format!(
-            " ({}{})",
-            kinds.join(", "),
-            if misses > 0 && !explained {
-                "; --explain says which"
-            } else {
-                ""
-            }
-        );
-    }
-    if let Some(ev) = r.eviction.filter(|e| e.entries > 0 || e.over()) {
-        line += &format!(
-            "; bound {}: removed {} least recently used entr{} ({} -> {})",
-            mib(ev.max),
-            ev.entries,
-            if ev.entries == 1 { "y" } else { "ies" },
-            mib(ev.before),
-            mib(ev.after)
-        );
-        if ev.over() {
-            line += &format!(
-                "; still over it: this build alone needs more (raise --cache-max-size above {})",
-                mib(ev.after)
-            );
-        }
-    }
-    line
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
-}
-
-/// Prints the `build-finished` JSON message.
-fn emit_json(r: &BuildReport) {
-    message::emit(
-        "build-finished",
-        serde_json::to_value(JsonReport::of(r)).expect("serialisable"),
-    );
-}
-
-/// The build summary of docs/json.md: the `build-finished` message (and the
-/// `--report-json` document; `release --json` carries it as its `build` field).
-#[derive(Serialize)]
-pub struct JsonReport<'a> {
-    spec: &'a Path,
-    out: &'a Path,
-    toolkit: &'a cuda_aot::Toolkit,
-    nvcc_runs: usize,
-    compiled: usize,
-    cached: usize,
-    cache_hits: usize,
-    cache_misses: usize,
-    misses_by_input: std::collections::BTreeMap<&'static str, usize>,
-    cache_bytes: Option<u64>,
-    evicted: usize,
-    wall_ms: u128,
-    removed: &'a [PathBuf],
-    modules: Vec<JsonModule<'a>>,
-}
-
-#[derive(Serialize)]
-struct JsonModule<'a> {
-    module: &'a ModuleName,
-    target: Target,
-    kind: Kind,
-    cached: bool,
-    changed: Vec<explain::JsonChange>,
-    blob: &'a Path,
-    manifest_path: &'a Path,
-    identity_digest: Digest,
-    module_digest: Digest,
-    size: u64,
-}
-
-impl<'a> JsonReport<'a> {
-    /// The summary of `r`.
-    pub fn of(r: &'a BuildReport) -> Self {
-        let cached = r.modules.iter().filter(|b| b.cached).count();
-        JsonReport {
-            spec: &r.spec,
-            out: &r.out,
-            toolkit: &r.toolkit,
-            nvcc_runs: r.nvcc_runs,
-            compiled: r.modules.len() - cached,
-            cached,
-            cache_hits: cached,
-            cache_misses: r.modules.len() - cached,
-            misses_by_input: explain::count_by_input(
-                r.modules
-                    .iter()
-                    .filter(|b| !b.cached)
-                    .map(|b| b.changes.as_slice()),
-            ),
-            cache_bytes: r.eviction.map(|e| e.after),
-            evicted: r.eviction.map_or(0, |e| e.entries),
-            wall_ms: r.wall.as_millis(),
-            removed: &r.removed,
-            modules: r
-                .modules
-                .iter()
-                .map(|b| JsonModule {
-                    module: &b.manifest.identity.module,
-                    target: b.manifest.identity.sm,
-                    kind: b.manifest.identity.kind,
-                    cached: b.cached,
-                    changed: b.changes.iter().map(explain::JsonChange::from).collect(),
-                    blob: &b.blob,
-                    manifest_path: &b.manifest_path,
-                    identity_digest: b.manifest.identity.digest(),
-                    module_digest: b.manifest.module_digest,
-                    size: b.manifest.size,
-                })
-                .collect(),
-        }
-    }
 }
