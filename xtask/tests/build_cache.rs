@@ -270,6 +270,22 @@ fn issue_12_explain_names_the_input_that_changed() {
         )]
     );
 
+    // The flag dropped again while a header changed: both, against the last build (the
+    // flag) and against the record these flags had (the header).
+    ws.edit_spec(|s| s.replace("\nnvcc_flags = [\"-DBETA_EXTRA=1\"]", ""));
+    ws.write(
+        "src/common.cuh",
+        &format!("{}// edited again\n", common::COMMON_CUH),
+    );
+    let run = ws.build(&[]).ok();
+    assert_eq!(run.compiled(), set(&["alpha", "beta"], &TARGETS));
+    assert_eq!(run.inputs("beta", "sm_80"), ["flag", "header"]);
+    assert_eq!(
+        run.changed("beta", "sm_80")[0].1,
+        "flags changed: removed -DBETA_EXTRA=1"
+    );
+    assert_eq!(run.inputs("alpha", "sm_80"), ["header"]);
+
     // A spec value of the identity (same inputs, so the same dependency record).
     ws.edit_spec(|s| {
         s.replacen(

@@ -235,32 +235,56 @@ impl Ctx<'_> {
                 spec
             };
         }
+        // What decides the job's key (source path, flags, include folders, toolkit, host
+        // compiler) against its last build, when that build had another key.
+        let key = self.dep_key(job);
+        let mut out = match &last {
+            Some(l) if l.dep_key != key => self.key_changes(job, &l.source, &l.identity),
+            _ => Vec::new(),
+        };
         if let Some(newest) = records.first() {
-            return match self.inputs.compare(newest) {
+            // These inputs were built before: the files that changed since.
+            match self.inputs.compare(newest) {
                 Match::Changed { files, set_missing } => {
-                    let mut out: Vec<Change> =
-                        files.iter().map(|f| file_change(f, &source)).collect();
+                    out.extend(files.iter().map(|f| file_change(f, &source)));
                     if set_missing {
                         out.push(Change::SetMissing);
                     }
-                    out
                 }
                 // Unreachable in practice (the caller found no match): say what is known.
-                Match::Unchanged => vec![Change::Evicted],
-            };
+                Match::Unchanged => out.push(Change::Evicted),
+            }
+            return out;
         }
         let Some(last) = last else {
             return vec![Change::New];
         };
-        // No record under this job's key: compare the key's inputs with the last build's.
+        // No record under this key: also the spec's identity values, and the files that
+        // changed since, as far as the last key's newest record tells.
+        out.extend(spec_changes_of(&last.identity, m, job.kind));
+        if let Some(rec) = self.cache.records(&last.dep_key).first()
+            && let Match::Changed { files, .. } = self.inputs.compare(rec)
+        {
+            out.extend(files.iter().map(|f| file_change(f, &source)));
+        }
+        if out.is_empty() {
+            out.push(Change::NoRecord);
+        }
+        out
+    }
+
+    /// Source path, toolkit, host compiler and flags (include folders among them) of `job`
+    /// against a last build from `source` with identity `was`.
+    fn key_changes(&self, job: &Job, source: &str, was: &Identity) -> Vec<Change> {
+        let m = &self.plan.spec.modules[job.module];
+        let now_source = format!("src:{}", m.source);
         let mut out = Vec::new();
-        if last.source != source {
+        if source != now_source {
             out.push(Change::SourcePath {
-                from: last.source.clone(),
-                to: source.clone(),
+                from: source.to_string(),
+                to: now_source,
             });
         }
-        let was = &last.identity;
         let tk = &self.plan.toolkit.identity;
         if was.toolkit != *tk {
             out.push(Change::Toolkit {
@@ -286,16 +310,6 @@ impl Ctx<'_> {
         );
         if !removed.is_empty() || !added.is_empty() || was.flags != job.flags {
             out.push(Change::Flags { removed, added });
-        }
-        out.extend(spec_changes_of(was, m, job.kind));
-        // Files that changed since, as far as the last key's newest record tells.
-        if let Some(rec) = self.cache.records(&last.dep_key).first()
-            && let Match::Changed { files, .. } = self.inputs.compare(rec)
-        {
-            out.extend(files.iter().map(|f| file_change(f, &source)));
-        }
-        if out.is_empty() {
-            out.push(Change::NoRecord);
         }
         out
     }
