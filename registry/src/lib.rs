@@ -17,11 +17,30 @@
 //! println!("index v{}", published.index_version);
 //! # Ok(()) }
 //! ```
+//!
+//! [`sync::sync`] brings a registry served over HTTP (any static file server, or
+//! `cuda-aot-registry serve`) into a local folder, verified before anything becomes
+//! visible; a prover's init step runs it, then opens the folder with `cuda_aot::Runtime`:
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cuda_aot_registry::remote::{HttpOptions, HttpRemote};
+//! use cuda_aot_registry::sync::{SyncOptions, sync};
+//!
+//! let trust = std::fs::read("keys/root.json")?;
+//! let remote = HttpRemote::new("https://artifacts.example/cuda-aot/", HttpOptions::default())?;
+//! let report = sync(&remote, "/var/lib/prover/registry".as_ref(), &trust, &SyncOptions::default())?;
+//! println!("index v{}: {} file(s) fetched", report.index_version, report.files_fetched);
+//! # Ok(()) }
+//! ```
 
 #![forbid(unsafe_code)]
 
 mod dir;
 mod error;
+pub mod remote;
+pub mod serve;
+pub mod sync;
 
 pub use dir::{DirRegistry, PublishOptions, Published, SignedModule, Step, replace_atomic};
-pub use error::{Error, Result};
+pub use error::{Error, Failure, Result};
