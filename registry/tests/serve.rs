@@ -169,7 +169,7 @@ fn every_request_is_one_json_log_line() {
 fn sigterm_lets_in_flight_downloads_finish_then_exits() {
     let f = Fixture::new();
     let big = f.module("compute_90", Some(16 << 20));
-    f.publish_modules(&[big.clone()]);
+    f.publish_modules(std::slice::from_ref(&big));
     let mut s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     // A slow reader: the server cannot push the whole blob into the socket at once.
     let mut c = TcpStream::connect(s.addr).unwrap();

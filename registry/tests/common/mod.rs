@@ -323,6 +323,7 @@ pub struct FaultProxy {
     pub addr: SocketAddr,
     pub forwarded: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    clients: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl FaultProxy {
@@ -331,13 +332,15 @@ impl FaultProxy {
         let addr = listener.local_addr().unwrap();
         let forwarded = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (fw, st) = (forwarded.clone(), stop.clone());
+        let clients = Arc::new(Mutex::new(Vec::new()));
+        let (fw, st, cl) = (forwarded.clone(), stop.clone(), clients.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 if st.load(Ordering::Relaxed) {
                     break;
                 }
                 let Ok(client) = client else { continue };
+                cl.lock().unwrap().push(client.try_clone().unwrap());
                 let fw = fw.clone();
                 std::thread::spawn(move || {
                     let Ok(server) = TcpStream::connect(upstream) else {
@@ -358,6 +361,15 @@ impl FaultProxy {
             addr,
             forwarded,
             stop,
+            clients,
+        }
+    }
+
+    /// Drops every client connection at once, as when the server's host goes away: bytes
+    /// still buffered between the server and the proxy are not delivered.
+    pub fn cut(&self) {
+        for c in self.clients.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
         }
     }
 
