@@ -482,7 +482,7 @@ mod tests {
     #[test]
     fn the_timestamp_commits_last_and_the_index_before_it() {
         let d = Digest::of(b"x");
-        let mut paths = vec![
+        let mut paths = [
             layout::TIMESTAMP.to_string(),
             layout::index(4),
             layout::root(2),
