@@ -12,7 +12,9 @@ mod paths;
 mod publish;
 mod release;
 mod repro;
+mod servers;
 mod sign;
+mod sync;
 mod toolchain;
 mod trust_root;
 mod verify;
@@ -44,6 +46,9 @@ enum Task {
     Release(release::Args),
     Bench(bench::Args),
     BenchLoad(bench_load::Args),
+    Serve(cuda_aot_registry::serve::ServeArgs),
+    Sync(sync::Args),
+    Servers(servers::Args),
 }
 
 fn main() {
@@ -60,6 +65,9 @@ fn main() {
         Task::Release(a) => a.run(),
         Task::Bench(a) => a.run(),
         Task::BenchLoad(a) => a.run(),
+        Task::Serve(a) => a.run().map_err(Into::into),
+        Task::Sync(a) => a.run(),
+        Task::Servers(a) => a.run(),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

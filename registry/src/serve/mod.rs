@@ -3,6 +3,7 @@
 //! requests and cache headers; caps on connections, header size and header read time;
 //! graceful shutdown on SIGTERM; one JSON log line per request.
 
+mod args;
 mod files;
 mod log;
 
@@ -24,6 +25,7 @@ use tower::ServiceExt;
 
 use crate::error::{Error, Result};
 
+pub use args::ServeArgs;
 pub use log::event;
 
 /// Settings of a server.

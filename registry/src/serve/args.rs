@@ -1,0 +1,66 @@
+//! The command line of `serve`, shared by the `cuda-aot-registry` binary and
+//! `cargo xtask serve`, so both run exactly the same server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{ServeOptions, Server, shutdown_signal};
+use crate::error::{Error, Result};
+
+/// Serve a registry folder over HTTP: GET and HEAD for anyone, with strong ETags (blake3),
+/// Range and conditional requests. One JSON line per request on stdout; SIGTERM stops
+/// accepting and lets in-flight requests finish.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The registry folder.
+    #[arg(long)]
+    pub root: PathBuf,
+    /// Address to listen on (port 0: a free port, printed in the `listening` line).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Open connections at most; more are closed at once.
+    #[arg(long, default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Seconds a client has to send its request headers.
+    #[arg(long, default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds in-flight requests may take to finish after SIGTERM.
+    #[arg(long, default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// Do not write the per-request log lines.
+    #[arg(long)]
+    pub no_access_log: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ServeArgs {
+    /// The server options these arguments select.
+    pub fn options(&self) -> ServeOptions {
+        let mut o = ServeOptions::new(self.root.clone());
+        o.max_connections = self.max_connections;
+        o.header_timeout = Duration::from_secs(self.header_timeout_secs);
+        o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
+        o.access_log = !self.no_access_log;
+        o
+    }
+
+    /// Runs the server until SIGTERM or SIGINT (blocking; starts its own runtime).
+    pub fn run(&self) -> Result<()> {
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = self.threads {
+            rt.worker_threads(n.max(1));
+        }
+        let rt = rt.enable_all().build().map_err(|e| Error::Serve {
+            addr: self.addr.to_string(),
+            reason: format!("cannot start the runtime: {e}"),
+        })?;
+        let opts = self.options();
+        rt.block_on(async {
+            let server = Server::bind(self.addr, opts).await?;
+            server.run(shutdown_signal()).await
+        })
+    }
+}

@@ -1,0 +1,173 @@
+//! The registry over the network with real processes: a fresh release (real nvcc builds,
+//! dev keys) served by `serve` and by a stock nginx (no cuda-aot code on the server),
+//! synced with `cargo xtask sync` into folders that `cargo xtask verify` accepts.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::xtask;
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A server process started through xtask; SIGTERM and reaped on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Runs `xtask <args>` and waits for its first JSON line naming `addr`, then for the
+    /// port to accept connections.
+    fn start(args: &[&str], extra: &[&Path]) -> Server {
+        let mut cmd = xtask();
+        cmd.args(args).args(extra).stdout(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
+        // Keep draining the rest (serve's access log) so the pipe never fills.
+        std::thread::spawn(move || for _ in lines {});
+        let t = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{args:?} not listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, addr }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in walkdir(dir) {
+        let rel = e.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+        if rel.starts_with('.') || rel.contains("/.") {
+            continue;
+        }
+        out.push((rel, std::fs::read(&e).unwrap()));
+    }
+    out.sort();
+    out
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
+    let to = tmp.join(name);
+    let state = tmp.join(format!("{name}.state.json"));
+    let out = run_ok(
+        xtask()
+            .args(["sync", "--from", url, "--to"])
+            .arg(&to)
+            .arg("--state")
+            .arg(&state),
+    );
+    let synced = String::from_utf8_lossy(&out.stdout).to_string();
+    let out = run_ok(
+        xtask()
+            .args(["verify", "--registry"])
+            .arg(&to)
+            .arg("--state")
+            .arg(tmp.join(format!("{name}.verify-state.json"))),
+    );
+    (synced, String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+#[test]
+fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_accepts() {
+    common::toolkit_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = tmp.path().join("registry");
+    run_ok(
+        xtask()
+            .args(["release", "--registry"])
+            .arg(&reg)
+            .arg("--out")
+            .arg(tmp.path().join("out")),
+    );
+    let published = files_under(&reg);
+
+    let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
+    let (synced, table) = sync_and_verify(&serve.url(), tmp.path(), "from-serve");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
+
+    let nginx = Server::start(
+        &["servers", "nginx", "--workers", "1", "--root"],
+        &[&reg, Path::new("--work"), &tmp.path().join("nginx")],
+    );
+    let (synced, table2) = sync_and_verify(&nginx.url(), tmp.path(), "from-nginx");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert_eq!(table2, table, "both mirrors hold the same verified release");
+
+    // Each mirror holds exactly the published files (all but root/1, the anchor itself,
+    // which the verifier never reads from a registry).
+    let expected: Vec<_> = published
+        .into_iter()
+        .filter(|(p, _)| p != "root/1.root.json")
+        .collect();
+    assert_eq!(files_under(&tmp.path().join("from-serve")), expected);
+    assert_eq!(files_under(&tmp.path().join("from-nginx")), expected);
+
+    // A second sync from the static server transfers only the timestamp.
+    let out = run_ok(
+        xtask()
+            .args(["sync", "--from", &nginx.url(), "--to"])
+            .arg(tmp.path().join("from-nginx"))
+            .arg("--state")
+            .arg(tmp.path().join("from-nginx.state.json")),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("up to date "), "{text}");
+    assert!(text.contains("fetched 1 file(s)"), "{text}");
+}
