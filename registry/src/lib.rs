@@ -38,6 +38,7 @@
 
 mod dir;
 mod error;
+pub mod oci;
 pub mod remote;
 pub mod serve;
 pub mod sync;

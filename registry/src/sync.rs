@@ -18,7 +18,8 @@ use cuda_aot::{Digest, Limits};
 
 use crate::dir::DirRegistry;
 use crate::error::{Error, Result};
-use crate::remote::{Remote, read_capped};
+use crate::oci::{OciOptions, OciRemote};
+use crate::remote::{HttpOptions, HttpRemote, Remote, read_capped};
 
 /// The folder inside a sync target that holds the lock and the staged files. Never part
 /// of the registry layout (servers refuse dot-folders).
@@ -251,6 +252,19 @@ impl RegistrySource for SyncSource<'_> {
 
     fn describe(&self) -> String {
         self.remote.describe()
+    }
+}
+
+/// The remote a sync source address names: `oci://HOST/REPO:TAG` (an artifact in an OCI
+/// registry, see [`crate::oci`]) or an `http(s)://` URL of the folder holding
+/// `timestamp.json`.
+pub fn open_remote(from: &str, http: &HttpOptions, oci: &OciOptions) -> Result<Box<dyn Remote>> {
+    if from.starts_with("oci://") {
+        let mut o = oci.clone();
+        o.http = http.clone();
+        Ok(Box::new(OciRemote::open(from, o)?))
+    } else {
+        Ok(Box::new(HttpRemote::new(from, http.clone())?))
     }
 }
 

@@ -8,6 +8,7 @@ mod bench_load;
 mod build;
 mod devkeys;
 mod keygen;
+mod oci;
 mod paths;
 mod publish;
 mod release;

@@ -33,6 +33,8 @@ pub struct Args {
     /// periodically: clients refuse a registry whose timestamp has expired).
     #[arg(long)]
     refresh_timestamp: bool,
+    #[command(flatten)]
+    oci: crate::oci::OciArgs,
 }
 
 impl Args {
@@ -61,6 +63,21 @@ impl Args {
             );
             return Ok(());
         }
+        if let Some(reference) = self
+            .at
+            .registry
+            .to_str()
+            .filter(|r| r.starts_with("oci://"))
+        {
+            let oci = self.oci.options()?;
+            let (p, pushed) =
+                crate::oci::publish_to_oci(reference, &self.out, &trust, &key, &opts, &oci)?;
+            eprintln!(
+                "published index v{} to {}: {} entries, {} files ({} bytes) as OCI layers",
+                p.index_version, pushed.reference, p.entries, pushed.layers, pushed.bytes
+            );
+            return Ok(());
+        }
         let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
         eprintln!(
             "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
@@ -78,7 +95,7 @@ impl Args {
 /// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
 #[derive(clap::Args)]
 pub struct RegistryArgs {
-    /// The registry folder.
+    /// The registry folder (publish also takes oci://HOST/REPOSITORY:TAG).
     #[arg(long, default_value_os_t = paths::default_registry())]
     pub registry: PathBuf,
     /// Trust root file (default: the dev root, else keys/root.json).

@@ -22,10 +22,12 @@ use crate::{publish, verify};
 /// files first, then roots, then the index, then timestamp.json — so DIR always holds a
 /// complete, verified release. Files DIR already holds are reused; interrupted downloads
 /// resume with Range requests on the next run. Works with any static file server (nginx,
-/// a CDN, object storage behind HTTP) and with `cuda-aot-registry serve`.
+/// a CDN, object storage behind HTTP), with `cuda-aot-registry serve`, and with releases
+/// pushed to an OCI registry (`publish --registry oci://…`).
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to sync from: the http(s) URL of the folder holding timestamp.json.
+    /// Where to sync from: the http(s) URL of the folder holding timestamp.json, or
+    /// oci://HOST/REPOSITORY:TAG for a release pushed to an OCI registry.
     #[arg(long, value_name = "URL")]
     from: String,
     /// The local registry folder to bring up to date (created if needed).
@@ -56,6 +58,8 @@ pub struct Args {
     /// Attempts per file on transient failures (connection errors, timeouts, 5xx, 429).
     #[arg(long, default_value_t = 5)]
     attempts: u32,
+    #[command(flatten)]
+    oci: crate::oci::OciArgs,
 }
 
 impl Args {
@@ -95,8 +99,8 @@ impl Args {
             trust.display(),
             self.clock_skew_secs
         );
-        let remote = cuda_aot_registry::remote::HttpRemote::new(&self.from, http)?;
-        let report = cuda_aot_registry::sync::sync(&remote, &self.to, &anchor, &opts)
+        let remote = cuda_aot_registry::sync::open_remote(&self.from, &http, &self.oci.options()?)?;
+        let report = cuda_aot_registry::sync::sync(remote.as_ref(), &self.to, &anchor, &opts)
             .with_context(|| format!("syncing {} into {}", self.from, self.to.display()))?;
         report.state.save(&state_path)?;
         println!("{}", summary(&report, &self.to));

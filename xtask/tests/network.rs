@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::xtask;
@@ -123,18 +124,29 @@ fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
     (synced, String::from_utf8_lossy(&out.stdout).to_string())
 }
 
+/// One fresh release per test binary (real nvcc builds, dev keys): `registry/` and the
+/// signed build output `out/`.
+fn release() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        common::toolkit_root();
+        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        run_ok(
+            xtask()
+                .args(["release", "--registry"])
+                .arg(d.path().join("registry"))
+                .arg("--out")
+                .arg(d.path().join("out")),
+        );
+        d
+    })
+    .path()
+}
+
 #[test]
 fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_accepts() {
-    common::toolkit_root();
     let tmp = tempfile::tempdir().unwrap();
-    let reg = tmp.path().join("registry");
-    run_ok(
-        xtask()
-            .args(["release", "--registry"])
-            .arg(&reg)
-            .arg("--out")
-            .arg(tmp.path().join("out")),
-    );
+    let reg = release().join("registry");
     let published = files_under(&reg);
 
     let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
@@ -170,4 +182,95 @@ fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_a
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("up to date "), "{text}");
     assert!(text.contains("fetched 1 file(s)"), "{text}");
+}
+
+#[test]
+fn a_release_round_trips_through_an_oci_registry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = Server::start(
+        &["servers", "oci", "--storage"],
+        &[
+            &tmp.path().join("oci-storage"),
+            Path::new("--work"),
+            &tmp.path().join("oci-work"),
+        ],
+    );
+    let reference = format!("oci://{}/cuda-aot/release:stable", oci.addr);
+    let out = release().join("out");
+    let publish = |n: u64| {
+        let o = run_ok(
+            xtask()
+                .args(["publish", "--registry", &reference])
+                .arg(&out),
+        );
+        let text = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(
+            text.contains(&format!("published index v{n} to ")),
+            "{text}"
+        );
+    };
+    publish(1);
+    let (synced, table) = sync_and_verify(&reference, tmp.path(), "pulled");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
+    let local_reg = files_under(&release().join("registry"));
+    let modules = local_reg
+        .iter()
+        .filter(|(p, _)| p.starts_with("manifests/"))
+        .count();
+    assert!(
+        table.contains(&format!("{modules} module(s)")),
+        "every module of the release came back: {table}"
+    );
+
+    // The next publish to the tag builds on what the tag holds: index v2; a sync fetches
+    // only the new timestamp and index (the manifests and blobs are unchanged).
+    publish(2);
+    let o = run_ok(
+        xtask()
+            .args(["sync", "--from", &reference, "--to"])
+            .arg(tmp.path().join("pulled"))
+            .arg("--state")
+            .arg(tmp.path().join("pulled.state.json")),
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("index v2"), "{text}");
+    assert!(text.contains("fetched 2 file(s)"), "{text}");
+
+    // A layer altered inside the OCI registry's storage is refused (its sha256 no longer
+    // matches the artifact manifest), and nothing reaches the local folder.
+    let blob = local_reg
+        .iter()
+        .find(|(p, _)| p.starts_with("blobs/"))
+        .unwrap();
+    let sha = hex_sha256(&blob.1);
+    let data = tmp
+        .path()
+        .join("oci-storage/docker/registry/v2/blobs/sha256")
+        .join(&sha[..2])
+        .join(&sha)
+        .join("data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[64] ^= 1;
+    std::fs::write(&data, &bytes).unwrap();
+    let fresh = tmp.path().join("fresh");
+    let o = xtask()
+        .args(["sync", "--from", &reference, "--to"])
+        .arg(&fresh)
+        .arg("--state")
+        .arg(tmp.path().join("fresh.state.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("digest"), "{err}");
+    assert!(
+        !fresh.join("timestamp.json").exists(),
+        "nothing is visible after a refused sync"
+    );
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
 }
