@@ -340,18 +340,6 @@ impl Figures {
     }
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 const HISTORY: &str = "## History";
 
 /// Writes the document: the latest figures in full, and one history row per run (rows of
@@ -359,7 +347,7 @@ const HISTORY: &str = "## History";
 fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Result<()> {
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = cpu_model();
+    let cpu = crate::machine::cpu_model();
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {

@@ -5,9 +5,11 @@
 
 mod bench;
 mod bench_load;
+mod bench_serve;
 mod build;
 mod devkeys;
 mod keygen;
+mod machine;
 mod oci;
 mod paths;
 mod publish;
@@ -47,6 +49,7 @@ enum Task {
     Release(release::Args),
     Bench(bench::Args),
     BenchLoad(bench_load::Args),
+    BenchServe(bench_serve::Args),
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
     Servers(servers::Args),
@@ -66,6 +69,7 @@ fn main() {
         Task::Release(a) => a.run(),
         Task::Bench(a) => a.run(),
         Task::BenchLoad(a) => a.run(),
+        Task::BenchServe(a) => a.run(),
         Task::Serve(a) => a.run().map_err(Into::into),
         Task::Sync(a) => a.run(),
         Task::Servers(a) => a.run(),
