@@ -239,10 +239,7 @@ impl Args {
         std::fs::create_dir_all(&self.out)?;
         let csv = render_csv(&results, &header, self.clients);
         std::fs::write(self.out.join("bench-serve.csv"), &csv)?;
-        std::fs::write(
-            self.out.join("bench-serve.svg"),
-            chart(&results, &header),
-        )?;
+        std::fs::write(self.out.join("bench-serve.svg"), chart(&results, &header))?;
         let verdict = gate(&results);
         std::fs::write(
             self.out.join("bench-serve.md"),
@@ -271,7 +268,8 @@ impl Args {
         let start = Instant::now();
         let handles: Vec<_> = (0..self.clients)
             .map(|c| {
-                let (url, anchor, reference) = (url.to_string(), anchor.to_vec(), reference.clone());
+                let (url, anchor, reference) =
+                    (url.to_string(), anchor.to_vec(), reference.clone());
                 let dir = base.join(format!("c{c}"));
                 let syncs = self.syncs;
                 std::thread::spawn(move || {
@@ -279,9 +277,8 @@ impl Args {
                     for k in 0..syncs {
                         let target = dir.join(k.to_string());
                         let t = Instant::now();
-                        let result = HttpRemote::new(&url, HttpOptions::default()).and_then(|r| {
-                            sync(&r, &target, &anchor, &SyncOptions::default())
-                        });
+                        let result = HttpRemote::new(&url, HttpOptions::default())
+                            .and_then(|r| sync(&r, &target, &anchor, &SyncOptions::default()));
                         let took = t.elapsed();
                         match result {
                             Ok(rep) => {
@@ -318,7 +315,8 @@ impl Args {
         let start = Instant::now();
         let handles: Vec<_> = (0..self.clients)
             .map(|_| {
-                let (url, reference, rounds) = (url.to_string(), reference.clone(), self.get_rounds);
+                let (url, reference, rounds) =
+                    (url.to_string(), reference.clone(), self.get_rounds);
                 std::thread::spawn(move || {
                     let mut s = Samples::default();
                     let client = match reqwest::blocking::Client::builder()
@@ -484,7 +482,9 @@ fn gate(results: &BTreeMap<(&str, &str), Samples>) -> std::result::Result<String
         let ratio = a.per_sec() / b.per_sec();
         lines.push(format!("{workload}: serve/nginx throughput {ratio:.2}x"));
         if ratio < 0.5 {
-            problems.push(format!("{workload}: serve reached {ratio:.2}x of nginx (goal: 0.5x)"));
+            problems.push(format!(
+                "{workload}: serve reached {ratio:.2}x of nginx (goal: 0.5x)"
+            ));
         }
     }
     if problems.is_empty() {
@@ -521,7 +521,11 @@ the same clients load both in the same run, alternating which goes first.\n\n";
     );
     s += "| server | workload | ops | failures | corrupt files | throughput | MB/s | p50 | p99 |\n|---|---|---|---|---|---|---|---|---|\n";
     for ((server, workload), r) in results {
-        let unit = if *workload == "sync" { "syncs/s" } else { "req/s" };
+        let unit = if *workload == "sync" {
+            "syncs/s"
+        } else {
+            "req/s"
+        };
         let _ = writeln!(
             s,
             "| {server} | {workload} | {} | {} | {} | {:.1} {unit} | {:.2} | {:.2} ms | {:.2} ms |",
@@ -557,7 +561,13 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
         }
     }
     let h = 90.0 + rows.len() as f64 * 2.0 * (bar_h + 8.0) + 60.0;
-    let color = |server: &str| if server == "serve" { "#2b8a3e" } else { "#1c7ed6" };
+    let color = |server: &str| {
+        if server == "serve" {
+            "#2b8a3e"
+        } else {
+            "#1c7ed6"
+        }
+    };
     let mut s = format!(
         "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
     );
@@ -579,7 +589,11 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
             .map(|r| r.2.per_sec())
             .fold(1e-9, f64::max);
         for (_, server, r) in rows.iter().filter(|r| r.0 == workload) {
-            let unit = if workload == "sync" { "syncs/s" } else { "req/s" };
+            let unit = if workload == "sync" {
+                "syncs/s"
+            } else {
+                "req/s"
+            };
             let len = (r.per_sec() / max * span).max(1.0);
             let _ = writeln!(
                 s,

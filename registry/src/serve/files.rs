@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
+
 use std::time::SystemTime;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::header::{
     ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, RANGE,
@@ -35,7 +36,7 @@ const MAX_PATH: usize = 512;
 /// Strong ETags by file: recomputed only when the inode, size or mtime changes.
 #[derive(Default)]
 pub(crate) struct EtagCache {
-    map: Mutex<HashMap<PathBuf, (FileKey, String)>>,
+    map: Mutex<HashMap<String, (FileKey, String)>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,26 +61,80 @@ impl FileKey {
 impl EtagCache {
     const MAX_ENTRIES: usize = 100_000;
 
-    /// The ETag of `file` (blake3 of its bytes, quoted), hashing it only when unknown.
-    fn get(&self, path: &Path, file: &mut File, meta: &Metadata) -> std::io::Result<String> {
+    /// The ETag of the file at `rel` (blake3 of its bytes, quoted): cached while its inode,
+    /// size and mtime stay the same, else `hash()` computes it.
+    fn get(
+        &self,
+        rel: &str,
+        meta: &Metadata,
+        hash: impl FnOnce() -> std::io::Result<blake3::Hash>,
+    ) -> std::io::Result<String> {
         let key = FileKey::of(meta);
-        if let Some((k, tag)) = self.map.lock().expect("etag cache").get(path)
+        if let Some((k, tag)) = self.map.lock().expect("etag cache").get(rel)
             && *k == key
         {
             return Ok(tag.clone());
         }
-        let mut h = blake3::Hasher::new();
-        file.seek(SeekFrom::Start(0))?;
-        let mut reader = (&*file).take(meta.len());
-        h.update_reader(&mut reader)?;
-        let tag = format!("\"{}\"", h.finalize().to_hex());
+        let tag = format!("\"{}\"", hash()?.to_hex());
         let mut map = self.map.lock().expect("etag cache");
         if map.len() >= Self::MAX_ENTRIES {
             map.clear();
         }
-        map.insert(path.to_path_buf(), (key, tag.clone()));
+        map.insert(rel.to_string(), (key, tag.clone()));
         Ok(tag)
     }
+}
+
+/// Files up to this size are read whole in the one blocking call a request makes; larger
+/// ones are streamed.
+const SMALL: u64 = 256 * 1024;
+
+/// What a response sends.
+enum Content {
+    /// The whole file, read at once.
+    Small(Bytes),
+    /// A file to stream from.
+    Large(File),
+}
+
+/// A file ready to answer from: metadata, strong ETag, content.
+struct Opened {
+    meta: Metadata,
+    tag: String,
+    content: Content,
+}
+
+/// Opens `rel` (see [`open_checked`]), finds its ETag and, for a small file, reads it.
+fn open_for_response(shared: &Shared, rel: &str) -> Result<Opened, Refusal> {
+    let (mut f, meta) = open_checked(&shared.opts.root, rel)?;
+    let len = meta.len();
+    if len <= SMALL {
+        let mut buf = Vec::with_capacity(len as usize);
+        (&f).take(len).read_to_end(&mut buf).map_err(Refusal::Io)?;
+        let tag = shared
+            .etags
+            .get(rel, &meta, || Ok(blake3::hash(&buf)))
+            .map_err(Refusal::Io)?;
+        return Ok(Opened {
+            meta,
+            tag,
+            content: Content::Small(Bytes::from(buf)),
+        });
+    }
+    let tag = shared
+        .etags
+        .get(rel, &meta, || {
+            let mut h = blake3::Hasher::new();
+            f.seek(SeekFrom::Start(0))?;
+            h.update_reader((&f).take(len))?;
+            Ok(h.finalize())
+        })
+        .map_err(Refusal::Io)?;
+    Ok(Opened {
+        meta,
+        tag,
+        content: Content::Large(f),
+    })
 }
 
 /// Why a path is not served.
@@ -141,19 +196,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         return plain(StatusCode::URI_TOO_LONG, "path too long", "path too long");
     }
     let rel = path.trim_start_matches('/').to_string();
-    let root = shared.opts.root.clone();
-    let shared2 = shared.clone();
     let rel2 = rel.clone();
-    let opened = tokio::task::spawn_blocking(move || {
-        let (mut f, m) = open_checked(&root, &rel2)?;
-        let tag = shared2
-            .etags
-            .get(&root.join(&rel2), &mut f, &m)
-            .map_err(Refusal::Io)?;
-        Ok::<_, Refusal>((f, m, tag))
-    })
-    .await;
-    let (file, meta, tag) = match opened {
+    // One trip to the blocking pool per request: checks, open, ETag, small bodies.
+    let opened = tokio::task::spawn_blocking(move || open_for_response(&shared, &rel2)).await;
+    let opened = match opened {
         Ok(Ok(x)) => x,
         Ok(Err(Refusal::NotFound(why))) => return plain(StatusCode::NOT_FOUND, "not found", why),
         Ok(Err(Refusal::Io(e))) => {
@@ -171,19 +217,16 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             );
         }
     };
-    respond(req.headers(), &method, &rel, file, &meta, &tag).await
+    respond(req.headers(), &method, &rel, opened).await
 }
 
 /// Evaluates the preconditions and the range, and streams the answer.
-async fn respond(
-    req: &HeaderMap,
-    method: &Method,
-    rel: &str,
-    file: File,
-    meta: &Metadata,
-    tag: &str,
-) -> Response {
-    let len = meta.len();
+async fn respond(req: &HeaderMap, method: &Method, rel: &str, opened: Opened) -> Response {
+    let Opened { meta, tag, content } = opened;
+    let len = match &content {
+        Content::Small(b) => b.len() as u64,
+        Content::Large(_) => meta.len(),
+    };
     let etag: ETag = tag.parse().expect("a quoted hex digest is a valid ETag");
     let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
     let mut headers = HeaderMap::new();
@@ -262,19 +305,21 @@ async fn respond(
         None => (StatusCode::OK, 0, len),
     };
     headers.insert(CONTENT_LENGTH, HeaderValue::from(count));
-    let body = if method == Method::HEAD {
-        Body::empty()
-    } else {
-        let mut f = tokio::fs::File::from_std(file);
-        // Always seek: hashing for the ETag may have moved the position.
-        if let Err(e) = tokio::io::AsyncSeekExt::seek(&mut f, SeekFrom::Start(start)).await {
-            return plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot read the file",
-                &e.to_string(),
-            );
+    let body = match content {
+        _ if method == Method::HEAD => Body::empty(),
+        Content::Small(b) => Body::from(b.slice(start as usize..(start + count) as usize)),
+        Content::Large(file) => {
+            let mut f = tokio::fs::File::from_std(file);
+            // Always seek: hashing for the ETag may have moved the position.
+            if let Err(e) = tokio::io::AsyncSeekExt::seek(&mut f, SeekFrom::Start(start)).await {
+                return plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot read the file",
+                    &e.to_string(),
+                );
+            }
+            Body::from_stream(ReaderStream::with_capacity(f.take(count), 64 * 1024))
         }
-        Body::from_stream(ReaderStream::with_capacity(f.take(count), 64 * 1024))
     };
     let mut r = Response::new(body);
     *r.status_mut() = status;

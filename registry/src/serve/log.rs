@@ -9,7 +9,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::header::{CONTENT_LENGTH, RANGE};
 use axum::middleware::Next;
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// A note a handler attaches to its response for the log line (why it refused).
 #[derive(Debug, Clone)]
@@ -61,21 +61,25 @@ pub(crate) async fn access(req: Request, next: Next) -> Response {
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let mut line = json!({
-        "ts": now(),
-        "remote": remote,
-        "method": method,
-        "path": path,
-        "status": resp.status().as_u16(),
-        "bytes": bytes,
-        "ms": (start.elapsed().as_secs_f64() * 1e6).round() / 1e3,
-    });
+    // Built by hand (strings escaped by serde_json): this runs once per request.
+    let q = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "null".into());
+    let mut line = format!(
+        "{{\"ts\":\"{}\",\"remote\":{},\"method\":{},\"path\":{},\"status\":{},\"bytes\":{},\"ms\":{:.3}",
+        now(),
+        remote.as_deref().map_or("null".into(), q),
+        q(&method),
+        q(&path),
+        resp.status().as_u16(),
+        bytes.map_or("null".into(), |b| b.to_string()),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
     if let Some(r) = range {
-        line["range"] = r.into();
+        line += &format!(",\"range\":{}", q(&r));
     }
     if let Some(n) = resp.extensions().get::<Note>() {
-        line["note"] = n.0.clone().into();
+        line += &format!(",\"note\":{}", q(&n.0));
     }
-    write_line(&line);
+    line += "}\n";
+    let _ = std::io::stdout().lock().write_all(line.as_bytes());
     resp
 }
