@@ -35,11 +35,15 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
 pub mod cuda;
 pub mod digest;
 pub mod elf;
 pub mod envelope;
 pub mod error;
+pub mod fs;
 pub mod identity;
 pub mod json;
 pub mod keys;

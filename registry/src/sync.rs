@@ -313,19 +313,19 @@ pub fn sync(
     let mut seen = opts.seen;
     if let Ok(Some((ts, idx))) = DirRegistry::new(target).current() {
         seen = seen.max(TrustState {
-            root: 0,
             timestamp: ts.version,
             index: idx.version,
+            ..TrustState::default()
         });
     }
 
     let (src, index) = match verify_all(remote, target, &staging, anchor, seen, opts, true) {
         Ok(v) => v,
         // A reused local file of the target may be damaged: once more, fetching everything.
-        Err((_, true)) => {
-            verify_all(remote, target, &staging, anchor, seen, opts, false).map_err(|(e, _)| e)?
+        Err(f) if f.1 => {
+            verify_all(remote, target, &staging, anchor, seen, opts, false).map_err(|f| f.0)?
         }
-        Err((e, false)) => return Err(e),
+        Err(f) => return Err(f.0),
     };
 
     let record = src.record.into_inner().expect("sync record");
@@ -400,7 +400,7 @@ fn verify_all<'a>(
     seen: TrustState,
     opts: &SyncOptions,
     reuse: bool,
-) -> std::result::Result<(SyncSource<'a>, cuda_aot::verify::VerifiedIndex), (Error, bool)> {
+) -> std::result::Result<(SyncSource<'a>, cuda_aot::verify::VerifiedIndex), Box<(Error, bool)>> {
     let src = SyncSource::new(remote, target, staging, reuse);
     let limits: Limits = opts.verify.limits;
     let run = || -> cuda_aot::Result<cuda_aot::verify::VerifiedIndex> {
@@ -417,7 +417,7 @@ fn verify_all<'a>(
         Err(e) => {
             let retry = reuse && src.reused_unchecked();
             let failure = src.record.lock().expect("sync record").failure.take();
-            Err((failure.unwrap_or(Error::Core(e)), retry))
+            Err(Box::new((failure.unwrap_or(Error::Core(e)), retry)))
         }
     }
 }

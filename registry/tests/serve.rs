@@ -38,17 +38,14 @@ fn files_come_with_strong_etags_cache_headers_and_exact_bytes() {
     let rel = Fixture::blob_rel(&blob);
     let r = http_get(s.addr, &format!("/{rel}"), &[]);
     assert_eq!(r.status, 200);
-    assert_eq!(Digest::of(&r.body), blob.manifest().module_digest);
+    assert_eq!(Digest::of(&r.body), blob.0.module_digest);
     assert!(r.header("cache-control").unwrap().contains("immutable"));
     assert_eq!(r.header("content-type"), Some("application/octet-stream"));
 
     let h = raw_request(s.addr, "HEAD", &format!("/{rel}"), &[]);
     assert_eq!(h.status, 200);
     assert!(h.body.is_empty());
-    assert_eq!(
-        h.header("content-length").unwrap(),
-        blob.manifest().size.to_string()
-    );
+    assert_eq!(h.header("content-length").unwrap(), blob.0.size.to_string());
     assert_eq!(h.header("etag"), r.header("etag"));
 }
 
@@ -201,7 +198,7 @@ fn sigterm_lets_in_flight_downloads_finish_then_exits() {
     c.read_to_end(&mut rest).unwrap();
     let all = [first, rest].concat();
     let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    assert_eq!(Digest::of(&all[split + 4..]), big.manifest().module_digest);
+    assert_eq!(Digest::of(&all[split + 4..]), big.0.module_digest);
     let status = s.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     s.wait_log(|v| v["event"] == "stopped");

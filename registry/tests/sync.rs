@@ -65,10 +65,11 @@ fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
 
     let r = sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
     assert_eq!((r.index_version, r.timestamp_version, r.modules), (1, 1, 2));
-    // timestamp, index, 2 manifests, 2 blobs; root/2.root.json was asked for and absent.
+    // timestamp, index, build statement, 2 manifests, 2 blobs; root/2.root.json was asked
+    // for and absent.
     assert_eq!(
         (r.files_fetched, r.files_reused, r.files_committed),
-        (6, 0, 6)
+        (7, 0, 7)
     );
     assert_eq!(
         verify_dir(&target, &f.root_file).unwrap().index().version,
@@ -88,7 +89,7 @@ fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
     assert!(r.up_to_date(), "{r:?}");
     assert_eq!(
         (r.files_fetched, r.files_reused, r.bytes_resumed),
-        (1, 5, 0)
+        (1, 6, 0)
     );
     let asked: Vec<String> = s.requests()[before..]
         .iter()
@@ -104,12 +105,12 @@ fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
     f.publish_modules(std::slice::from_ref(&new));
     let r = sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
     assert_eq!((r.index_version, r.modules), (2, 3));
-    // timestamp, index 2, the new manifest and blob; the rest is reused.
+    // timestamp, index 2, the new build statement, manifest and blob; the rest is reused.
     assert_eq!(
         (r.files_fetched, r.files_committed, r.files_reused),
-        (4, 4, 4)
+        (5, 5, 5)
     );
-    assert!(r.bytes_fetched >= new.manifest().size);
+    assert!(r.bytes_fetched >= new.0.size);
     assert_eq!(
         verify_dir(&target, &f.root_file).unwrap().index().version,
         2
@@ -126,7 +127,7 @@ fn a_server_killed_mid_transfer_leaves_the_previous_version_and_the_next_sync_re
     let v1_files = visible_files(&target);
 
     let big = f.module("compute_90", Some(4 << 20));
-    let size = big.manifest().size;
+    let size = big.0.size;
     f.publish_modules(std::slice::from_ref(&big));
     let proxy = FaultProxy::start(s.addr, Mode::Throttle(1 << 20));
     let (url, t2, root) = (proxy.url(), target.clone(), f.root_file.clone());
@@ -245,7 +246,7 @@ fn a_response_longer_than_the_signed_size_is_refused_at_the_cap() {
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let target = f.path("mirror");
     let err = sync_url(&s.url(), &target, &f.root_file, fast()).unwrap_err();
-    let size = m.manifest().size;
+    let size = m.0.size;
     match &err {
         Error::Core(cuda_aot::Error::SizeMismatch {
             expected,

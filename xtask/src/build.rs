@@ -9,7 +9,7 @@ pub mod atomic;
 mod cache;
 mod job;
 mod nvcc;
-mod output;
+pub mod output;
 pub mod spec;
 
 use anyhow::Result;
@@ -360,6 +360,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     // Every job succeeded: commit to the cache, then write the output folder.
     let mut modules = Vec::with_capacity(n);
     let mut keep = BTreeSet::new();
+    let mut changed = false;
     for (i, r) in results.into_iter().enumerate() {
         let done = r.expect("every job ran").expect("every job succeeded");
         let (mut manifest, blob, cached) = match done {
@@ -375,11 +376,11 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             }
         };
         manifest.channel = opts.channel;
-        let [blob_path, manifest_path, signed_path] =
+        let ([blob_path, manifest_path], wrote) =
             output::write_module(&opts.out, &manifest, &blob)?;
+        changed |= wrote;
         keep.insert(blob_path.clone());
         keep.insert(manifest_path.clone());
-        keep.insert(signed_path);
         modules.push(BuiltModule {
             manifest,
             blob: blob_path,
@@ -388,6 +389,10 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         });
     }
     let removed = output::remove_stale(&opts.out, &keep)?;
+    if changed || !removed.is_empty() {
+        // The builder's statement covers the previous set of manifests: sign again.
+        output::remove_statement(&opts.out)?;
+    }
     cache.tidy();
     Ok(BuildReport {
         out: opts.out.clone(),

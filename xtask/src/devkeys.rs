@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, RoleName, Roles, Root, Time};
+use cuda_aot::metadata::{MaxExpiry, Role, RoleName, Roles, Root, Time};
 use cuda_aot::{Channel, SecretKey};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -133,6 +133,7 @@ pub fn ensure() -> Result<DevKeys> {
             version: 1,
             expires: Time::now().plus(Duration::from_secs(5 * 365 * 86_400)),
             channel: Channel::Dev,
+            max_expiry: MaxExpiry::DEFAULT,
             roles: Roles {
                 root: role(RoleName::Root),
                 builder: role(RoleName::Builder),
@@ -146,7 +147,7 @@ pub fn ensure() -> Result<DevKeys> {
             &cuda_aot::json::to_vec(&root),
             &[root_key],
         );
-        std::fs::write(tmp.path().join("root.json"), env.to_bytes())?;
+        cuda_aot::fs::write_atomic(&tmp.path().join("root.json"), &env.to_bytes())?;
         let tmp = tmp.keep();
         if dir.exists() {
             std::fs::remove_dir_all(&dir)

@@ -45,7 +45,7 @@ impl OciArgs {
 /// Publishes the signed build output `out` as the next release of the OCI tag `reference`:
 /// the tag's current release is synced (verified) into a local folder, the build output
 /// is published there with the directory algorithm, the result is verified and pushed as
-/// the tag's new artifact.
+/// the tag's new artifact. A build the tag already holds pushes nothing (`None`).
 ///
 /// OCI tags have no compare-and-swap: two publishers racing for one tag both succeed and
 /// the last push wins (clients stay safe: every artifact verifies on its own and rollback
@@ -57,7 +57,7 @@ pub fn publish_to_oci(
     publisher: &SecretKey,
     opts: &PublishOptions,
     oci: &OciOptions,
-) -> Result<(Published, Pushed)> {
+) -> Result<(Published, Option<Pushed>)> {
     let anchor =
         std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
     // A fresh folder each time: it holds the tag's current release plus this one only.
@@ -77,6 +77,10 @@ pub fn publish_to_oci(
         );
     }
     let published = publish::publish_output(work, out, trust, publisher, opts)?;
+    if published.unchanged {
+        // The tag already holds exactly this release: pushing again would change nothing.
+        return Ok((published, None));
+    }
     let pushed = push(work, &anchor, reference, &Options::default(), oci)?;
-    Ok((published, pushed))
+    Ok((published, Some(pushed)))
 }

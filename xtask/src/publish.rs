@@ -1,21 +1,25 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
-use anyhow::{Context, Result, bail};
-use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::RoleName;
-use cuda_aot::{Limits, SecretKey};
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, SignedModule};
+use anyhow::{Context, Result};
+use cuda_aot::{Channel, Limits, SecretKey};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::build::output;
 use crate::{devkeys, paths, sign};
 
-/// Publish the signed manifests and blobs of a build output into a directory registry.
+/// Publish a signed build output into a directory registry.
 ///
-/// Every manifest's builder signature is checked against the trust root first; then blobs
-/// and manifests are written content-addressed, the next index is created (create-new:
-/// a concurrent publisher of the same version gets a conflict and can simply retry) and
-/// timestamp.json is replaced last, so readers never see a half-published release.
+/// The build statement's builder signatures are checked against the trust root first, and
+/// every manifest and blob against the statement; then blobs, manifests and the statement
+/// are written content-addressed, the next index is created (create-new: a concurrent
+/// publisher of the same version gets a conflict and can simply retry) and timestamp.json
+/// is replaced last, so readers never see a half-published release.
+///
+/// The next index lists exactly this build: modules or targets dropped from the spec leave
+/// the registry (keep them with --keep-unlisted). Publishing what the registry already
+/// serves commits nothing ("unchanged: index vN").
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -33,6 +37,10 @@ pub struct Args {
     /// periodically: clients refuse a registry whose timestamp has expired).
     #[arg(long)]
     refresh_timestamp: bool,
+    /// Keep the current index's entries for modules and targets this build does not hold
+    /// (default: the next index lists exactly this build).
+    #[arg(long)]
+    keep_unlisted: bool,
     #[command(flatten)]
     oci: crate::oci::OciArgs,
 }
@@ -41,19 +49,19 @@ impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
+        let anchor = read_trust_root(&trust)?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
-            None => devkeys::ensure()?.publisher,
+            None => dev_publisher_for(&anchor, &trust)?,
         };
         let opts = PublishOptions {
-            timestamp_ttl: Duration::from_secs(self.timestamp_days * 86_400),
+            timestamp_ttl: Duration::from_secs(self.timestamp_days.saturating_mul(86_400)),
+            keep_unlisted: self.keep_unlisted,
             ..PublishOptions::default()
         };
         if self.refresh_timestamp {
-            let root_bytes = std::fs::read(&trust)
-                .with_context(|| format!("reading trust root {}", trust.display()))?;
-            checked_root(&root_bytes, &trust, &key)?;
-            let ts = DirRegistry::new(&self.at.registry).refresh_timestamp(&[&key], &opts)?;
+            let ts =
+                DirRegistry::new(&self.at.registry).refresh_timestamp(&anchor, &[&key], &opts)?;
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
                 self.at.registry.display(),
@@ -72,22 +80,20 @@ impl Args {
             let oci = self.oci.options()?;
             let (p, pushed) =
                 crate::oci::publish_to_oci(reference, &self.out, &trust, &key, &opts, &oci)?;
-            eprintln!(
-                "published index v{} to {}: {} entries, {} files ({} bytes) as OCI layers",
-                p.index_version, pushed.reference, p.entries, pushed.layers, pushed.bytes
-            );
+            match pushed {
+                Some(o) => eprintln!(
+                    "{}; pushed as {} OCI layers ({} bytes) to {}",
+                    describe(&p, Path::new(reference)),
+                    o.layers,
+                    o.bytes,
+                    o.reference
+                ),
+                None => eprintln!("{}", describe(&p, Path::new(reference))),
+            }
             return Ok(());
         }
         let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
-        eprintln!(
-            "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
-            p.index_version,
-            p.timestamp_version,
-            self.at.registry.display(),
-            p.entries,
-            p.blobs_written,
-            p.blobs_reused
-        );
+        eprintln!("{}", describe(&p, &self.at.registry));
         Ok(())
     }
 }
@@ -129,34 +135,57 @@ pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
     .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
 }
 
-/// Verifies the trust root and that `publisher` is one of its publisher keys.
-pub fn checked_root(
-    root_bytes: &[u8],
-    trust: &Path,
-    publisher: &SecretKey,
-) -> Result<cuda_aot::trust::VerifiedRoot> {
-    let limits = Limits::default();
-    let root = cuda_aot::trust::verify_anchor(root_bytes, &limits, &trust.display().to_string())?;
-    if !root
-        .root()
-        .roles
-        .publisher
-        .keys
-        .contains(&publisher.public())
-    {
+/// Reads a trust root file (a regular file, within the size limit).
+pub fn read_trust_root(trust: &Path) -> Result<Vec<u8>> {
+    cuda_aot::fs::read_capped(trust, Limits::default().root, "trust root")
+        .with_context(|| format!("reading trust root {}", trust.display()))
+}
+
+/// The dev publisher key, refused for a production trust root: a production publish needs
+/// its publisher key given explicitly.
+pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
+    let root =
+        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())?;
+    if root.root().channel == Channel::Production {
         return Err(anyhow::Error::new(paths::Fix(
-            "use a publisher key listed in the trust root (--publisher-key)".into(),
+            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root".into(),
         )))
         .context(format!(
-            "publisher key {} is not a publisher key of trust root {}",
-            publisher.public().key_id().short(),
+            "{} is a production trust root and no publisher key was given; the development key is never used for production",
             trust.display()
         ));
     }
-    Ok(root)
+    Ok(devkeys::ensure()?.publisher)
 }
 
-/// Checks every signed manifest of `out` against the trust root and publishes them.
+/// One line saying what a publish did.
+pub fn describe(p: &Published, registry: &Path) -> String {
+    if p.unchanged {
+        return format!(
+            "unchanged: index v{} of {} already holds this release ({} entries); nothing published",
+            p.index_version,
+            registry.display(),
+            p.entries
+        );
+    }
+    format!(
+        "published index v{} (timestamp v{}) to {}: {} entries ({} removed), {} blob(s) written, {} already present{}",
+        p.index_version,
+        p.timestamp_version,
+        registry.display(),
+        p.entries,
+        p.removed,
+        p.blobs_written,
+        p.blobs_reused,
+        if p.recovered {
+            "; the old timestamp was signed by a key the trust root no longer lists: a new version line started"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Checks the build statement of `out` against the trust root and publishes the build.
 pub fn publish_output(
     registry: &Path,
     out: &Path,
@@ -165,28 +194,34 @@ pub fn publish_output(
     opts: &PublishOptions,
 ) -> Result<Published> {
     let limits = Limits::default();
-    let root_bytes =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
-    let root = checked_root(&root_bytes, trust, publisher)?;
-    let signed = sign::files_ending(out, ".manifest.dsse.json")?;
-    if signed.is_empty() {
-        bail!(
-            "{}: no signed manifests (*.manifest.dsse.json); run cargo xtask sign first",
-            out.display()
-        );
-    }
-    let mut modules = Vec::with_capacity(signed.len());
-    for path in &signed {
-        let what = path.display().to_string();
-        let env_bytes = std::fs::read(path).with_context(|| format!("reading {what}"))?;
-        let env = Envelope::parse(&env_bytes, limits.manifest, PayloadType::Manifest, &what)?;
-        root.verify_role(&env, RoleName::Builder, &what)?;
-        let blob_file = sign::blob_path(path);
-        let blob = std::fs::read(&blob_file)
-            .with_context(|| format!("reading {}", blob_file.display()))?;
-        modules.push(SignedModule::new(env_bytes, blob)?);
-    }
+    let anchor = read_trust_root(trust)?;
+    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())?;
+    let statement_path = output::statement_path(out);
+    let statement = match cuda_aot::fs::read_at_most(&statement_path, limits.statement)? {
+        Some(b) => b,
+        None => {
+            return Err(anyhow::Error::new(paths::Fix(
+                "run cargo xtask sign (it signs one build statement over the build output)".into(),
+            )))
+            .context(format!("{}: not signed", statement_path.display()));
+        }
+    };
+    let files = sign::read_output(out)?
+        .into_iter()
+        .map(|(_, manifest, blob)| (manifest, blob))
+        .collect();
+    let build = SignedBuild::new(&root, statement, files).map_err(|e| {
+        let fix = e.fix();
+        anyhow::Error::new(paths::Fix(format!(
+            "{fix}; if the build output changed since it was signed, run cargo xtask sign again"
+        )))
+        .context(format!("{}: {e}", statement_path.display()))
+    })?;
     let reg = DirRegistry::new(registry);
-    reg.ensure_root(&root_bytes)?;
-    Ok(reg.publish(&modules, &[publisher], opts)?)
+    reg.ensure_root(&anchor)?;
+    let release = Release {
+        build,
+        promotions: Vec::new(),
+    };
+    Ok(reg.publish(&anchor, &release, &[publisher], opts)?)
 }

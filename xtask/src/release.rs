@@ -72,8 +72,7 @@ impl Args {
                 bail!("pass both --builder-key and --publisher-key (or neither, for a dev release)")
             }
         };
-        let root_bytes = std::fs::read(&trust)
-            .with_context(|| format!("reading trust root {}", trust.display()))?;
+        let root_bytes = publish::read_trust_root(&trust)?;
         let channel = cuda_aot::trust::verify_anchor(
             &root_bytes,
             &Limits::default(),
@@ -137,10 +136,7 @@ impl Args {
             &publisher,
             &PublishOptions::default(),
         )?;
-        eprintln!(
-            "      index v{} (timestamp v{}): {} blob(s) written, {} already present",
-            p.index_version, p.timestamp_version, p.blobs_written, p.blobs_reused
-        );
+        eprintln!("      {}", publish::describe(&p, &self.registry));
 
         eprintln!("[5/5] verify");
         let state = verify::default_state_path(&self.registry);
@@ -173,7 +169,12 @@ impl Args {
             println!("{module:<10} {target:<20} {rest}");
         }
         println!(
-            "\nrelease [{channel}] published to {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
+            "\nrelease [{channel}] {} {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
+            if p.unchanged {
+                "unchanged in"
+            } else {
+                "published to"
+            },
             self.registry.display(),
             p.index_version,
             started.elapsed(),

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, Roles, Root, Time};
+use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,6 +59,12 @@ pub struct Args {
     /// dev or production.
     #[arg(long, value_enum)]
     channel: ChannelArg,
+    /// Freeze bound: the longest a timestamp may be valid (clients refuse one expiring later).
+    #[arg(long, default_value_t = MaxExpiry::DEFAULT.timestamp_days)]
+    max_timestamp_days: u32,
+    /// Freeze bound: the longest an index may be valid.
+    #[arg(long, default_value_t = MaxExpiry::DEFAULT.index_days)]
+    max_index_days: u32,
     /// Private root key files to sign with (repeat; old and new keys for a rotation).
     #[arg(long = "sign-with", required = true)]
     sign_with: Vec<PathBuf>,
@@ -70,18 +76,31 @@ impl Args {
         let limits = Limits::default();
         let previous = match &self.previous {
             Some(p) => Some(cuda_aot::trust::verify_anchor(
-                &std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+                &cuda_aot::fs::read_capped(p, limits.root, "previous trust root")?,
                 &limits,
                 &p.display().to_string(),
             )?),
             None => None,
         };
-        let version = previous.as_ref().map_or(1, |p| p.root().version + 1);
+        let version = match &previous {
+            None => 1,
+            Some(p) => p
+                .root()
+                .version
+                .checked_add(1)
+                .context("the previous root's version cannot be incremented")?,
+        };
         let root = Root {
             schema: Root::SCHEMA.into(),
             version,
-            expires: Time::now().plus(Duration::from_secs(self.expires_days * 86_400)),
+            expires: Time::now().plus(Duration::from_secs(
+                self.expires_days.saturating_mul(86_400),
+            )),
             channel: Channel::from(self.channel),
+            max_expiry: MaxExpiry {
+                timestamp_days: self.max_timestamp_days,
+                index_days: self.max_index_days,
+            },
             roles: Roles {
                 root: Role {
                     keys: self.root_keys,
@@ -118,14 +137,16 @@ impl Args {
                 cuda_aot::trust::verify_anchor(&file, &limits, "new root")?;
             }
         }
-        if self.out.exists() {
-            bail!(
+        match cuda_aot::fs::create_new_atomic(&self.out, &file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
                 "{} exists; refusing to overwrite a trust root",
                 self.out.display()
-            );
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("writing {}", self.out.display()));
+            }
         }
-        std::fs::write(&self.out, &file)
-            .with_context(|| format!("writing {}", self.out.display()))?;
         eprintln!(
             "wrote trust root v{version} ({}) to {}",
             root.channel,

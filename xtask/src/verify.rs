@@ -1,9 +1,9 @@
 //! `cargo xtask verify`: verify a registry offline and print what it holds.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cuda_aot::source::DirSource;
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
+use cuda_aot::verify::{Freshness, Options, VerifiedIndex, verify_index};
 use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,6 +32,10 @@ pub struct Args {
     /// Require this channel (production refuses dev-signed registries).
     #[arg(long, value_enum)]
     channel: Option<ChannelArg>,
+    /// Accept an expired timestamp up to this many days after the last fresh verification
+    /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
+    #[arg(long, default_value_t = 0)]
+    offline_grace_days: u64,
 }
 
 impl Args {
@@ -43,6 +47,7 @@ impl Args {
             .unwrap_or_else(|| default_state_path(&self.at.registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
+            offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
             required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
@@ -56,6 +61,8 @@ impl Args {
 pub struct Verified {
     /// The verified metadata.
     pub index: VerifiedIndex,
+    /// Until when it stays loadable if nothing is republished.
+    pub loadable_until: cuda_aot::metadata::Time,
 }
 
 /// The default state file for a registry: `.cuda-aot/state/<blake3 of its path>.json`.
@@ -75,8 +82,7 @@ pub fn verify_registry(
     opts: &Options,
 ) -> Result<Verified> {
     let limits = Limits::default();
-    let anchor =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
+    let anchor = publish::read_trust_root(trust)?;
     let seen = TrustState::load(state_path, limits.state)?;
     eprintln!(
         "verifying {} against {} (clock skew allowance {}s)",
@@ -90,7 +96,21 @@ pub fn verify_registry(
         index.load_module(&src, m, &limits)?;
     }
     index.state().save(state_path)?;
-    Ok(Verified { index })
+    if let Some(old) = index.discarded_state() {
+        eprintln!(
+            "note: the trust root rotated the publisher keys: discarded the saved timestamp v{} and index v{}",
+            old.timestamp, old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        eprintln!(
+            "warning: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline}. Refresh the registry (cargo xtask publish --refresh-timestamp) or sync it before then."
+        );
+    }
+    Ok(Verified {
+        loadable_until: index.loadable_until(opts.offline_grace),
+        index,
+    })
 }
 
 /// The table `verify` prints: module × target, kind, size, digest prefix, signer.
@@ -98,13 +118,21 @@ pub fn render_table(v: &Verified) -> String {
     let idx = v.index.index();
     let root = v.index.root().root();
     let mut s = format!(
-        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s)\n",
+        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s), {} signature check(s)\n",
         idx.version,
         v.index.timestamp().version,
         v.index.timestamp().expires,
         root.version,
         root.channel,
-        idx.entries.len()
+        idx.entries.len(),
+        v.index.signature_checks()
+    );
+    s += &format!(
+        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with cargo xtask publish --refresh-timestamp\n",
+        v.loadable_until,
+        v.index.timestamp().expires,
+        idx.expires,
+        root.expires
     );
     s += &format!(
         "{:<12} {:<11} {:<6} {:>9}  {:<14} {}\n",
@@ -116,6 +144,11 @@ pub fn render_table(v: &Verified) -> String {
             .signers()
             .iter()
             .map(|k| format!("builder {}", k.short()))
+            .chain(
+                m.promoted_by()
+                    .iter()
+                    .map(|k| format!("reviewer {}", k.short())),
+            )
             .collect();
         s += &format!(
             "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}{}\n",

@@ -122,10 +122,12 @@ fn stale_outputs_of_earlier_builds_are_removed() {
     let ws = Ws::new();
     ws.build(&[]).ok();
     ws.write("out/alpha/notes.txt", "not a build output");
-    // Signatures `cargo xtask sign` left beside the manifests.
+    // Per-manifest signatures of an earlier format are outputs too.
     ws.write("out/alpha/sm_80.cubin.manifest.dsse.json", "{}");
     ws.write("out/alpha/sm_90.cubin.manifest.dsse.json", "{}");
     ws.write("out/beta/sm_90.cubin.manifest.dsse.json", "{}");
+    // The build statement `cargo xtask sign` left.
+    ws.write("out/build.statement.json", "{}");
     let run = ws.build(&["--target", "sm_90"]).ok();
     assert_eq!(run.nvcc_runs(), 0);
     let left: Vec<String> = ws
@@ -138,22 +140,25 @@ fn stale_outputs_of_earlier_builds_are_removed() {
         [
             "alpha/notes.txt",
             "alpha/sm_90.cubin",
-            "alpha/sm_90.cubin.manifest.dsse.json",
             "alpha/sm_90.cubin.manifest.json",
             "beta/sm_90.cubin",
-            "beta/sm_90.cubin.manifest.dsse.json",
             "beta/sm_90.cubin.manifest.json",
             "gamma/sm_90.cubin",
             "gamma/sm_90.cubin.manifest.json"
-        ]
+        ],
+        "the statement covered the removed sm_80 outputs, so it went too"
     );
     assert!(
-        run.stdout.contains("removed 7 stale file(s)"),
+        run.stdout.contains("removed 9 stale file(s)"),
         "{}",
         run.stdout
     );
 
-    // A manifest that changes (here its channel) loses the signature of its old bytes.
+    // A no-op rebuild keeps the statement; a manifest that changes (here its channel)
+    // removes it: it no longer covers what the folder holds.
+    ws.write("out/build.statement.json", "{}");
+    ws.build(&["--target", "sm_90"]).ok();
+    assert!(ws.path("out/build.statement.json").exists());
     ws.build(&[
         "--target",
         "sm_90",
@@ -163,7 +168,7 @@ fn stale_outputs_of_earlier_builds_are_removed() {
         "production",
     ])
     .ok();
-    assert!(!ws.path("out/alpha/sm_90.cubin.manifest.dsse.json").exists());
+    assert!(!ws.path("out/build.statement.json").exists());
 }
 
 /// Regression: nvcc names internal-linkage symbols (beta's `static __constant__` table)

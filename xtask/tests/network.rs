@@ -127,20 +127,21 @@ fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
 /// One fresh release per test binary (real nvcc builds, dev keys): `registry/` and the
 /// signed build output `out/`.
 fn release() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         common::toolkit_root();
-        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        // A fixed folder, replaced on each run (a static is never dropped to clean up).
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("network-release");
+        let _ = std::fs::remove_dir_all(&d);
         run_ok(
             xtask()
                 .args(["release", "--registry"])
-                .arg(d.path().join("registry"))
+                .arg(d.join("registry"))
                 .arg("--out")
-                .arg(d.path().join("out")),
+                .arg(d.join("out")),
         );
         d
     })
-    .path()
 }
 
 #[test]
@@ -197,19 +198,13 @@ fn a_release_round_trips_through_an_oci_registry() {
     );
     let reference = format!("oci://{}/cuda-aot/release:stable", oci.addr);
     let out = release().join("out");
-    let publish = |n: u64| {
-        let o = run_ok(
-            xtask()
-                .args(["publish", "--registry", &reference])
-                .arg(&out),
-        );
-        let text = String::from_utf8_lossy(&o.stderr).to_string();
-        assert!(
-            text.contains(&format!("published index v{n} to ")),
-            "{text}"
-        );
+    let publish = |out: &Path| {
+        let o = run_ok(xtask().args(["publish", "--registry", &reference]).arg(out));
+        String::from_utf8_lossy(&o.stderr).to_string()
     };
-    publish(1);
+    let text = publish(&out);
+    assert!(text.contains("published index v1 "), "{text}");
+    assert!(text.contains("OCI layers"), "{text}");
     let (synced, table) = sync_and_verify(&reference, tmp.path(), "pulled");
     assert!(synced.starts_with("synced "), "{synced}");
     assert!(table.starts_with("registry OK: index v1"), "{table}");
@@ -222,10 +217,22 @@ fn a_release_round_trips_through_an_oci_registry() {
         table.contains(&format!("{modules} module(s)")),
         "every module of the release came back: {table}"
     );
+    // The same build again: the tag already holds it, nothing is pushed.
+    let text = publish(&out);
+    assert!(text.contains("unchanged: index v1 "), "{text}");
+    assert!(!text.contains("OCI layers"), "{text}");
 
-    // The next publish to the tag builds on what the tag holds: index v2; a sync fetches
-    // only the new timestamp and index (the manifests and blobs are unchanged).
-    publish(2);
+    // The next build (one module only) is published on top of what the tag holds: index
+    // v2; a sync fetches only the new timestamp, index and build statement.
+    let out2 = tmp.path().join("out2");
+    run_ok(
+        xtask()
+            .args(["build", "--module", "ntt", "--out"])
+            .arg(&out2),
+    );
+    run_ok(xtask().arg("sign").arg(&out2));
+    let text = publish(&out2);
+    assert!(text.contains("published index v2 "), "{text}");
     let o = run_ok(
         xtask()
             .args(["sync", "--from", &reference, "--to"])
@@ -235,15 +242,11 @@ fn a_release_round_trips_through_an_oci_registry() {
     );
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("index v2"), "{text}");
-    assert!(text.contains("fetched 2 file(s)"), "{text}");
+    assert!(text.contains("fetched 3 file(s)"), "{text}");
 
     // A layer altered inside the OCI registry's storage is refused (its sha256 no longer
     // matches the artifact manifest), and nothing reaches the local folder.
-    let blob = local_reg
-        .iter()
-        .find(|(p, _)| p.starts_with("blobs/"))
-        .unwrap();
-    let sha = hex_sha256(&blob.1);
+    let sha = hex_sha256(&std::fs::read(out2.join("ntt/sm_90.cubin")).unwrap());
     let data = tmp
         .path()
         .join("oci-storage/docker/registry/v2/blobs/sha256")

@@ -14,12 +14,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, Roles, Root, Time};
+use cuda_aot::envelope::Envelope;
+use cuda_aot::metadata::{Attested, BuildStatement, Document, MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::source::DirSource;
 use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
 use cuda_aot::*;
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, SignedModule};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
+
+/// A module as the build writes it: its manifest and blob.
+pub type Module = (Manifest, Vec<u8>);
+/// A manifest file and its blob, as a signed build holds them.
+pub type ManifestAndBlob = (Vec<u8>, Vec<u8>);
+
+/// Signs any document with `signers`.
+pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
+    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
+}
 
 /// A fresh random key (tests generate keys; none is ever committed).
 pub fn key() -> SecretKey {
@@ -64,6 +74,7 @@ impl Keys {
             version: 1,
             expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
             channel: Channel::Dev,
+            max_expiry: MaxExpiry::DEFAULT,
             roles: Roles {
                 root: one(&self.root),
                 builder: one(&self.builder),
@@ -71,7 +82,7 @@ impl Keys {
                 publisher: one(&self.publisher),
             },
         };
-        Envelope::sign(PayloadType::Root, &json::to_vec(&root), &[&self.root]).to_bytes()
+        sign_doc(&root, &[&self.root])
     }
 }
 
@@ -166,22 +177,15 @@ impl Fixture {
         DirRegistry::new(self.reg_path())
     }
 
-    /// A signed module: the real cubin of `add` for `sm_*`, or PTX for `compute_*`
-    /// (padded to `pad` bytes when given).
-    pub fn module(&self, target: &str, pad: Option<usize>) -> SignedModule {
+    /// A module: the real cubin of `add` for `sm_*`, or PTX for `compute_*` (padded to
+    /// `pad` bytes when given).
+    pub fn module(&self, target: &str, pad: Option<usize>) -> Module {
         let blob = match (target.starts_with("compute_"), pad) {
             (true, Some(n)) => big_ptx(n, 7),
             (true, None) => data(&format!("elf/add_{target}.ptx")),
             (false, _) => data(&format!("elf/add_{target}.cubin")),
         };
-        let m = manifest("add", target, &blob);
-        let env = Envelope::sign(
-            PayloadType::Manifest,
-            &json::to_vec(&m),
-            &[&self.keys.builder],
-        )
-        .to_bytes();
-        SignedModule::new(env, blob).unwrap()
+        (manifest("add", target, &blob), blob)
     }
 
     /// Publishes `add` for each target.
@@ -190,16 +194,56 @@ impl Fixture {
         self.publish_modules(&mods)
     }
 
-    pub fn publish_modules(&self, mods: &[SignedModule]) -> Published {
+    /// Publishes `mods` as one build signed by the fixture's builder, keeping the entries
+    /// of earlier builds (so each publish adds to the registry).
+    pub fn publish_modules(&self, mods: &[Module]) -> Published {
+        let anchor = &self.root_file;
+        let root = cuda_aot::trust::verify_anchor(anchor, &Limits::default(), "root").unwrap();
+        let (statement, files) = build(mods, &self.keys.builder);
+        let release = Release {
+            build: SignedBuild::new(&root, statement, files).unwrap(),
+            promotions: vec![],
+        };
+        let opts = PublishOptions {
+            keep_unlisted: true,
+            ..PublishOptions::default()
+        };
         self.registry()
-            .publish(mods, &[&self.keys.publisher], &PublishOptions::default())
+            .publish(anchor, &release, &[&self.keys.publisher], &opts)
             .unwrap()
     }
 
-    /// The registry file of a blob.
-    pub fn blob_rel(m: &SignedModule) -> String {
-        cuda_aot::source::layout::blob(&m.manifest().module_digest)
+    /// The registry file of a module's blob.
+    pub fn blob_rel(m: &Module) -> String {
+        cuda_aot::source::layout::blob(&m.0.module_digest)
     }
+}
+
+/// A signed build of `mods`: the build statement (signed by `builder`) and each manifest
+/// file with its blob.
+pub fn build(mods: &[Module], builder: &SecretKey) -> (Vec<u8>, Vec<ManifestAndBlob>) {
+    let files: Vec<(Vec<u8>, Vec<u8>)> = mods
+        .iter()
+        .map(|(m, b)| (json::to_vec(m), b.clone()))
+        .collect();
+    let mut manifests: Vec<Attested> = mods
+        .iter()
+        .zip(&files)
+        .map(|((m, _), (f, _))| Attested {
+            module: m.identity.module.clone(),
+            sm: m.identity.sm,
+            kind: m.identity.kind,
+            manifest: Digest::of(f),
+            manifest_size: f.len() as u64,
+        })
+        .collect();
+    manifests.sort();
+    let statement = BuildStatement {
+        schema: BuildStatement::SCHEMA.into(),
+        channel: Channel::Dev,
+        manifests,
+    };
+    (sign_doc(&statement, &[builder]), files)
 }
 
 /// Verifies the registry folder `dir` fully (metadata and every blob) against `root_file`.

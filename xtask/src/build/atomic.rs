@@ -1,13 +1,13 @@
-//! Atomic file writes for build outputs and the cache, through the registry's
-//! [`cuda_aot_registry::replace_atomic`] (temporary sibling, fsync, rename, fsync of the
-//! folder): a reader sees the old file or the new one and never half of either.
+//! Atomic file writes for build outputs and the cache, through the workspace's one routine
+//! [`cuda_aot::fs::write_atomic`] (temporary sibling, fsync, rename, fsync of the folder): a
+//! reader sees the old file or the new one and never half of either.
 
 use anyhow::{Context, Result};
 use std::path::Path;
 
 /// Writes `bytes` to `path` atomically, creating the parent folder if needed.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    cuda_aot_registry::replace_atomic(path, bytes)
+    cuda_aot::fs::write_atomic(path, bytes)
         .with_context(|| format!("writing {} atomically", path.display()))
 }
 

@@ -24,39 +24,31 @@ pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
     ))
 }
 
-/// `<out>/<module>/<target>.<kind>.manifest.dsse.json`: where `cargo xtask sign` puts the
-/// signed envelope of a manifest.
-pub fn signed_path(out: &Path, m: &Manifest) -> PathBuf {
-    out.join(m.identity.module.as_str()).join(format!(
-        "{}.{}.manifest.dsse.json",
-        m.identity.sm, m.identity.kind
-    ))
+/// `<out>/build.statement.json`: where `cargo xtask sign` puts the builder's signed
+/// statement over every manifest of the build.
+pub fn statement_path(out: &Path) -> PathBuf {
+    out.join("build.statement.json")
 }
 
 /// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
-/// blob it names). A signature left by `sign` survives only while the manifest it signs is
-/// unchanged. Returns the blob, manifest and signature paths.
-pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<[PathBuf; 3]> {
-    let (b, j, s) = (
-        blob_path(out, m),
-        manifest_path(out, m),
-        signed_path(out, m),
-    );
+/// blob it names). Returns the blob and manifest paths, and whether either changed.
+pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<([PathBuf; 2], bool)> {
+    let (b, j) = (blob_path(out, m), manifest_path(out, m));
     let blob_changed =
         atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
     let manifest_changed = atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
-    if blob_changed || manifest_changed {
-        match std::fs::remove_file(&s) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("removing the stale signature {}", s.display()));
-            }
-        }
+    Ok(([b, j], blob_changed || manifest_changed))
+}
+
+/// Removes the build statement of `out`: it no longer covers what the folder holds.
+pub fn remove_statement(out: &Path) -> Result<()> {
+    let s = statement_path(out);
+    match std::fs::remove_file(&s) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing the stale statement {}", s.display())),
     }
-    Ok([b, j, s])
 }
 
 /// Removes build outputs in `out` that are not in `keep`, and module folders left empty.
@@ -87,8 +79,8 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
     Ok(removed)
 }
 
-/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or its signature
-/// `<target>.<kind>.manifest.dsse.json`, kind matching the target.
+/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or a signature of an earlier format
+/// (`<target>.<kind>.manifest.dsse.json`), kind matching the target.
 fn is_output_name(n: &str) -> bool {
     let n = n
         .strip_suffix(".manifest.json")
