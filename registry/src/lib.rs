@@ -42,6 +42,7 @@
 
 mod dir;
 mod error;
+pub mod http_store;
 pub mod oci;
 pub mod publish;
 pub mod remote;

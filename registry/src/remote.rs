@@ -169,6 +169,11 @@ impl HttpRemote {
         &self.base
     }
 
+    /// The base URL as text.
+    pub fn describe_url(&self) -> String {
+        self.base.to_string()
+    }
+
     /// The settings.
     pub fn options(&self) -> &HttpOptions {
         &self.opts
@@ -192,24 +197,11 @@ impl HttpRemote {
         &self,
         url: &reqwest::Url,
         cap: u64,
-        dest: &Path,
+        sink: &mut dyn Sink,
         whole: bool,
         stats: &mut Fetched,
     ) -> std::result::Result<Outcome, AttemptError> {
-        let io = |e: std::io::Error| {
-            AttemptError::Permanent(Error::Io {
-                path: dest.to_path_buf(),
-                source: e,
-            })
-        };
-        if let Some(dir) = dest.parent() {
-            fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut have = if whole {
-            0
-        } else {
-            fs::metadata(dest).map(|m| m.len()).unwrap_or(0)
-        };
+        let mut have = if whole { 0 } else { sink.existing() };
         if have >= cap {
             have = 0;
         }
@@ -258,18 +250,18 @@ impl HttpRemote {
                 return Err(AttemptError::Permanent(Error::Status {
                     url: url.to_string(),
                     status: s.as_u16(),
-                    message: first_line(resp),
+                    message: body_text(resp),
                 }));
             }
         };
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(false)
-            .open(dest)
-            .map_err(io)?;
-        file.set_len(have).map_err(io)?;
-        file.seek(SeekFrom::Start(have)).map_err(io)?;
+        let path = sink.describe();
+        let io = |e: std::io::Error| {
+            AttemptError::Permanent(Error::Io {
+                path: path.clone(),
+                source: e,
+            })
+        };
+        sink.start(have).map_err(io)?;
         stats.resumed = have;
 
         let mut got = have;
@@ -284,7 +276,7 @@ impl HttpRemote {
                 Ok(n) => n,
                 Err(e) => return Err(AttemptError::Transient(read_failure(&e, &self.opts), None)),
             };
-            file.write_all(&buf[..n]).map_err(io)?;
+            sink.write(&buf[..n]).map_err(io)?;
             got += n as u64;
             stats.transferred += n as u64;
             window.1 += n as u64;
@@ -317,13 +309,13 @@ impl HttpRemote {
                 None,
             ));
         }
-        file.sync_all().map_err(io)?;
+        sink.finish().map_err(io)?;
         Ok(Outcome::Done)
     }
-}
 
-impl Remote for HttpRemote {
-    fn fetch(&self, path: &str, max: u64, dest: &Path, resume: bool) -> Result<Fetched> {
+    /// GETs `path` with retries into `sink`, reading at most `max + 1` bytes; resumes what
+    /// the sink holds when `resume`.
+    fn get_into(&self, path: &str, max: u64, sink: &mut dyn Sink, resume: bool) -> Result<Fetched> {
         let url = self.url_of(path)?;
         let cap = max.saturating_add(1);
         let mut stats = Fetched::default();
@@ -331,16 +323,12 @@ impl Remote for HttpRemote {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let result = self.attempt(&url, cap, dest, whole, &mut stats);
-            match result {
+            match self.attempt(&url, cap, sink, whole, &mut stats) {
                 Ok(Outcome::Done) => {
                     stats.found = true;
                     return Ok(stats);
                 }
-                Ok(Outcome::Missing) => {
-                    let _ = fs::remove_file(dest);
-                    return Ok(stats);
-                }
+                Ok(Outcome::Missing) => return Ok(stats),
                 Ok(Outcome::Restart) if attempt < self.opts.attempts.max(1) => whole = true,
                 Ok(Outcome::Restart) => {
                     return Err(Error::Transfer {
@@ -365,6 +353,146 @@ impl Remote for HttpRemote {
                 }
             }
         }
+    }
+
+    /// Reads `path` into memory: `None` when absent, else at most `max + 1` bytes (the
+    /// [`cuda_aot::source::RegistrySource`] contract), with the same timeouts and retries.
+    pub fn get(&self, path: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        let mut sink = MemSink(Vec::new());
+        let f = self.get_into(path, max, &mut sink, false)?;
+        Ok(f.found.then_some(sink.0))
+    }
+
+    /// Sends one request built by `make` (a PUT of a publish), retrying transient failures
+    /// (connection errors, timeouts, 408/429/5xx) with backoff; returns the final response
+    /// whatever its status.
+    pub fn send_with_retries(
+        &self,
+        url: &reqwest::Url,
+        make: &dyn Fn(&Client) -> reqwest::blocking::RequestBuilder,
+    ) -> Result<(Response, u32)> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut req = make(&self.client);
+            if let Some(t) = &self.opts.bearer_token {
+                req = req.bearer_auth(t);
+            }
+            let (failure, retry_after) = match req.send() {
+                Ok(r) if is_transient_status(r.status()) => {
+                    let ra = r
+                        .headers()
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    (Failure::Status(r.status().as_u16()), ra)
+                }
+                Ok(r) => return Ok((r, attempt - 1)),
+                Err(e) => match transient(&e, &self.opts) {
+                    AttemptError::Transient(f, ra) => (f, ra),
+                    AttemptError::Permanent(e) => return Err(e),
+                },
+            };
+            if attempt >= self.opts.attempts.max(1) {
+                return Err(Error::Transfer {
+                    url: url.to_string(),
+                    attempts: attempt,
+                    failure,
+                });
+            }
+            std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
+        }
+    }
+}
+
+/// Where a download goes: a staging file (resumable) or memory.
+trait Sink {
+    /// Bytes already held from an earlier attempt.
+    fn existing(&self) -> u64;
+    /// Keeps the first `keep` bytes and positions after them.
+    fn start(&mut self, keep: u64) -> std::io::Result<()>;
+    /// Appends.
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()>;
+    /// Makes the bytes durable.
+    fn finish(&mut self) -> std::io::Result<()>;
+    /// For messages.
+    fn describe(&self) -> std::path::PathBuf;
+}
+
+struct FileSink<'a> {
+    path: &'a Path,
+    file: Option<File>,
+}
+
+impl Sink for FileSink<'_> {
+    fn existing(&self) -> u64 {
+        fs::metadata(self.path).map(|m| m.len()).unwrap_or(0)
+    }
+    fn start(&mut self, keep: u64) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(self.path)?;
+        f.set_len(keep)?;
+        f.seek(SeekFrom::Start(keep))?;
+        self.file = Some(f);
+        Ok(())
+    }
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.write_all(b),
+            None => Err(std::io::Error::other("sink not started")),
+        }
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self.file.take() {
+            Some(f) => f.sync_all(),
+            None => Ok(()),
+        }
+    }
+    fn describe(&self) -> std::path::PathBuf {
+        self.path.to_path_buf()
+    }
+}
+
+struct MemSink(Vec<u8>);
+
+impl Sink for MemSink {
+    fn existing(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn start(&mut self, keep: u64) -> std::io::Result<()> {
+        self.0.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+        Ok(())
+    }
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> std::path::PathBuf {
+        "<memory>".into()
+    }
+}
+
+impl Remote for HttpRemote {
+    fn fetch(&self, path: &str, max: u64, dest: &Path, resume: bool) -> Result<Fetched> {
+        let mut sink = FileSink {
+            path: dest,
+            file: None,
+        };
+        let f = self.get_into(path, max, &mut sink, resume)?;
+        if !f.found {
+            let _ = fs::remove_file(dest);
+        }
+        Ok(f)
     }
 
     fn describe(&self) -> String {
@@ -457,16 +585,11 @@ fn unsatisfied_total(resp: &Response) -> Option<u64> {
     v.strip_prefix("bytes */")?.trim().parse().ok()
 }
 
-/// The first line of an error body, at most 300 bytes of it.
-pub(crate) fn first_line(resp: Response) -> String {
+/// The text of a (short) response body: at most 2 KiB of it, trimmed.
+pub(crate) fn body_text(resp: Response) -> String {
     let mut buf = Vec::new();
-    let _ = resp.take(300).read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf)
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    let _ = resp.take(2048).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).trim().to_string()
 }
 
 /// Reads at most `max + 1` bytes of a local file (the bytes a [`Remote`] left in `dest`).

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use cuda_aot::{Channel, Limits, SecretKey};
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -42,7 +42,9 @@ pub struct Args {
     #[arg(long)]
     keep_unlisted: bool,
     #[command(flatten)]
-    oci: crate::oci::OciArgs,
+    oci: crate::remote::OciArgs,
+    #[command(flatten)]
+    token: crate::remote::TokenArgs,
 }
 
 impl Args {
@@ -71,28 +73,26 @@ impl Args {
             );
             return Ok(());
         }
-        if let Some(reference) = self
-            .at
-            .registry
-            .to_str()
-            .filter(|r| r.starts_with("oci://"))
-        {
-            let oci = self.oci.options()?;
-            let (p, pushed) =
-                crate::oci::publish_to_oci(reference, &self.out, &trust, &key, &opts, &oci)?;
-            match pushed {
-                Some(o) => eprintln!(
-                    "{}; pushed as {} OCI layers ({} bytes) to {}",
-                    describe(&p, Path::new(reference)),
-                    o.layers,
-                    o.bytes,
-                    o.reference
-                ),
-                None => eprintln!("{}", describe(&p, Path::new(reference))),
+        let p = match crate::remote::Target::of(&self.at.registry) {
+            crate::remote::Target::Oci(reference) => {
+                let oci = self.oci.options()?;
+                let (p, pushed) =
+                    crate::remote::publish_to_oci(reference, &self.out, &trust, &key, &opts, &oci)?;
+                let mut line = describe(&p, &self.at.registry);
+                if let Some(o) = pushed {
+                    line += &format!("; pushed as {} OCI layers ({} bytes)", o.layers, o.bytes);
+                }
+                eprintln!("{line}");
+                return Ok(());
             }
-            return Ok(());
-        }
-        let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
+            crate::remote::Target::Http(url) => {
+                let store = self.token.store(url)?;
+                publish_output_to(&store, &self.out, &trust, &key, &opts)?
+            }
+            crate::remote::Target::Dir(dir) => {
+                publish_output_to(&DirRegistry::new(dir), &self.out, &trust, &key, &opts)?
+            }
+        };
         eprintln!("{}", describe(&p, &self.at.registry));
         Ok(())
     }
@@ -101,7 +101,8 @@ impl Args {
 /// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
 #[derive(clap::Args)]
 pub struct RegistryArgs {
-    /// The registry folder (publish also takes oci://HOST/REPOSITORY:TAG).
+    /// The registry folder (publish also takes http(s)://… of a publishing
+    /// `cuda-aot-registry serve`, and oci://HOST/REPOSITORY:TAG).
     #[arg(long, default_value_os_t = paths::default_registry())]
     pub registry: PathBuf,
     /// Trust root file (default: the dev root, else keys/root.json).
@@ -185,9 +186,22 @@ pub fn describe(p: &Published, registry: &Path) -> String {
     )
 }
 
-/// Checks the build statement of `out` against the trust root and publishes the build.
+/// Checks the build statement of `out` against the trust root and publishes the build
+/// into the directory registry `registry`.
 pub fn publish_output(
     registry: &Path,
+    out: &Path,
+    trust: &Path,
+    publisher: &SecretKey,
+    opts: &PublishOptions,
+) -> Result<Published> {
+    publish_output_to(&DirRegistry::new(registry), out, trust, publisher, opts)
+}
+
+/// Checks the build statement of `out` against the trust root and publishes the build
+/// through `store` (a directory, or a publishing HTTP server).
+pub fn publish_output_to(
+    store: &dyn Store,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
@@ -217,11 +231,16 @@ pub fn publish_output(
         )))
         .context(format!("{}: {e}", statement_path.display()))
     })?;
-    let reg = DirRegistry::new(registry);
-    reg.ensure_root(&anchor)?;
+    cuda_aot_registry::publish::ensure_root(store, &anchor)?;
     let release = Release {
         build,
         promotions: Vec::new(),
     };
-    Ok(reg.publish(&anchor, &release, &[publisher], opts)?)
+    Ok(cuda_aot_registry::publish::publish(
+        store,
+        &anchor,
+        &release,
+        &[publisher],
+        opts,
+    )?)
 }

@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     attempts: u32,
     #[command(flatten)]
-    oci: crate::oci::OciArgs,
+    oci: crate::remote::OciArgs,
 }
 
 impl Args {

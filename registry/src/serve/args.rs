@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{ServeOptions, Server, shutdown_signal};
+use super::{PublishSettings, ServeOptions, Server, shutdown_signal};
 use crate::error::{Error, Result};
 
 /// Serve a registry folder over HTTP: GET and HEAD for anyone, with strong ETags (blake3),
@@ -34,17 +34,38 @@ pub struct ServeArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Accept publishes (PUT) from clients sending this file's token as a bearer token
+    /// (one line, at least 16 characters, mode 0600). Needs --trust.
+    #[arg(long, value_name = "FILE", requires = "trust")]
+    pub publish_token_file: Option<PathBuf>,
+    /// The trust root every published file is checked against (publishing only).
+    #[arg(long, value_name = "FILE", requires = "publish_token_file")]
+    pub trust: Option<PathBuf>,
+    /// The largest blob upload accepted, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub max_upload_mib: u64,
 }
 
 impl ServeArgs {
-    /// The server options these arguments select.
-    pub fn options(&self) -> ServeOptions {
+    /// The server options these arguments select (reading the token and trust root files
+    /// when publishing is on).
+    pub fn options(&self) -> Result<ServeOptions> {
         let mut o = ServeOptions::new(self.root.clone());
         o.max_connections = self.max_connections;
         o.header_timeout = Duration::from_secs(self.header_timeout_secs);
         o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
         o.access_log = !self.no_access_log;
-        o
+        o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);
+        if let (Some(token), Some(trust)) = (&self.publish_token_file, &self.trust) {
+            o.publish =
+                Some(
+                    PublishSettings::load(token, trust).map_err(|reason| Error::Serve {
+                        addr: self.addr.to_string(),
+                        reason: format!("publishing cannot start: {reason}"),
+                    })?,
+                );
+        }
+        Ok(o)
     }
 
     /// Runs the server until SIGTERM or SIGINT (blocking; starts its own runtime).
@@ -57,7 +78,7 @@ impl ServeArgs {
             addr: self.addr.to_string(),
             reason: format!("cannot start the runtime: {e}"),
         })?;
-        let opts = self.options();
+        let opts = self.options()?;
         rt.block_on(async {
             let server = Server::bind(self.addr, opts).await?;
             server.run(shutdown_signal()).await

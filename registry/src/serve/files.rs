@@ -181,14 +181,17 @@ fn plain(status: StatusCode, text: &str, note: &str) -> Response {
 /// The fallback handler: every path that is not a route is a registry file.
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let method = req.method().clone();
+    if method == Method::PUT && shared.publish.is_some() {
+        return super::publish::put(shared, req).await;
+    }
     if method != Method::GET && method != Method::HEAD {
-        let mut r = plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method not allowed: this server is read-only",
-            "method not allowed",
-        );
+        let (text, allow) = match shared.publish {
+            Some(_) => ("method not allowed", "GET, HEAD, PUT"),
+            None => ("method not allowed: this server is read-only", "GET, HEAD"),
+        };
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, text, "method not allowed");
         r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+            .insert(ALLOW, HeaderValue::from_static(allow));
         return r;
     }
     let path = req.uri().path();

@@ -6,6 +6,7 @@
 mod args;
 mod files;
 mod log;
+mod publish;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 
 pub use args::ServeArgs;
 pub use log::event;
+pub use publish::{PublishSettings, read_token_file};
 
 /// Settings of a server.
 #[derive(Debug, Clone)]
@@ -43,6 +45,11 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Write one JSON line per request to stdout.
     pub access_log: bool,
+    /// Accept publishes (PUT) from holders of this token, checked against this trust root.
+    /// None: read-only.
+    pub publish: Option<PublishSettings>,
+    /// The largest blob upload accepted, in bytes (other files have their kind's limit).
+    pub max_upload: u64,
 }
 
 impl ServeOptions {
@@ -55,6 +62,8 @@ impl ServeOptions {
             max_header_bytes: 16 * 1024,
             shutdown_grace: Duration::from_secs(30),
             access_log: true,
+            publish: None,
+            max_upload: 64 * 1024 * 1024,
         }
     }
 }
@@ -63,6 +72,7 @@ impl ServeOptions {
 pub(crate) struct Shared {
     pub(crate) opts: ServeOptions,
     pub(crate) etags: files::EtagCache,
+    pub(crate) publish: Option<publish::Publishing>,
 }
 
 /// A bound, not yet running server.
@@ -86,11 +96,13 @@ impl Server {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| fail(e.to_string()))?;
+        let publish = opts.publish.as_ref().map(|p| p.start(&opts.root));
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
                 opts,
                 etags: files::EtagCache::default(),
+                publish,
             }),
         })
     }
@@ -116,6 +128,7 @@ impl Server {
             &[
                 ("addr", addr.to_string().into()),
                 ("root", opts.root.display().to_string().into()),
+                ("publish", opts.publish.is_some().into()),
             ],
         );
         tokio::pin!(shutdown);

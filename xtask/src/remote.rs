@@ -1,16 +1,70 @@
-//! OCI registries from the command line: the credentials and transport arguments shared by
-//! `sync --from oci://…` and `publish --registry oci://…`, and publishing a build output as
-//! the next release of an OCI tag.
+//! Registries elsewhere than a local folder, from the command line: an OCI tag
+//! (`oci://HOST/REPO:TAG`) or a publishing `cuda-aot-registry serve` (`http(s)://…`) — the
+//! credential and transport arguments of `sync` and `publish`, and publishing a build output
+//! as the next release of an OCI tag.
 
 use anyhow::{Context, Result};
 use cuda_aot::SecretKey;
 use cuda_aot::verify::Options;
+use cuda_aot_registry::http_store::HttpStore;
 use cuda_aot_registry::oci::{OciOptions, OciRemote, Pushed, push};
+use cuda_aot_registry::remote::HttpOptions;
+use cuda_aot_registry::serve::read_token_file;
 use cuda_aot_registry::sync::{SyncOptions, sync};
 use cuda_aot_registry::{PublishOptions, Published};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{paths, publish};
+
+/// Where `--registry` points.
+pub enum Target<'a> {
+    /// A local folder.
+    Dir(&'a Path),
+    /// An OCI tag.
+    Oci(&'a str),
+    /// An HTTP(S) server.
+    Http(&'a str),
+}
+
+impl<'a> Target<'a> {
+    /// Classifies a `--registry` value.
+    pub fn of(registry: &'a Path) -> Target<'a> {
+        match registry.to_str() {
+            Some(s) if s.starts_with("oci://") => Target::Oci(s),
+            Some(s) if s.starts_with("http://") || s.starts_with("https://") => Target::Http(s),
+            _ => Target::Dir(registry),
+        }
+    }
+}
+
+/// The publish token of an HTTP registry, read from a file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TokenArgs {
+    /// The bearer token file of a publishing `cuda-aot-registry serve` (for
+    /// --registry http(s)://…).
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISH_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// The HTTP store at `url`, publishing with the token file's token.
+    pub fn store(&self, url: &str) -> Result<HttpStore> {
+        let Some(file) = &self.token_file else {
+            return Err(anyhow::Error::new(paths::Fix(
+                "pass --token-file FILE (or CUDA_AOT_PUBLISH_TOKEN_FILE) with the token the server was started with".into(),
+            )))
+            .context(format!("publishing to {url} needs the server's token"));
+        };
+        let token = read_token_file(file).map_err(|e| {
+            anyhow::Error::new(paths::Fix(
+                "keep the token in a private file (chmod 600), one line of at least 16 characters"
+                    .into(),
+            ))
+            .context(e)
+        })?;
+        Ok(HttpStore::new(url, &token, HttpOptions::default())?)
+    }
+}
 
 /// How to reach an OCI registry.
 #[derive(Debug, Clone, clap::Args)]
