@@ -269,6 +269,42 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A blob signed as PTX is not PTX text.
+    #[error("{what}: not PTX text: {reason}")]
+    NotPtx {
+        /// What was parsed.
+        what: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// PTX whose `.target` is not the compute target its manifest signs.
+    #[error("{module} {claimed}: the PTX says .target {actual}")]
+    PtxTargetMismatch {
+        /// The module.
+        module: String,
+        /// The target the manifest claims (`compute_90`).
+        claimed: String,
+        /// The PTX `.target` (`sm_80`).
+        actual: String,
+    },
+    /// The kernels a blob holds (or their launch ABI) are not the ones its manifest signs.
+    #[error("{what}: {reason}")]
+    FunctionMismatch {
+        /// Module and target.
+        what: String,
+        /// What differs.
+        reason: String,
+    },
+    /// A kernel name matches more than one kernel of a module.
+    #[error("{module}: kernel name {name:?} is ambiguous: it matches {candidates}")]
+    AmbiguousKernel {
+        /// The module.
+        module: String,
+        /// The name asked for.
+        name: String,
+        /// The kernels it matches, by demangled signature.
+        candidates: String,
+    },
     /// A CUDA driver call failed, or there is no driver on this host.
     #[error(transparent)]
     Cuda(#[from] crate::cuda::CudaError),
@@ -438,6 +474,12 @@ impl Error {
                 "rebuild {module} for the SM it claims; the blob was built for {actual} (cargo xtask build)"
             ),
             Error::NotCubin { .. } => "rebuild the module with cargo xtask build; the bytes are not a CUDA ELF".into(),
+            Error::NotPtx { .. } => "rebuild the module with cargo xtask build; a blob signed as PTX must be the PTX text nvcc wrote (a cubin is published under kind cubin)".into(),
+            Error::PtxTargetMismatch { module, actual, .. } => format!(
+                "rebuild {module}'s PTX for the compute target it claims; the text was generated for {actual} (cargo xtask build)"
+            ),
+            Error::FunctionMismatch { .. } => "the manifest was not written for these bytes: rebuild and re-sign the module (cargo xtask release)".into(),
+            Error::AmbiguousKernel { .. } => "name the kernel by its full demangled signature or by its symbol, as listed above".into(),
             Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {
                 let mut s = format!("add {device_sm} to the targets in manifests/release.toml and release again (cargo xtask release)");

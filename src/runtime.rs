@@ -9,9 +9,13 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
-use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule};
+use crate::cuda::{
+    CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, ParamInfo, SignedAbi,
+};
 use crate::error::{Error, Result};
-use crate::identity::{Channel, DriverVersion, Kind, Manifest};
+use crate::identity::{
+    Channel, DriverVersion, Kind, Manifest, describe_functions, resolve_function,
+};
 use crate::limits::Limits;
 use crate::metadata::IndexEntry;
 use crate::name::Target;
@@ -208,28 +212,47 @@ impl Module {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
-    /// A kernel of this module; unknown names list the module's entry points.
+    /// A kernel of this module by its symbol, its demangled C++ name without parameters
+    /// (`ntt::bit_rev<gl64_t>`) or its full demangled signature, matched against the names
+    /// the signed manifest records (no demangler runs here). The kernel carries its signed
+    /// launch ABI, which every launch is checked against; the driver's own report of the
+    /// parameter layout must equal it. An unknown name lists the module's kernels by their
+    /// demangled names; a name matching several kernels (overloads, template instances of
+    /// one name) lists the candidates.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
-        if !self
-            .manifest
-            .functions
-            .iter()
-            .any(|f| f.name.as_str() == name)
-        {
-            let available = self
-                .manifest
-                .functions
+        let module = &self.manifest.identity.module;
+        let f = resolve_function(&self.manifest.functions, name).map_err(|candidates| {
+            if candidates.is_empty() {
+                Error::Unknown {
+                    kind: "kernel",
+                    name: format!("{module}::{name}"),
+                    available: describe_functions(&self.manifest.functions),
+                }
+            } else {
+                Error::AmbiguousKernel {
+                    module: module.to_string(),
+                    name: name.to_string(),
+                    candidates: describe_functions(candidates),
+                }
+            }
+        })?;
+        let abi = SignedAbi {
+            display_name: f.display_name().to_string(),
+            params: f
+                .abi
+                .params
                 .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(Error::Unknown {
-                kind: "kernel",
-                name: format!("{}::{name}", self.manifest.identity.module),
-                available,
-            });
-        }
-        Ok(self.loaded.function(name)?)
+                .map(|p| ParamInfo {
+                    offset: p.offset as usize,
+                    size: p.size as usize,
+                })
+                .collect(),
+            max_threads: f.abi.max_threads,
+        };
+        Ok(self
+            .loaded
+            .function(f.symbol.as_str())?
+            .with_signed_abi(abi)?)
     }
     /// True when this module runs as PTX through the driver JIT (compatibility mode).
     pub fn is_compatibility_mode(&self) -> bool {
@@ -439,7 +462,8 @@ impl Runtime {
         Ok(Module { manifest, loaded })
     }
 
-    /// A kernel `function` of module `module`.
+    /// A kernel of module `module`, named by symbol, demangled name or full signature
+    /// ([`Module::kernel`]).
     pub fn kernel(&self, module: &str, function: &str) -> Result<Kernel> {
         self.module(module)?.kernel(function)
     }
@@ -568,9 +592,10 @@ fn pick_for_device(
 }
 
 /// Picks the binary of `module` for a device of compute capability `cc`: a cubin for
-/// exactly its SM (the `a` variant first when preferred), else, only if the policy allows,
-/// the newest PTX the device can JIT. Never another SM's cubin. Returns an index into
-/// `candidates`.
+/// exactly its SM (the `a` variant first when preferred); else a family cubin of the
+/// device's family (`sm_100f` on a 10.3 device; the closest, i.e. highest, minor first);
+/// else, only if the policy allows, the newest PTX the device can JIT. Never another SM's
+/// plain cubin. Returns an index into `candidates`.
 fn select(
     module: &str,
     candidates: &[(Target, Kind)],
@@ -591,6 +616,12 @@ fn select(
         .or(exact.first())
     {
         return Ok(*i);
+    }
+    if let Some((i, _, _)) = ids()
+        .filter(|(_, t, k)| *k == Kind::Cubin && t.is_family_for(major, minor))
+        .max_by_key(|(_, t, _)| t.minor)
+    {
+        return Ok(i);
     }
     let ptx: Vec<(usize, Target)> = ids()
         .filter(|(_, t, k)| *k == Kind::Ptx && t.can_jit_on(major, minor))
@@ -704,6 +735,32 @@ mod tests {
             "ntt sm_90a"
         );
         assert!(pick(&set, (10, 0), &Policy::development()).is_err());
+    }
+
+    #[test]
+    fn family_cubins_come_after_an_exact_cubin_and_only_in_their_family() {
+        let p = Policy::development();
+        let set = [
+            m("sm_100", Kind::Cubin),
+            m("sm_100f", Kind::Cubin),
+            m("sm_103f", Kind::Cubin),
+            m("sm_120f", Kind::Cubin),
+        ];
+        // Exact first: a 10.0 device takes sm_100, not sm_100f.
+        assert_eq!(pick(&set, (10, 0), &p).unwrap(), "ntt sm_100");
+        // A 10.3 device has no exact cubin: the closest family build, sm_103f.
+        assert_eq!(pick(&set, (10, 3), &p).unwrap(), "ntt sm_103f");
+        assert_eq!(pick(&set[..2], (10, 3), &p).unwrap(), "ntt sm_100f");
+        // sm_120f on 12.0 and 12.1; never on another family.
+        assert_eq!(pick(&set, (12, 1), &p).unwrap(), "ntt sm_120f");
+        assert!(pick(&set, (9, 0), &p).is_err());
+        assert!(pick(&set[1..3], (12, 0), &p).is_err());
+        // sm_103f does not run on 10.0.
+        let err = pick(&set[2..3], (10, 0), &p).unwrap_err();
+        assert!(
+            matches!(&err, Error::NoExactTarget { available, .. } if available == "sm_103f"),
+            "{err}"
+        );
     }
 
     #[test]

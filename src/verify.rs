@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::digest::Digest;
 use crate::error::{Error, Result};
-use crate::identity::{Channel, Kind, Manifest};
+use crate::identity::{Channel, Manifest};
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Attested, BuildStatement, Index, IndexEntry, Promotion, Time, Timestamp};
@@ -376,33 +376,14 @@ impl VerifiedIndex {
             &man.module_digest,
             &format!("{label} blob"),
         )?;
-        // Content: the bytes are what the manifest says they are.
-        if man.identity.kind == Kind::Cubin {
-            check_elf_sm(man, &bytes)?;
-        }
+        // Content: a cubin for exactly the claimed SM, or PTX text for the claimed target,
+        // holding exactly the signed kernels with their signed launch ABI.
+        crate::content::check(man, &bytes)?;
         Ok(VerifiedModule {
             manifest: man.clone(),
             bytes: bytes.into(),
         })
     }
-}
-
-/// Checks that a cubin's ELF header records exactly the SM (and `a` variant) claimed.
-pub fn check_elf_sm(man: &Manifest, bytes: &[u8]) -> Result<()> {
-    let id = &man.identity;
-    let info = crate::elf::inspect(bytes).map_err(|reason| Error::NotCubin {
-        what: man.label(),
-        reason,
-    })?;
-    let actual = info.target();
-    if actual != id.sm {
-        return Err(Error::ElfSmMismatch {
-            module: id.module.to_string(),
-            claimed: id.sm.to_string(),
-            actual: actual.to_string(),
-        });
-    }
-    Ok(())
 }
 
 /// Steps 1-6: verifies the registry's metadata and every manifest it lists.

@@ -111,6 +111,45 @@ pub enum CudaError {
         actual: usize,
     },
 
+    /// A launch argument's size is not the size of the kernel's parameter.
+    #[error(
+        "kernel {function:?}: parameter {index} is {expected} bytes, the launch passed {actual} bytes"
+    )]
+    ParamSize {
+        /// The kernel (demangled name where known).
+        function: String,
+        /// The parameter's position (0-based).
+        index: usize,
+        /// The parameter's size in the signed layout.
+        expected: usize,
+        /// The size of the value passed.
+        actual: usize,
+    },
+
+    /// A launch asked for more threads per block than the kernel was compiled for.
+    #[error(
+        "kernel {function:?}: a block of {threads} threads; the kernel is built for at most {max}"
+    )]
+    BlockTooLarge {
+        /// The kernel.
+        function: String,
+        /// Threads per block asked for.
+        threads: u64,
+        /// The signed launch bound.
+        max: u32,
+    },
+
+    /// The driver reports another parameter layout than the one signed into the manifest.
+    #[error("kernel {function:?}: signed parameter layout {signed}, the driver reports {driver}")]
+    AbiMismatch {
+        /// The kernel.
+        function: String,
+        /// The signed layout (`offset:size`).
+        signed: String,
+        /// The driver's layout.
+        driver: String,
+    },
+
     /// The runtime compiler library cannot be loaded (research builds only).
     #[cfg(feature = "research")]
     #[error("the NVRTC library (libnvrtc.so.13) cannot be loaded on this host")]
@@ -259,6 +298,14 @@ impl CudaError {
             CudaError::ParamCount { .. } => "pass exactly one pointer per kernel parameter, in declaration order; \
                  check the launch wrapper against the kernel's signature and the manifest's schedule_version"
                 .into(),
+            CudaError::ParamSize { .. } => "pass each argument with the type the kernel declares \
+                 (the manifest's signed launch ABI, shown by cargo xtask verify); a launch wrapper \
+                 out of step with the kernel source must be updated, or the schedule_version bumped"
+                .into(),
+            CudaError::BlockTooLarge { max, .. } => format!(
+                "launch with at most {max} threads per block (the kernel's __launch_bounds__), or rebuild it with a larger bound"
+            ),
+            CudaError::AbiMismatch { .. } => "the module's bytes and its manifest disagree: rebuild and re-sign it (cargo xtask release)".into(),
             #[cfg(feature = "research")]
             CudaError::CompilerMissing => "install the CUDA toolkit's runtime compiler (libnvrtc.so.13, e.g. \
                  /usr/local/cuda/lib64) and add its folder to LD_LIBRARY_PATH; production builds do not need it"
@@ -460,6 +507,22 @@ mod tests {
                 function: "k".into(),
                 expected: 2,
                 actual: 1,
+            },
+            CudaError::ParamSize {
+                function: "k".into(),
+                index: 1,
+                expected: 8,
+                actual: 4,
+            },
+            CudaError::BlockTooLarge {
+                function: "k".into(),
+                threads: 512,
+                max: 256,
+            },
+            CudaError::AbiMismatch {
+                function: "k".into(),
+                signed: "[0:8]".into(),
+                driver: "[0:4]".into(),
             },
         ];
         for e in all {

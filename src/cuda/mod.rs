@@ -43,7 +43,9 @@ pub use cudarc::driver::sys::CUdeviceptr;
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 pub use device::{Device, DeviceInfo, device_count, driver_version};
 pub use error::CudaError;
-pub use module::{ImageKind, Kernel, KernelAttributes, LoadApi, LoadedModule, ParamInfo};
+pub use module::{
+    ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo, SignedAbi,
+};
 
 /// Whether the CUDA driver library (libcuda) can be loaded on this host.
 ///

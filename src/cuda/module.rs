@@ -286,6 +286,7 @@ impl LoadedModule {
             func,
             name: Arc::from(name),
             params,
+            signed: None,
             owner: self.owner.clone(),
         })
     }
@@ -323,7 +324,46 @@ pub struct Kernel {
     name: Arc<str>,
     /// `None` when the driver cannot say (older than CUDA 12.4).
     params: Option<Arc<[ParamInfo]>>,
+    /// The launch ABI signed into the module's manifest, when the kernel came through the
+    /// runtime ([`Kernel::with_signed_abi`]).
+    signed: Option<Arc<SignedAbi>>,
     owner: Arc<Owner>,
+}
+
+/// The launch ABI a kernel was signed with: what launches are checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedAbi {
+    /// The name to use in errors (the demangled name for C++ kernels).
+    pub display_name: String,
+    /// Parameter layout in declaration order.
+    pub params: Vec<ParamInfo>,
+    /// Largest block (threads) the kernel was compiled for, when it sets a bound.
+    pub max_threads: Option<u32>,
+}
+
+/// One kernel argument for [`Kernel::launch_args`]: a pointer to the value and its size, so
+/// the launch can compare the size with the kernel's signed parameter layout.
+#[derive(Debug)]
+pub struct KernelArg<'a> {
+    ptr: *mut c_void,
+    size: usize,
+    _value: std::marker::PhantomData<&'a mut ()>,
+}
+
+impl<'a> KernelArg<'a> {
+    /// An argument whose value is `value`: pass a `CUdeviceptr` (`u64`) for a device
+    /// buffer, the scalar itself (`u32`, `u64`, a `#[repr(C)]` struct) otherwise.
+    pub fn new<T: Copy>(value: &'a mut T) -> Self {
+        KernelArg {
+            ptr: (value as *mut T).cast(),
+            size: std::mem::size_of::<T>(),
+            _value: std::marker::PhantomData,
+        }
+    }
+    /// The size in bytes of the value.
+    pub fn size(&self) -> usize {
+        self.size
+    }
 }
 
 // SAFETY: a CUfunction is a driver handle usable from any thread once its context is
@@ -351,10 +391,89 @@ impl Kernel {
         &self.name
     }
 
-    /// The kernel's parameter layout, in declaration order; `None` on drivers older than
-    /// CUDA 12.4, which cannot report it.
+    /// The kernel's parameter layout as the driver reports it, in declaration order;
+    /// `None` on drivers older than CUDA 12.4, which cannot report it.
     pub fn params(&self) -> Option<&[ParamInfo]> {
         self.params.as_deref()
+    }
+
+    /// The signed launch ABI this kernel's launches are checked against, if any.
+    pub fn signed_abi(&self) -> Option<&SignedAbi> {
+        self.signed.as_deref()
+    }
+
+    /// The name to show in messages: the signed display name, else the symbol.
+    pub fn display_name(&self) -> &str {
+        self.signed
+            .as_ref()
+            .map_or(&*self.name, |s| s.display_name.as_str())
+    }
+
+    /// Attaches the launch ABI signed into the module's manifest. Where the driver reports
+    /// the kernel's parameter layout it must be exactly the signed one
+    /// ([`CudaError::AbiMismatch`] otherwise): what was signed is what the driver loaded.
+    pub fn with_signed_abi(mut self, abi: SignedAbi) -> Result<Self, CudaError> {
+        if let Some(driver) = self.params.as_deref()
+            && driver != abi.params.as_slice()
+        {
+            return Err(CudaError::AbiMismatch {
+                function: abi.display_name,
+                signed: describe(&abi.params),
+                driver: describe(driver),
+            });
+        }
+        self.signed = Some(Arc::new(abi));
+        Ok(self)
+    }
+
+    /// The layout launches are checked against: the signed one, else the driver's.
+    fn layout(&self) -> Option<&[ParamInfo]> {
+        self.signed
+            .as_ref()
+            .map(|s| s.params.as_slice())
+            .or(self.params.as_deref())
+    }
+
+    /// Checks a launch against the kernel's layout before the driver sees it.
+    fn check_launch(
+        &self,
+        block: (u32, u32, u32),
+        sizes: &[Option<usize>],
+    ) -> Result<(), CudaError> {
+        check_launch(
+            self.display_name(),
+            self.layout(),
+            self.signed.as_ref().and_then(|s| s.max_threads),
+            block,
+            sizes,
+        )
+    }
+
+    /// Enqueues the kernel like [`Kernel::launch`], after checking every argument's size
+    /// against the kernel's parameter layout (the signed one when the kernel came through
+    /// the runtime, else the driver's): a wrong argument is refused with
+    /// [`CudaError::ParamSize`] naming the kernel and the parameter, before the driver is
+    /// called; so is a block larger than the signed launch bound
+    /// ([`CudaError::BlockTooLarge`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::launch`], except that sizes are checked: each argument's value must
+    /// have the type the kernel's parameter has, and every device pointer among them must be
+    /// valid for every access the kernel makes with this geometry, until it finishes.
+    pub unsafe fn launch_args(
+        &self,
+        stream: &CudaStream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        args: &mut [KernelArg<'_>],
+    ) -> Result<(), CudaError> {
+        let sizes: Vec<Option<usize>> = args.iter().map(|a| Some(a.size)).collect();
+        self.check_launch(block, &sizes)?;
+        let mut params: Vec<*mut c_void> = args.iter().map(|a| a.ptr).collect();
+        // SAFETY: forwarded from this function's contract; the sizes match the layout.
+        unsafe { self.launch(stream, grid, block, shared_mem_bytes, &mut params) }
     }
 
     /// Whether the kernel came from a cubin or from JIT-compiled PTX.
@@ -409,8 +528,10 @@ impl Kernel {
     /// scalar the scalar itself. The driver copies the values during this call.
     ///
     /// Refused before the driver sees it: a stream of another context
-    /// ([`CudaError::ContextMismatch`]) and, when the driver reports the layout, a parameter
-    /// count other than the kernel's ([`CudaError::ParamCount`]).
+    /// ([`CudaError::ContextMismatch`]), a parameter count other than the kernel's (signed
+    /// layout, else the driver's: [`CudaError::ParamCount`]) and a block above the signed
+    /// launch bound ([`CudaError::BlockTooLarge`]). [`Kernel::launch_args`] also checks
+    /// each argument's size.
     ///
     /// ```ignore
     /// // `add_one(unsigned long long *data, unsigned int n)`; compiled in this file's tests.
@@ -453,17 +574,7 @@ impl Kernel {
                 stream_ordinal: stream.context().ordinal(),
             });
         }
-        let declared = self
-            .params
-            .as_deref()
-            .map_or(params.len(), <[ParamInfo]>::len);
-        if declared != params.len() {
-            return Err(CudaError::ParamCount {
-                function: self.name.to_string(),
-                expected: declared,
-                actual: params.len(),
-            });
-        }
+        self.check_launch(block, &vec![None; params.len()])?;
         bind(ctx)?;
         // SAFETY: `func` belongs to the live module (we hold its owner) in `ctx`, which is
         // current on this thread and is the stream's context (checked above); the parameter
@@ -482,6 +593,58 @@ impl Kernel {
         }
         .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
     }
+}
+
+/// Checks a launch against a kernel's parameter layout and launch bound: the argument count,
+/// each argument's size where known (`None` for raw pointers), and the block's threads.
+fn check_launch(
+    function: &str,
+    layout: Option<&[ParamInfo]>,
+    max_threads: Option<u32>,
+    block: (u32, u32, u32),
+    sizes: &[Option<usize>],
+) -> Result<(), CudaError> {
+    if let Some(layout) = layout {
+        if layout.len() != sizes.len() {
+            return Err(CudaError::ParamCount {
+                function: function.to_string(),
+                expected: layout.len(),
+                actual: sizes.len(),
+            });
+        }
+        for (index, (p, size)) in layout.iter().zip(sizes).enumerate() {
+            if let Some(size) = size
+                && *size != p.size
+            {
+                return Err(CudaError::ParamSize {
+                    function: function.to_string(),
+                    index,
+                    expected: p.size,
+                    actual: *size,
+                });
+            }
+        }
+    }
+    let threads = u64::from(block.0) * u64::from(block.1) * u64::from(block.2);
+    if let Some(max) = max_threads
+        && threads > u64::from(max)
+    {
+        return Err(CudaError::BlockTooLarge {
+            function: function.to_string(),
+            threads,
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// `offset:size` pairs for messages.
+fn describe(params: &[ParamInfo]) -> String {
+    let v: Vec<String> = params
+        .iter()
+        .map(|p| format!("{}:{}", p.offset, p.size))
+        .collect();
+    format!("[{}]", v.join(" "))
 }
 
 /// Makes `ctx` current on this thread (cudarc; also reports an error cudarc recorded on the
@@ -562,6 +725,61 @@ mod tests {
             }
         );
         assert!(kernel_name("").is_err());
+    }
+
+    #[test]
+    fn launches_are_checked_against_the_layout_before_the_driver() {
+        let layout = [
+            ParamInfo { offset: 0, size: 8 },
+            ParamInfo { offset: 8, size: 4 },
+        ];
+        let k = "fields::vec_axpy<bb31_t>";
+        let ok = check_launch(
+            k,
+            Some(&layout),
+            Some(256),
+            (256, 1, 1),
+            &[Some(8), Some(4)],
+        );
+        assert_eq!(ok, Ok(()));
+        // A u64 where the kernel takes 4 bytes: named by kernel and parameter.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8), Some(8)]),
+            Err(CudaError::ParamSize {
+                function: k.into(),
+                index: 1,
+                expected: 4,
+                actual: 8
+            })
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8)]),
+            Err(CudaError::ParamCount {
+                expected: 2,
+                actual: 1,
+                ..
+            })
+        ));
+        // Raw pointers (sizes unknown) are checked for count only.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[None, None]),
+            Ok(())
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), Some(256), (16, 16, 2), &[None, None]),
+            Err(CudaError::BlockTooLarge {
+                threads: 512,
+                max: 256,
+                ..
+            })
+        ));
+        // No layout known (old driver, no manifest): nothing to compare.
+        assert_eq!(
+            check_launch(k, None, None, (1024, 1, 1), &[Some(3)]),
+            Ok(())
+        );
+        let mut v = 7u32;
+        assert_eq!(KernelArg::new(&mut v).size(), 4);
     }
 
     #[test]

@@ -109,18 +109,38 @@ pub fn add_module(target: &str, channel: Channel) -> (Manifest, Vec<u8>) {
     let mut m = manifest("add", target, &blob, channel);
     m.identity.kind = kind;
     if kind == Kind::Ptx {
-        m.functions = vec![Function {
-            name: FunctionName::new("add").unwrap(),
-            param_bytes: None,
-        }];
+        m.functions = functions_of(&blob);
         m.identity.driver_floor = "13.0".parse().unwrap();
     }
     (m, blob)
 }
 
+/// The kernels of a cubin or PTX blob, as the build records them (C names only: the test
+/// blobs hold `extern "C"` kernels).
+pub fn functions_of(blob: &[u8]) -> Vec<Function> {
+    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
+        Ok(info) => info
+            .kernels
+            .into_iter()
+            .map(|k| (k.symbol, k.abi))
+            .collect(),
+        Err(_) => cuda_aot::ptx::inspect(blob)
+            .map(|p| p.kernels)
+            .unwrap_or_default(),
+    };
+    kernels
+        .into_iter()
+        .map(|(symbol, abi)| Function {
+            symbol: FunctionName::new(&symbol).unwrap(),
+            name: KernelName::new(&symbol).unwrap(),
+            signature: None,
+            abi,
+        })
+        .collect()
+}
+
 /// A manifest for a blob, as the build would write it.
 pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manifest {
-    let info = cuda_aot::elf::inspect(blob).ok();
     Manifest {
         schema: Manifest::SCHEMA.into(),
         identity: Identity {
@@ -135,6 +155,7 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec!["-cubin".into(), format!("-arch={sm}")],
+            include_dirs: vec![],
             source_digest: Digest::of(b"add.cu"),
             protocol: "test-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
@@ -142,17 +163,7 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
         },
         module_digest: Digest::of(blob),
         size: blob.len() as u64,
-        functions: info
-            .map(|i| {
-                i.functions
-                    .into_iter()
-                    .map(|(n, p)| Function {
-                        name: FunctionName::new(&n).unwrap(),
-                        param_bytes: p,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        functions: functions_of(blob),
         channel,
     }
 }

@@ -13,7 +13,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{paths, publish};
+use crate::advice::Fix;
+use crate::args::RegistryArgs;
+use crate::paths;
 
 /// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC) and gate it.
 ///
@@ -30,16 +32,19 @@ use crate::{paths, publish};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
-    /// Kernel sources, for the NVRTC baseline.
-    #[arg(long, default_value_os_t = paths::repo_root().join("kernels/cuda"))]
-    kernels: PathBuf,
+    at: RegistryArgs,
+    /// The release spec the registry was built from: the NVRTC baseline compiles each
+    /// module's source with its flags, defines and include folders [default:
+    /// manifests/release.toml of the project].
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
     /// Repetitions per measurement (medians are reported).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20)]
     reps: usize,
-    /// Where bench-load.csv and bench-load.svg go.
-    #[arg(long, default_value_os_t = paths::repo_root().join("docs/evidence"))]
-    out: PathBuf,
+    /// Where bench-load.csv and bench-load.svg go [default: .cuda-aot/bench-load of the
+    /// project; results kept as evidence are copied into docs/evidence/ with their date].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Only re-read an existing CSV and apply the gate.
     #[arg(long)]
     gate_only: bool,
@@ -84,8 +89,13 @@ impl Row {
 
 impl Args {
     /// Runs the task.
-    pub fn run(self) -> Result<()> {
-        let csv = self.out.join("bench-load.csv");
+    pub fn run(mut self) -> Result<()> {
+        let out = self
+            .out
+            .get_or_insert_with(|| paths::work_dir().join("bench-load"))
+            .clone();
+        self.spec.get_or_insert_with(paths::default_spec);
+        let csv = out.join("bench-load.csv");
         if self.gate_only {
             return gate(&csv);
         }
@@ -99,7 +109,7 @@ impl Args {
             std::process::exit(status.code().unwrap_or(1));
         }
         if !cuda::driver_present() {
-            return Err(anyhow::Error::new(paths::Fix(
+            return Err(anyhow::Error::new(Fix(
                 "run bench-load on the GPU host (docs/gpu.md)".into(),
             )))
             .context("no CUDA driver on this machine");
@@ -108,7 +118,7 @@ impl Args {
         let trust = std::fs::read(&trust_path)
             .with_context(|| format!("reading {}", trust_path.display()))?;
         let rows = self.measure(&trust)?;
-        std::fs::create_dir_all(&self.out)?;
+        std::fs::create_dir_all(&out)?;
         let device = Device::open(0)?;
         let info = device.info();
         let header = format!(
@@ -134,7 +144,7 @@ impl Args {
             )?;
         }
         std::fs::write(&csv, &text)?;
-        std::fs::write(self.out.join("bench-load.svg"), chart(&rows, &header))?;
+        std::fs::write(out.join("bench-load.svg"), chart(&rows, &header))?;
         println!("{text}");
         println!("wrote {} and bench-load.svg", csv.display());
         gate(&csv)
@@ -142,7 +152,7 @@ impl Args {
 
     fn measure(&self, trust: &[u8]) -> Result<Vec<Row>> {
         let policy = policy_for(trust)?;
-        let probe = Runtime::open(&self.at.registry, trust, policy.clone())?;
+        let probe = Runtime::open(self.at.registry(), trust, policy.clone())?;
         let selected: Vec<(String, Vec<u8>, u32)> = probe
             .selected()
             .map(|m| {
@@ -168,7 +178,7 @@ impl Args {
         let mut open = Row::new("bundle", "verify_at_open", total_bytes);
         for i in 0..=reps {
             let t = Instant::now();
-            let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+            let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
             let took = t.elapsed();
             drop(rt);
             if i > 0 {
@@ -183,13 +193,13 @@ impl Args {
         let mut bundle_raw = Row::new("bundle", "raw_cuModuleLoadData", total_bytes);
         for i in 0..=reps {
             let verified = || -> Result<Duration> {
-                let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 Ok(t.elapsed())
             };
             let raw = || -> Result<Duration> {
-                let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                let _rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                 let mut raw = Duration::ZERO;
                 for (_, bytes, _) in &selected {
                     raw += cuda::raw::time_module_load(ctx, bytes, false)?;
@@ -212,13 +222,13 @@ impl Args {
             let mut raw = Row::new(name, "raw_cuModuleLoadData", bytes.len());
             for i in 0..=reps {
                 let verified_once = || -> Result<Duration> {
-                    let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     let t = Instant::now();
                     rt.module(name)?;
                     Ok(t.elapsed())
                 };
                 let raw_once = || -> Result<Duration> {
-                    let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let _rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     Ok(cuda::raw::time_module_load(ctx, bytes, false)?)
                 };
                 let (v, r) = if i % 2 == 0 {
@@ -255,7 +265,7 @@ impl Args {
                 arms.reverse();
             }
             for (p, row) in arms {
-                let rt = Runtime::open(&self.at.registry, trust, p.clone())?;
+                let rt = Runtime::open(self.at.registry(), trust, p.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 let loaded = t.elapsed();
@@ -306,7 +316,7 @@ impl Args {
 
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
-        let src = DirSource::new(&self.at.registry);
+        let src = DirSource::new(self.at.registry());
         let idx = verify_index(&src, trust, Default::default(), &Options::default())?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
         for m in idx.manifests() {
@@ -336,7 +346,9 @@ impl Args {
     ) -> Result<Vec<Row>> {
         use cuda::research::{Output, compile};
         let arch = info.sm();
-        let include = format!("--include-path={}", self.kernels.display());
+        let spec_path = self.spec.clone().expect("resolved in run");
+        let spec = crate::build::spec::load(&spec_path, None)?;
+        let device_sm: cuda_aot::Target = arch.parse().map_err(anyhow::Error::new)?;
         let mut rows = Vec::new();
         let mut bundle = Row {
             scope: "bundle".into(),
@@ -344,21 +356,27 @@ impl Args {
             bytes: 0,
             samples: vec![Duration::ZERO; reps],
         };
-        for (name, _, block) in selected {
-            let file = self.kernels.join(format!("{name}.cu"));
+        for (name, _, _) in selected {
+            let module = cuda_aot::ModuleName::new(name).map_err(anyhow::Error::new)?;
+            let m = spec
+                .modules
+                .iter()
+                .find(|m| m.name == module)
+                .with_context(|| format!("module {name} is not in {}", spec_path.display()))?;
+            let job = spec
+                .jobs(std::slice::from_ref(&module), &[device_sm])?
+                .into_iter()
+                .next()
+                .context("no job")?;
+            let options = nvrtc_options(&job.flags, &spec.sources, m);
+            let file = spec.sources.join(&m.source);
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let define = format!("-DCUDA_AOT_BLOCK={block}");
+            let options: Vec<&str> = options.iter().map(String::as_str).collect();
             let mut row = Row::new(name, "nvrtc_compile_load", source.len());
             for i in 0..=reps {
                 let t = Instant::now();
-                let cubin = compile(
-                    &source,
-                    &format!("{name}.cu"),
-                    &arch,
-                    Output::Cubin,
-                    &[&include, &define, "-std=c++17"],
-                )?;
+                let cubin = compile(&source, &m.source, &arch, Output::Cubin, &options)?;
                 let compile_time = t.elapsed();
                 let load = cuda::raw::time_module_load(ctx, &cubin, false)?;
                 if i > 0 {
@@ -384,6 +402,46 @@ impl Args {
         eprintln!("note: built without --features research: no NVRTC baseline");
         Ok(vec![])
     }
+}
+
+/// NVRTC options equivalent to a job's nvcc flags: defines (geometry included), language
+/// standard and device code-generation flags are kept; what only nvcc understands (kind,
+/// `-arch`, host optimisation, `-Xcicc` pairs) is dropped. The sources folder and the
+/// module's include folders become `--include-path`s.
+#[cfg_attr(not(feature = "research"), allow(dead_code))]
+fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec) -> Vec<String> {
+    let mut out = vec![format!("--include-path={}", sources.display())];
+    out.extend(
+        m.include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.abs.display())),
+    );
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-Xcicc" {
+            it.next();
+            continue;
+        }
+        // Spellings both nvcc and NVRTC accept.
+        let keep = [
+            "-D",
+            "-U",
+            "--std=",
+            "-std=",
+            "--use_fast_math",
+            "-use_fast_math",
+            "-ftz=",
+            "-prec-div=",
+            "-prec-sqrt=",
+            "-fmad=",
+            "-maxrregcount=",
+            "--maxrregcount=",
+        ];
+        if keep.iter().any(|k| f.starts_with(k)) {
+            out.push(f.clone());
+        }
+    }
+    out
 }
 
 /// The policy matching the trust root's channel (dev registries are benchmarked as dev).
@@ -521,4 +579,40 @@ fn chart(rows: &[Row], title: &str) -> String {
         );
     }
     s + "</svg>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_gets_the_specs_defines_standard_and_include_folders() {
+        let spec = crate::build::spec::load(
+            &paths::repo_root().join("kernels/foreign/foreign.toml"),
+            None,
+        )
+        .unwrap();
+        let m = &spec.modules[1];
+        let job = spec
+            .jobs(std::slice::from_ref(&m.name), &["sm_90".parse().unwrap()])
+            .unwrap()
+            .remove(0);
+        let opts = nvrtc_options(&job.flags, &spec.sources, m);
+        let shown: Vec<String> = opts
+            .iter()
+            .map(|o| o.replace(&*paths::repo_root().to_string_lossy(), "<repo>"))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "--include-path=<repo>/kernels/foreign/src",
+                "--include-path=<repo>/kernels/foreign/include",
+                "--include-path=<repo>/kernels/foreign/third_party/fields/include",
+                "--std=c++17",
+                "-DFOREIGN_BLOCK=256",
+                "-DFIELD_GOLDILOCKS",
+                "-DFEATURE_DERIVATIVE",
+            ]
+        );
+    }
 }

@@ -16,7 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::{machine, paths, publish, servers};
+use crate::args::RegistryArgs;
+use crate::{anchor, machine, paths, servers};
 
 /// Load benchmark of the HTTP server against nginx: concurrent verified syncs and GETs.
 ///
@@ -35,7 +36,7 @@ use crate::{machine, paths, publish, servers};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
+    at: RegistryArgs,
     /// Concurrent clients.
     #[arg(long, default_value_t = 64)]
     clients: usize,
@@ -128,9 +129,8 @@ impl Args {
             return rerun_release();
         }
         let trust = self.at.trust_file()?;
-        let anchor = std::fs::read(&trust)
-            .with_context(|| format!("reading trust root {}", trust.display()))?;
-        let reg = std::path::absolute(&self.at.registry)?;
+        let anchor = anchor::read_bytes(&trust)?;
+        let reg = std::path::absolute(self.at.registry())?;
         let cores = machine::cores();
         let work = tempfile::Builder::new()
             .prefix("bench-serve-")
@@ -140,10 +140,10 @@ impl Args {
             .context("the xtask binary has a folder")?
             .join("cuda-aot-registry");
         if !serve_bin.is_file() {
-            return Err(anyhow::Error::new(paths::Fix(
-                "build it first: cargo build -p cuda-aot-registry (with --release for a release xtask)".into(),
-            )))
-            .context(format!("{} is missing", serve_bin.display()));
+            return Err(crate::advice::fail(
+                format!("{} is missing", serve_bin.display()),
+                "build it first: cargo build -p cuda-aot-registry (with --release for a release xtask)",
+            ));
         }
 
         // The servers, one worker per core each, access logs to files.

@@ -1,15 +1,18 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cuda_aot::{Channel, Limits, SecretKey};
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::build::output;
-use crate::{devkeys, paths, sign};
+use crate::advice::{fail, refix};
+use crate::args::{FormatArgs, RegistryArgs};
+use crate::remote::{RemoteArgs, Target};
+use crate::{anchor, devkeys, message, outdir, paths};
 
-/// Publish a signed build output into a directory registry.
+/// Publish a signed build output into a registry: a folder, a publishing
+/// `cuda-aot-registry serve` (http(s)://…, with --token-file), or an OCI tag (oci://…).
 ///
 /// The build statement's builder signatures are checked against the trust root first, and
 /// every manifest and blob against the statement; then blobs, manifests and the statement
@@ -24,14 +27,15 @@ use crate::{devkeys, paths, sign};
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// The signed build output (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The publisher's private key file (default: the dev publisher key).
-    #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
+    /// The signed build output [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The publisher's private key file [default: the dev publisher key, for a dev root
+    /// only].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
     /// Lifetime of the timestamp, in days.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, value_name = "N", default_value_t = 7)]
     timestamp_days: u64,
     /// Only re-sign the timestamp of the current index with a new expiry (run this
     /// periodically: clients refuse a registry whose timestamp has expired).
@@ -42,16 +46,17 @@ pub struct Args {
     #[arg(long)]
     keep_unlisted: bool,
     #[command(flatten)]
-    oci: crate::remote::OciArgs,
+    remote: RemoteArgs,
     #[command(flatten)]
-    token: crate::remote::TokenArgs,
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
-        let anchor = read_trust_root(&trust)?;
+        let registry = self.at.registry();
+        let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
             None => dev_publisher_for(&anchor, &trust)?,
@@ -62,98 +67,91 @@ impl Args {
             ..PublishOptions::default()
         };
         if self.refresh_timestamp {
-            let ts =
-                DirRegistry::new(&self.at.registry).refresh_timestamp(&anchor, &[&key], &opts)?;
+            let ts = match Target::of(&registry) {
+                Target::Http(url) => cuda_aot_registry::publish::refresh_timestamp(
+                    &self.remote.http_store(url)?,
+                    &anchor,
+                    &[&key],
+                    &opts,
+                )?,
+                _ => DirRegistry::new(&registry).refresh_timestamp(&anchor, &[&key], &opts)?,
+            };
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
-                self.at.registry.display(),
+                registry.display(),
                 ts.version,
                 ts.index.version,
                 ts.expires
             );
+            if message::json() {
+                message::emit(
+                    "timestamp-refreshed",
+                    serde_json::json!({
+                        "registry": registry,
+                        "timestamp_version": ts.version,
+                        "index_version": ts.index.version,
+                        "expires": ts.expires.to_string(),
+                    }),
+                );
+            }
             return Ok(());
         }
-        let p = match crate::remote::Target::of(&self.at.registry) {
-            crate::remote::Target::Oci(reference) => {
-                let oci = self.oci.options()?;
-                let (p, pushed) =
-                    crate::remote::publish_to_oci(reference, &self.out, &trust, &key, &opts, &oci)?;
-                let mut line = describe(&p, &self.at.registry);
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let p = match Target::of(&registry) {
+            Target::Dir(dir) => publish_output(dir, &out, &trust, &key, &opts)?,
+            Target::Http(url) => {
+                let store = self.remote.http_store(url)?;
+                publish_output_to(&store, &out, &trust, &key, &opts)?
+            }
+            Target::Oci(reference) => {
+                let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
+                    publish_output(work, &out, &trust, &key, &opts)
+                })?;
                 if let Some(o) = pushed {
-                    line += &format!("; pushed as {} OCI layers ({} bytes)", o.layers, o.bytes);
+                    eprintln!(
+                        "pushed {} OCI layers ({} bytes) to {}",
+                        o.layers, o.bytes, o.reference
+                    );
                 }
-                eprintln!("{line}");
-                return Ok(());
-            }
-            crate::remote::Target::Http(url) => {
-                let store = self.token.store(url)?;
-                publish_output_to(&store, &self.out, &trust, &key, &opts)?
-            }
-            crate::remote::Target::Dir(dir) => {
-                publish_output_to(&DirRegistry::new(dir), &self.out, &trust, &key, &opts)?
+                p
             }
         };
-        eprintln!("{}", describe(&p, &self.at.registry));
+        eprintln!("{}", describe(&p, &registry));
+        if message::json() {
+            message::emit("publish-finished", json_fields(&p, &registry));
+        }
         Ok(())
     }
 }
 
-/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
-#[derive(clap::Args)]
-pub struct RegistryArgs {
-    /// The registry folder (publish also takes http(s)://… of a publishing
-    /// `cuda-aot-registry serve`, and oci://HOST/REPOSITORY:TAG).
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    pub registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    pub trust: Option<PathBuf>,
-}
-
-impl RegistryArgs {
-    /// The trust root file these arguments select.
-    pub fn trust_file(&self) -> Result<PathBuf> {
-        trust_file(self.trust.as_deref())
-    }
-}
-
-/// The trust root to use: the given file, else the dev root if generated, else keys/root.json.
-pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    let dev = paths::dev_keys_dir().join("root.json");
-    if dev.exists() {
-        return Ok(dev);
-    }
-    let prod = paths::repo_root().join("keys/root.json");
-    if prod.exists() {
-        return Ok(prod);
-    }
-    Err(anyhow::Error::new(paths::Fix(
-        "pass --trust FILE, or run cargo xtask release once to generate development keys".into(),
-    )))
-    .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
-}
-
-/// Reads a trust root file (a regular file, within the size limit).
-pub fn read_trust_root(trust: &Path) -> Result<Vec<u8>> {
-    cuda_aot::fs::read_capped(trust, Limits::default().root, "trust root")
-        .with_context(|| format!("reading trust root {}", trust.display()))
+/// The fields of the `publish-finished` message (and of `release-finished`'s `publish`).
+pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
+    serde_json::json!({
+        "registry": registry,
+        "unchanged": p.unchanged,
+        "index_version": p.index_version,
+        "timestamp_version": p.timestamp_version,
+        "entries": p.entries,
+        "removed": p.removed,
+        "blobs_written": p.blobs_written,
+        "blobs_reused": p.blobs_reused,
+        "recovered": p.recovered,
+    })
 }
 
 /// The dev publisher key, refused for a production trust root: a production publish needs
 /// its publisher key given explicitly.
 pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
     let root =
-        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())?;
+        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())
+            .map_err(|e| anchor::bad_root(e, trust))?;
     if root.root().channel == Channel::Production {
-        return Err(anyhow::Error::new(paths::Fix(
-            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root".into(),
-        )))
-        .context(format!(
-            "{} is a production trust root and no publisher key was given; the development key is never used for production",
-            trust.display()
+        return Err(fail(
+            format!(
+                "{} is a production trust root and no publisher key was given; the development key is never used for production",
+                trust.display()
+            ),
+            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root",
         ));
     }
     Ok(devkeys::ensure()?.publisher)
@@ -199,7 +197,7 @@ pub fn publish_output(
 }
 
 /// Checks the build statement of `out` against the trust root and publishes the build
-/// through `store` (a directory, or a publishing HTTP server).
+/// through `store` (a folder, or a publishing HTTP server).
 pub fn publish_output_to(
     store: &dyn Store,
     out: &Path,
@@ -208,28 +206,30 @@ pub fn publish_output_to(
     opts: &PublishOptions,
 ) -> Result<Published> {
     let limits = Limits::default();
-    let anchor = read_trust_root(trust)?;
-    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())?;
-    let statement_path = output::statement_path(out);
+    let anchor = anchor::read_bytes(trust)?;
+    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())
+        .map_err(|e| anchor::bad_root(e, trust))?;
+    let statement_path = outdir::statement_path(out);
     let statement = match cuda_aot::fs::read_at_most(&statement_path, limits.statement)? {
         Some(b) => b,
         None => {
-            return Err(anyhow::Error::new(paths::Fix(
-                "run cargo xtask sign (it signs one build statement over the build output)".into(),
-            )))
-            .context(format!("{}: not signed", statement_path.display()));
+            return Err(fail(
+                format!("{}: not signed", statement_path.display()),
+                "run `cargo xtask sign` (it signs one build statement over the build output)",
+            ));
         }
     };
-    let files = sign::read_output(out)?
+    let files = outdir::read_output(out)?
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
     let build = SignedBuild::new(&root, statement, files).map_err(|e| {
-        let fix = e.fix();
-        anyhow::Error::new(paths::Fix(format!(
-            "{fix}; if the build output changed since it was signed, run cargo xtask sign again"
-        )))
-        .context(format!("{}: {e}", statement_path.display()))
+        let fix = format!(
+            "{}; if the build output changed since it was signed, run cargo xtask sign again",
+            e.fix()
+        );
+        let message = format!("{}: {e}", statement_path.display());
+        refix(e, fix).context(message)
     })?;
     cuda_aot_registry::publish::ensure_root(store, &anchor)?;
     let release = Release {

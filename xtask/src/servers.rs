@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::paths::{self, Fix};
+use crate::advice::Fix;
+use crate::paths;
 
 /// Fetch (pinned, sha256-checked) and unpack nginx and the OCI registry, or run one of
 /// them in the foreground.
@@ -144,7 +145,7 @@ fn load_package(name: &str) -> Result<Package> {
                 || v.sha256.len() != 64
                 || !v.sha256.bytes().all(|b| b.is_ascii_hexdigit())
         })
-        || !crate::toolchain::is_relative_plain(Path::new(&p.binary))
+        || !paths::is_relative_plain(Path::new(&p.binary))
     {
         bail!(
             "{}: package {name} needs a plain name, a relative binary path and versions with a 64-hex-digit sha256",

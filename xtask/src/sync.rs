@@ -11,8 +11,8 @@ use cuda_aot_registry::sync::{SyncOptions, SyncReport};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::build::ChannelArg;
-use crate::{publish, verify};
+use crate::args::ChannelArg;
+use crate::{anchor, verify};
 
 /// Sync a registry from a URL into a local folder, verified before anything is visible.
 ///
@@ -59,15 +59,14 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     attempts: u32,
     #[command(flatten)]
-    oci: crate::remote::OciArgs,
+    oci: crate::remote::RemoteArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let trust = publish::trust_file(self.trust.as_deref())?;
-        let anchor = std::fs::read(&trust)
-            .with_context(|| format!("reading trust root {}", trust.display()))?;
+        let trust = anchor::trust_file(self.trust.as_deref())?;
+        let anchor = anchor::read_bytes(&trust)?;
         let state_path = self
             .state
             .clone()
@@ -99,7 +98,8 @@ impl Args {
             trust.display(),
             self.clock_skew_secs
         );
-        let remote = cuda_aot_registry::sync::open_remote(&self.from, &http, &self.oci.options()?)?;
+        let remote =
+            cuda_aot_registry::sync::open_remote(&self.from, &http, &self.oci.oci_options()?)?;
         let report = cuda_aot_registry::sync::sync(remote.as_ref(), &self.to, &anchor, &opts)
             .with_context(|| format!("syncing {} into {}", self.from, self.to.display()))?;
         report.state.save(&state_path)?;

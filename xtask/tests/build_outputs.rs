@@ -43,12 +43,9 @@ fn outputs_follow_the_layout_and_manifests_match_their_blobs() {
             );
             assert_eq!(m.functions.len(), 1);
             assert_eq!(m.functions[0].name.as_str(), entry);
-            assert_eq!(
-                m.functions[0].param_bytes,
-                Some(params),
-                "{module} {target}"
-            );
-            cuda_aot::verify::check_elf_sm(&m, &blob).unwrap();
+            assert_eq!(m.functions[0].symbol.as_str(), entry);
+            assert_eq!(m.functions[0].abi.param_bytes, params, "{module} {target}");
+            cuda_aot::content::check(&m, &blob).unwrap();
         }
     }
     let run = ws.build(&["--channel", "production"]).ok();
@@ -69,15 +66,15 @@ fn elf_sm_cross_check_refuses_a_relabelled_cubin() {
     let blob = |t: &str| std::fs::read(ws.path(&format!("out/alpha/{t}.cubin"))).unwrap();
     let m90 = manifest(&ws, "out/alpha/sm_90.cubin.manifest.json");
     let m90a = manifest(&ws, "out/alpha/sm_90a.cubin.manifest.json");
-    cuda_aot::verify::check_elf_sm(&m90, &blob("sm_90")).unwrap();
-    cuda_aot::verify::check_elf_sm(&m90a, &blob("sm_90a")).unwrap();
+    cuda_aot::content::check(&m90, &blob("sm_90")).unwrap();
+    cuda_aot::content::check(&m90a, &blob("sm_90a")).unwrap();
     // An sm_80 cubin under a manifest that says sm_90, and the a-variant mix-ups.
     for (m, t, actual) in [
         (&m90, "sm_80", "sm_80"),
         (&m90, "sm_90a", "sm_90a"),
         (&m90a, "sm_90", "sm_90"),
     ] {
-        let err = cuda_aot::verify::check_elf_sm(m, &blob(t)).unwrap_err();
+        let err = cuda_aot::content::check(m, &blob(t)).unwrap_err();
         assert!(
             matches!(&err, cuda_aot::Error::ElfSmMismatch { claimed, actual: a, .. } if *claimed == m.identity.sm.to_string() && a == actual),
             "{err}"
@@ -111,9 +108,22 @@ fn ptx_is_an_explicit_labelled_opt_in() {
     assert!(m.label().contains("compatibility mode"));
     assert_eq!(m.identity.driver_floor.to_string(), "13.0");
     let cubin = manifest(&ws, "out/alpha/sm_90.cubin.manifest.json");
+    let layout = |m: &Manifest| -> Vec<(String, String, u32)> {
+        m.functions
+            .iter()
+            .map(|f| {
+                (
+                    f.symbol.to_string(),
+                    f.abi.describe_params(),
+                    f.abi.param_bytes,
+                )
+            })
+            .collect()
+    };
     assert_eq!(
-        m.functions, cubin.functions,
-        "PTX entry points and parameter bytes match the cubin's"
+        layout(&m),
+        layout(&cubin),
+        "PTX kernels and parameter layout match the cubin's"
     );
 }
 

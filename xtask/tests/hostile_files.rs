@@ -78,8 +78,23 @@ impl Reg {
         )
         .unwrap();
         let manifest = format!(
-            r#"{{"schema":"cuda-aot/manifest/v1","identity":{{"module":"add","sm":"sm_90","kind":"cubin","toolkit":{{"nvcc":"13.0.88","digest":"{d}","source":"pinned-wheels"}},"driver_floor":"13.0","host_toolchain":"g++","flags":["-arch=sm_90"],"source_digest":"{d}","protocol":"test","geometry":{{}},"schedule_version":1}},"module_digest":"blake3:{b}","size":{n},"functions":[{{"name":"add","param_bytes":20}}],"channel":"dev"}}"#,
+            r#"{{"schema":"cuda-aot/manifest/v1","identity":{{"module":"add","sm":"sm_90","kind":"cubin","toolkit":{{"nvcc":"13.0.88","digest":"{d}","source":"pinned-wheels"}},"driver_floor":"13.0","host_toolchain":"g++","flags":["-arch=sm_90"],"include_dirs":[],"source_digest":"{d}","protocol":"test","geometry":{{}},"schedule_version":1}},"module_digest":"blake3:{b}","size":{n},"functions":{f},"channel":"dev"}}"#,
             d = format!("blake3:{}", blake3::hash(b"x").to_hex()),
+            // The kernel with its launch ABI, as the cubin records it (the verifier checks).
+            f = serde_json::to_string(
+                &cuda_aot::elf::inspect(&blob)
+                    .unwrap()
+                    .kernels
+                    .into_iter()
+                    .map(|k| cuda_aot::Function {
+                        symbol: cuda_aot::FunctionName::new(&k.symbol).unwrap(),
+                        name: cuda_aot::KernelName::new(&k.symbol).unwrap(),
+                        signature: None,
+                        abi: k.abi,
+                    })
+                    .collect::<Vec<_>>()
+            )
+            .unwrap(),
             b = blake3::hash(&blob).to_hex(),
             n = blob.len()
         );

@@ -92,6 +92,7 @@ impl Setup {
                 driver_floor: "13.0".parse().unwrap(),
                 host_toolchain: "g++".into(),
                 flags: vec![format!("-arch={sm}")],
+                include_dirs: vec![],
                 source_digest: Digest::of(b"add.cu"),
                 protocol: "test".into(),
                 geometry: Default::default(),
@@ -99,10 +100,17 @@ impl Setup {
             },
             module_digest: Digest::of(&blob),
             size: blob.len() as u64,
-            functions: vec![Function {
-                name: FunctionName::new("add").unwrap(),
-                param_bytes: Some(20),
-            }],
+            functions: cuda_aot::elf::inspect(&blob)
+                .unwrap()
+                .kernels
+                .into_iter()
+                .map(|k| Function {
+                    symbol: FunctionName::new(&k.symbol).unwrap(),
+                    name: cuda_aot::KernelName::new(&k.symbol).unwrap(),
+                    signature: None,
+                    abi: k.abi,
+                })
+                .collect(),
             channel: Channel::Dev,
         };
         let dir = self.p(name).join("add");

@@ -42,8 +42,11 @@ pub(crate) struct Publishing {
     token: blake3::Hash,
     anchor: Vec<u8>,
     store: DirRegistry,
-    staged: Mutex<Vec<(Instant, Digest, Arc<Vec<u8>>)>>,
+    staged: Mutex<Vec<Staged>>,
 }
+
+/// An index uploaded but not committed: when, its blake3, its bytes.
+type Staged = (Instant, Digest, Arc<Vec<u8>>);
 
 /// Staged indexes kept at most (the newest), and for at most this long.
 const STAGED_MAX: usize = 32;

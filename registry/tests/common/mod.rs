@@ -86,25 +86,32 @@ impl Keys {
     }
 }
 
+/// The kernels of a blob as the build records them (cubin or PTX).
+pub fn functions_of(blob: &[u8]) -> Vec<Function> {
+    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
+        Ok(info) => info
+            .kernels
+            .into_iter()
+            .map(|k| (k.symbol, k.abi))
+            .collect(),
+        Err(_) => cuda_aot::ptx::inspect(blob)
+            .map(|p| p.kernels)
+            .unwrap_or_default(),
+    };
+    kernels
+        .into_iter()
+        .map(|(symbol, abi)| Function {
+            symbol: FunctionName::new(&symbol).unwrap(),
+            name: KernelName::new(&symbol).unwrap(),
+            signature: None,
+            abi,
+        })
+        .collect()
+}
+
 /// A manifest for `blob`, as the build would write it (`compute_*` targets are PTX).
 pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
     let ptx = target.starts_with("compute_");
-    let functions = if ptx {
-        vec![Function {
-            name: FunctionName::new("add").unwrap(),
-            param_bytes: None,
-        }]
-    } else {
-        cuda_aot::elf::inspect(blob)
-            .unwrap()
-            .functions
-            .into_iter()
-            .map(|(n, p)| Function {
-                name: FunctionName::new(&n).unwrap(),
-                param_bytes: p,
-            })
-            .collect()
-    };
     Manifest {
         schema: Manifest::SCHEMA.into(),
         identity: Identity {
@@ -119,6 +126,7 @@ pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec![format!("-arch={target}")],
+            include_dirs: vec![],
             source_digest: Digest::of(b"add.cu"),
             protocol: "test-v1".into(),
             geometry: BTreeMap::new(),
@@ -126,7 +134,7 @@ pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
         },
         module_digest: Digest::of(blob),
         size: blob.len() as u64,
-        functions,
+        functions: functions_of(blob),
         channel: Channel::Dev,
     }
 }
