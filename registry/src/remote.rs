@@ -110,8 +110,9 @@ impl HttpOptions {
 }
 
 /// Installs rustls' ring provider once per process (reqwest is built without a default one,
-/// to keep the heavier aws-lc build out of the workspace).
-pub(crate) fn install_tls_provider() {
+/// to keep the heavier aws-lc build out of the workspace). Every client this crate makes
+/// calls it; call it before building another reqwest client in the same process.
+pub fn install_tls_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Fails only when another provider is installed already, which is as good.

@@ -319,6 +319,7 @@ impl Args {
                     (url.to_string(), reference.clone(), self.get_rounds);
                 std::thread::spawn(move || {
                     let mut s = Samples::default();
+                    cuda_aot_registry::remote::install_tls_provider();
                     let client = match reqwest::blocking::Client::builder()
                         .timeout(Duration::from_secs(30))
                         .build()

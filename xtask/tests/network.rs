@@ -277,3 +277,111 @@ fn hex_sha256(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
+
+#[test]
+fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = release().join("out");
+    let out2 = tmp.path().join("out2");
+    run_ok(
+        xtask()
+            .args(["build", "--module", "merkle", "--out"])
+            .arg(&out2),
+    );
+    run_ok(xtask().arg("sign").arg(&out2));
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "racing-publishers-token-0123456789\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let trust = common::repo().join(".cuda-aot/dev-keys/root.json");
+    let server = Server::start(
+        &["serve", "--addr", "127.0.0.1:0", "--root"],
+        &[
+            &served,
+            Path::new("--publish-token-file"),
+            &token,
+            Path::new("--trust"),
+            &trust,
+        ],
+    );
+    let url = server.url();
+
+    // Without the token file the publisher says what is missing.
+    let o = xtask()
+        .args(["publish", "--registry", &url])
+        .arg(&out)
+        .env_remove("CUDA_AOT_PUBLISH_TOKEN_FILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("needs the server's token") && err.contains("Fix: pass --token-file"),
+        "{err}"
+    );
+
+    // Two publishers prepare on the same (empty) registry, then commit at the same time.
+    let pause = tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    let spawn = |o: &Path| {
+        xtask()
+            .args(["publish", "--registry", &url, "--token-file"])
+            .arg(&token)
+            .arg(o)
+            .env(
+                "CUDA_AOT_PUBLISH_PAUSE",
+                format!("manifests:{}", pause.display()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&out);
+    let b = spawn(&out2);
+    let t = Instant::now();
+    while std::fs::read_dir(&pause).unwrap().count() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "publishers did not reach the pause"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let won: Vec<bool> = results.iter().map(|r| r.status.success()).collect();
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "exactly one publisher wins: {:?}",
+        results
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.stderr).to_string())
+            .collect::<Vec<_>>()
+    );
+    let loser = &results[won.iter().position(|w| !w).unwrap()];
+    let err = String::from_utf8_lossy(&loser.stderr);
+    assert!(err.contains("publish conflict"), "{err}");
+    assert!(
+        err.contains("Fix: another release was published at the same time; run the publish again"),
+        "{err}"
+    );
+
+    // The loser retries and builds on the winner's index.
+    let loser_out = if won[0] { &out2 } else { &out };
+    let o = run_ok(
+        xtask()
+            .args(["publish", "--registry", &url, "--token-file"])
+            .arg(&token)
+            .arg(loser_out),
+    );
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(text.contains("published index v2 "), "{text}");
+    let (synced, table) = sync_and_verify(&url, tmp.path(), "from-http");
+    assert!(synced.contains("index v2"), "{synced}");
+    assert!(table.starts_with("registry OK: index v2"), "{table}");
+}

@@ -289,6 +289,7 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
         }
     };
     let rel2 = rel.clone();
+    let root = shared.opts.root.clone();
     let done = tokio::task::spawn_blocking(move || {
         let p = shared.publish.as_ref().expect("publishing");
         accept(p, &rel2, &body, pre)
@@ -296,8 +297,23 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
     .await;
     match done {
         Ok(Ok((status, note, etag))) => reply(status, &note, &note, etag.as_deref()),
-        Ok(Err(r)) => refused(&rel, r),
+        Ok(Err(r)) => refused(&rel, r.without(&root)),
         Err(e) => refused(&rel, Refused::Internal(e.to_string())),
+    }
+}
+
+impl Refused {
+    /// The same refusal with the server's folder left out of the text (clients see
+    /// layout paths, not where the server keeps them).
+    fn without(self, root: &Path) -> Refused {
+        let hide = |t: String| t.replace(&format!("{}/", root.display()), "");
+        match self {
+            Refused::Conflict(t) => Refused::Conflict(hide(t)),
+            Refused::Exists(t) => Refused::Exists(hide(t)),
+            Refused::PreconditionRequired(t) => Refused::PreconditionRequired(hide(t)),
+            Refused::Invalid(t) => Refused::Invalid(hide(t)),
+            Refused::Internal(t) => Refused::Internal(hide(t)),
+        }
     }
 }
 
