@@ -38,20 +38,21 @@ pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
     /// Concurrent clients.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = 64)]
     clients: usize,
     /// Cold syncs per client per pass.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4)]
     syncs: usize,
     /// Rounds of "GET every file" per client per pass.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4)]
     get_rounds: usize,
     /// Passes over both servers (the order alternates).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = 2)]
     passes: usize,
-    /// Where bench-serve.md, .csv and .svg go.
-    #[arg(long, default_value_os_t = paths::repo_root().join("docs"))]
-    out: PathBuf,
+    /// Where bench-serve.md, .csv and .svg go [default: .cuda-aot/bench-serve of the
+    /// project; the kept run is written to docs/ with `--out docs`].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Run in this (debug) build instead of re-running a release build.
     #[arg(long)]
     no_release_rebuild: bool,
@@ -236,17 +237,21 @@ impl Args {
             reference.len(),
             release_bytes
         );
-        std::fs::create_dir_all(&self.out)?;
+        let out = self
+            .out
+            .clone()
+            .unwrap_or_else(|| paths::work_dir().join("bench-serve"));
+        std::fs::create_dir_all(&out)?;
         let csv = render_csv(&results, &header, self.clients);
-        std::fs::write(self.out.join("bench-serve.csv"), &csv)?;
-        std::fs::write(self.out.join("bench-serve.svg"), chart(&results, &header))?;
+        std::fs::write(out.join("bench-serve.csv"), &csv)?;
+        std::fs::write(out.join("bench-serve.svg"), chart(&results, &header))?;
         let verdict = gate(&results);
         std::fs::write(
-            self.out.join("bench-serve.md"),
+            out.join("bench-serve.md"),
             render_doc(&results, &header, &self, &verdict),
         )?;
         print!("{csv}");
-        println!("wrote {}/bench-serve.{{md,csv,svg}}", self.out.display());
+        println!("wrote {}/bench-serve.{{md,csv,svg}}", out.display());
         match verdict {
             Ok(text) => {
                 println!("{text}");

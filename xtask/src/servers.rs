@@ -34,29 +34,29 @@ enum Run {
     /// Serve a registry folder read-only with nginx on 127.0.0.1.
     Nginx {
         /// The registry folder.
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         root: PathBuf,
         /// Port (0: a free one, printed).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, value_name = "N", default_value_t = 0)]
         port: u16,
         /// Folder for nginx's configuration, logs and temporary files (default: a new
         /// folder under .cuda-aot/servers/run/).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         work: Option<PathBuf>,
         /// Worker processes (default: one per core).
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         workers: Option<usize>,
     },
     /// Run an OCI distribution registry (docker-registry) on 127.0.0.1.
     Oci {
         /// Where it stores blobs and manifests.
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         storage: PathBuf,
         /// Port (0: a free one, printed).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, value_name = "N", default_value_t = 0)]
         port: u16,
         /// Folder for its configuration (default: a new folder under .cuda-aot/servers/run/).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         work: Option<PathBuf>,
     },
 }

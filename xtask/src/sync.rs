@@ -33,30 +33,31 @@ pub struct Args {
     /// The local registry folder to bring up to date (created if needed).
     #[arg(long, value_name = "DIR")]
     to: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
+    /// The trust root [default: the dev root .cuda-aot/dev-keys/root.json if generated,
+    /// else keys/root.json of the project].
+    #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
-    /// Rollback-protection state file (default: the one `verify --registry DIR` uses).
-    #[arg(long)]
+    /// Rollback-protection state file [default: the one `verify --registry DIR` uses].
+    #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     clock_skew_secs: u64,
     /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
     /// Seconds allowed to open a connection.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10)]
     connect_timeout_secs: u64,
     /// Seconds allowed without receiving a byte.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = 30)]
     read_timeout_secs: u64,
     /// Fail (and retry) a transfer averaging fewer bytes per second than this over 30 s
     /// (0: no minimum).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = 1024)]
     min_speed: u64,
     /// Attempts per file on transient failures (connection errors, timeouts, 5xx, 429).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5)]
     attempts: u32,
     #[command(flatten)]
     oci: crate::remote::RemoteArgs,

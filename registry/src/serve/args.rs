@@ -14,25 +14,25 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// The registry folder.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub root: PathBuf,
     /// Address to listen on (port 0: a free port, printed in the `listening` line).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Open connections at most; more are closed at once.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
     /// Seconds a client has to send its request headers.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10)]
     pub header_timeout_secs: u64,
     /// Seconds in-flight requests may take to finish after SIGTERM.
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = 30)]
     pub shutdown_grace_secs: u64,
     /// Do not write the per-request log lines.
     #[arg(long)]
     pub no_access_log: bool,
     /// Worker threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Accept publishes (PUT) from clients sending this file's token as a bearer token
     /// (one line, at least 16 characters, mode 0600). Needs --trust.
@@ -42,7 +42,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "publish_token_file")]
     pub trust: Option<PathBuf>,
     /// The largest blob upload accepted, in MiB.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_upload_mib: u64,
 }
 
