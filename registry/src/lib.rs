@@ -37,6 +37,12 @@
 //! println!("index v{}: {} file(s) fetched", report.index_version, report.files_fetched);
 //! # Ok(()) }
 //! ```
+//!
+//! The same sync reads a release pushed to an OCI registry ([`oci::OciRemote`],
+//! [`oci::push`]). [`serve`] is the HTTP server (`cuda-aot-registry serve`): read-only for
+//! anyone, and, given a bearer token file and a trust root, a publishing target whose
+//! client is [`http_store::HttpStore`], the publish algorithm's second [`Store`].
+//! `docs/network.md` describes all of it.
 
 #![forbid(unsafe_code)]
 
