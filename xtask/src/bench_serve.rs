@@ -132,6 +132,12 @@ impl Args {
         let trust = self.at.trust_file()?;
         let anchor = anchor::read_bytes(&trust)?;
         let reg = std::path::absolute(self.at.registry())?;
+        if !reg.join("timestamp.json").is_file() {
+            return Err(crate::advice::fail(
+                format!("{}: no registry to serve", reg.display()),
+                "run `cargo xtask release` first, or pass --registry DIR",
+            ));
+        }
         let cores = machine::cores();
         let work = tempfile::Builder::new()
             .prefix("bench-serve-")
@@ -195,6 +201,7 @@ impl Args {
         );
 
         let mut results: BTreeMap<(&str, &str), Samples> = BTreeMap::new();
+        let mut passes: Vec<String> = Vec::new();
         for pass in 0..self.passes {
             let order: Vec<&str> = if pass % 2 == 0 {
                 SERVERS.to_vec()
@@ -212,6 +219,12 @@ impl Args {
                     s.failures,
                     s.corrupt
                 );
+                passes.push(format!(
+                    "| {pass} | {server} | sync | {:.1} syncs/s | {:.1} ms | {:.1} ms |",
+                    s.per_sec(),
+                    s.pct_ms(0.5),
+                    s.pct_ms(0.99)
+                ));
                 results.entry((server, "sync")).or_default().merge(s);
                 let g = self.get_load(&url, &reference)?;
                 eprintln!(
@@ -222,6 +235,12 @@ impl Args {
                     g.failures,
                     g.corrupt
                 );
+                passes.push(format!(
+                    "| {pass} | {server} | get | {:.0} req/s | {:.2} ms | {:.2} ms |",
+                    g.per_sec(),
+                    g.pct_ms(0.5),
+                    g.pct_ms(0.99)
+                ));
                 results.entry((server, "get")).or_default().merge(g);
             }
         }
@@ -246,9 +265,11 @@ impl Args {
         std::fs::write(out.join("bench-serve.csv"), &csv)?;
         std::fs::write(out.join("bench-serve.svg"), chart(&results, &header))?;
         let verdict = gate(&results);
+        let doc = out.join("bench-serve.md");
+        let history = std::fs::read_to_string(&doc).unwrap_or_default();
         std::fs::write(
-            out.join("bench-serve.md"),
-            render_doc(&results, &header, &self, &verdict),
+            &doc,
+            render_doc(&results, &passes, &header, &self, &verdict, &history),
         )?;
         print!("{csv}");
         println!("wrote {}/bench-serve.{{md,csv,svg}}", out.display());
@@ -500,11 +521,17 @@ fn gate(results: &BTreeMap<(&str, &str), Samples>) -> std::result::Result<String
     }
 }
 
+const HISTORY: &str = "## History";
+
+/// The document: this run in full (totals, each pass, the chart, how to read it), and one
+/// history row per run (rows of earlier runs, read back from `previous`, are kept).
 fn render_doc(
     results: &BTreeMap<(&str, &str), Samples>,
+    passes: &[String],
     header: &str,
     a: &Args,
     verdict: &std::result::Result<String, String>,
+    previous: &str,
 ) -> String {
     let mut s = String::from("# Serving benchmark\n\n");
     s += "Written by `cargo xtask bench-serve`; rerun it to refresh. A measurement of one \
@@ -551,7 +578,14 @@ the same clients load both in the same run, alternating which goes first.\n\n";
             Ok(t) | Err(t) => t,
         }
     );
-    s += "How to read it: clients and servers share the machine's cores. A cold verified sync \
+    s += "Each pass (the servers alternate which goes first):\n\n| pass | server | workload | throughput | p50 | p99 |\n|---|---|---|---|---|---|\n";
+    for line in passes {
+        s += line;
+        s += "\n";
+    }
+    s += "\nHow to read it: clients and servers share the machine's cores (on a shared build \
+machine, with other jobs too: passes of the same server can differ by 2x, so compare the \
+servers within a run and look at the history across runs). A cold verified sync \
 is mostly client work — one build statement and the index signature checked, every manifest \
 and blob hashed and content-checked, every staged file fsynced and renamed — so both servers \
 reach similar sync rates and the latencies mostly measure 64 clients queueing for the cores. \
@@ -560,6 +594,41 @@ The GET workload isolates the server's per-request cost: for `serve`, one blocki
 read whole) and a JSON log line; for nginx, its sendfile path and access log. The gate asks \
 for at least half of nginx's throughput in both workloads, with zero failures and zero \
 corrupt files.\n";
+    let rate = |server: &str, workload: &str| {
+        results
+            .get(&(server, workload))
+            .map_or(f64::NAN, Samples::per_sec)
+    };
+    let bad: usize = results.values().map(|r| r.failures + r.corrupt).sum();
+    let row = format!(
+        "| {} | {} | {} | {:.1} / {:.1} ({:.2}x) | {:.0} / {:.0} ({:.2}x) | {bad} |",
+        header.split(", ").nth(1).unwrap_or("?"),
+        machine::cores(),
+        a.clients,
+        rate("serve", "sync"),
+        rate("nginx", "sync"),
+        rate("serve", "sync") / rate("nginx", "sync"),
+        rate("serve", "get"),
+        rate("nginx", "get"),
+        rate("serve", "get") / rate("nginx", "get"),
+    );
+    let mut rows: Vec<String> = previous
+        .split_once(HISTORY)
+        .map(|(_, h)| {
+            h.lines()
+                .filter(|l| l.starts_with("| 2"))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    rows.push(row);
+    s += &format!(
+        "\n{HISTORY}\n\n| date | cores | clients | sync serve / nginx (syncs/s) | get serve / nginx (req/s) | failures + corrupt |\n|---|---|---|---|---|---|\n"
+    );
+    for r in rows {
+        s += &r;
+        s += "\n";
+    }
     s
 }
 
