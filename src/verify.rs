@@ -303,7 +303,8 @@ impl VerifiedIndex {
         // and its schedule version.
         let promoted_by = match self.index.channel {
             Channel::Dev => Vec::new(),
-            Channel::Production => self.promotion_for(e, &manifest)?,
+            // (A research index cannot get here: its trust root is refused at step 1.)
+            Channel::Production | Channel::Research => self.promotion_for(e, &manifest)?,
         };
         Ok(VerifiedManifest {
             manifest,
