@@ -33,6 +33,7 @@
 pub mod compare;
 pub mod cpu;
 pub mod expr;
+pub mod module;
 #[cfg(feature = "research")]
 pub mod gpu;
 pub mod report;
