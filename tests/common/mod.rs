@@ -220,6 +220,7 @@ pub fn promotion(module: &str, manifests: Vec<Digest>, signers: &[&SecretKey]) -
             schedule_version: 1,
             manifests,
             parity_report: Digest::of(b"parity report"),
+            resource_review: Digest::of(b"resource review"),
             note: "test".into(),
         },
         signers,

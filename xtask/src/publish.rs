@@ -20,6 +20,10 @@ use crate::{devkeys, paths, sign};
 /// The next index lists exactly this build: modules or targets dropped from the spec leave
 /// the registry (keep them with --keep-unlisted). Publishing what the registry already
 /// serves commits nothing ("unchanged: index vN").
+///
+/// Promotion records (reviewer-signed, written by `cargo xtask promote`) are published with
+/// the build: every `<out>/promotions/*.json`, and each --promotion FILE. A production
+/// registry refuses any module no promotion covers.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -41,6 +45,10 @@ pub struct Args {
     /// (default: the next index lists exactly this build).
     #[arg(long)]
     keep_unlisted: bool,
+    /// A promotion record to publish with the build (repeat for several), besides those in
+    /// `<out>/promotions/`.
+    #[arg(long = "promotion", value_name = "FILE")]
+    promotions: Vec<PathBuf>,
 }
 
 impl Args {
@@ -69,7 +77,14 @@ impl Args {
             );
             return Ok(());
         }
-        let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
+        let p = publish_output_with(
+            &self.at.registry,
+            &self.out,
+            &trust,
+            &key,
+            &opts,
+            &self.promotions,
+        )?;
         eprintln!("{}", describe(&p, &self.at.registry));
         Ok(())
     }
@@ -162,13 +177,46 @@ pub fn describe(p: &Published, registry: &Path) -> String {
     )
 }
 
-/// Checks the build statement of `out` against the trust root and publishes the build.
+/// Checks the build statement of `out` against the trust root and publishes the build with
+/// the promotion records in `<out>/promotions/`.
 pub fn publish_output(
     registry: &Path,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
     opts: &PublishOptions,
+) -> Result<Published> {
+    publish_output_with(registry, out, trust, publisher, opts, &[])
+}
+
+/// The promotion record files of a build output: `<out>/promotions/*.json`, sorted.
+pub fn output_promotions(out: &Path) -> Result<Vec<PathBuf>> {
+    let dir = out.join("promotions");
+    let mut v = Vec::new();
+    match std::fs::read_dir(&dir) {
+        Ok(rd) => {
+            for e in rd {
+                let p = e.with_context(|| format!("reading {}", dir.display()))?.path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    v.push(p);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// [`publish_output`] with `extra` promotion record files besides `<out>/promotions/`.
+pub fn publish_output_with(
+    registry: &Path,
+    out: &Path,
+    trust: &Path,
+    publisher: &SecretKey,
+    opts: &PublishOptions,
+    extra: &[PathBuf],
 ) -> Result<Published> {
     let limits = Limits::default();
     let anchor = read_trust_root(trust)?;
@@ -196,9 +244,14 @@ pub fn publish_output(
     })?;
     let reg = DirRegistry::new(registry);
     reg.ensure_root(&anchor)?;
-    let release = Release {
-        build,
-        promotions: Vec::new(),
-    };
+    let mut promotions = Vec::new();
+    for p in output_promotions(out)?.iter().chain(extra) {
+        let file = cuda_aot::fs::read_capped(p, limits.promotion, "promotion record")
+            .with_context(|| format!("reading promotion record {}", p.display()))?;
+        if !promotions.contains(&file) {
+            promotions.push(file);
+        }
+    }
+    let release = Release { build, promotions };
     Ok(reg.publish(&anchor, &release, &[publisher], opts)?)
 }
