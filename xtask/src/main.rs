@@ -9,6 +9,7 @@ mod build;
 mod devkeys;
 mod keygen;
 mod paths;
+mod promote;
 mod publish;
 mod release;
 mod repro;
@@ -41,6 +42,7 @@ enum Task {
     Sign(sign::Args),
     Publish(publish::Args),
     Verify(verify::Args),
+    Promote(promote::Args),
     Release(release::Args),
     Bench(bench::Args),
     BenchLoad(bench_load::Args),
@@ -57,6 +59,7 @@ fn main() {
         Task::Sign(a) => a.run(),
         Task::Publish(a) => a.run(),
         Task::Verify(a) => a.run(),
+        Task::Promote(a) => a.run(),
         Task::Release(a) => a.run(),
         Task::Bench(a) => a.run(),
         Task::BenchLoad(a) => a.run(),

@@ -152,12 +152,16 @@ impl ParityModule {
         out
     }
 
-    /// blake3 of what parity runs: the parity spec and the geometry (canonical JSON).
+    /// blake3 of what parity runs: the parity spec and the geometry ([`spec_digest`]).
     pub fn spec_digest(&self) -> cuda_aot::Digest {
-        cuda_aot::Digest::of(
-            &serde_json::to_vec(&(&self.parity, &self.geometry)).expect("serialisable"),
-        )
+        spec_digest(&self.parity, &self.geometry)
     }
+}
+
+/// blake3 of what parity runs: the parity spec and the geometry, as compact JSON in field
+/// order (the report carries it; `promote` recomputes it from the spec it builds).
+pub fn spec_digest(parity: &ParitySpec, geometry: &BTreeMap<String, u64>) -> cuda_aot::Digest {
+    cuda_aot::Digest::of(&serde_json::to_vec(&(parity, geometry)).expect("serialisable"))
 }
 
 #[cfg(test)]
