@@ -360,7 +360,9 @@ pub enum Error {
     },
     /// A research module (NVRTC, channel `research`) offered to a policy that does not
     /// admit research modules (production and development never do).
-    #[error("{module} ({target}) is a research module (channel research: {origin}); the {policy} policy refuses research modules")]
+    #[error(
+        "{module} ({target}) is a research module (channel research: {origin}); the {policy} policy refuses research modules"
+    )]
     ResearchRefused {
         /// The module.
         module: String,

@@ -791,7 +791,11 @@ mod tests {
                 "{err}"
             );
             assert!(err.to_string().contains("channel research"), "{err}");
-            assert!(err.fix().contains("cargo xtask promote ntt"), "{}", err.fix());
+            assert!(
+                err.fix().contains("cargo xtask promote ntt"),
+                "{}",
+                err.fix()
+            );
         }
         Policy::research().admit(&research).unwrap();
         // Registry modules: the policy's own channel only.

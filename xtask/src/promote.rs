@@ -141,12 +141,18 @@ impl Args {
             .spec
             .clone()
             .unwrap_or_else(|| paths::repo_root().join("kernels/research/research.toml"));
-        let out = self.out.clone().unwrap_or_else(|| {
-            paths::work_dir()
-                .join("promote")
-                .join(self.module.as_str())
-        });
+        let out = self
+            .out
+            .clone()
+            .unwrap_or_else(|| paths::work_dir().join("promote").join(self.module.as_str()));
         let build_out = out.join("build");
+        // A fresh clone promotes with development keys, as `release` does.
+        if self.trust.is_none()
+            && !paths::dev_keys_dir().join("root.json").exists()
+            && !paths::repo_root().join("keys/root.json").exists()
+        {
+            devkeys::ensure()?;
+        }
         let trust = publish::trust_file(self.trust.as_deref())?;
         let anchor = publish::read_trust_root(&trust)?;
         let root = cuda_aot::trust::verify_anchor(
@@ -189,7 +195,10 @@ impl Args {
             }
             Some(v) => ParitySpec::from_toml(v).map_err(|e| {
                 fail(
-                    format!("{}: module `{m}`: [module.parity]: {e}", spec_path.display()),
+                    format!(
+                        "{}: module `{m}`: [module.parity]: {e}",
+                        spec_path.display()
+                    ),
                     "fix the parity spec (kernels/src/parity/spec.rs documents it)",
                 )
             })?,
@@ -211,8 +220,8 @@ impl Args {
         if let Some(c) = &self.cache_dir {
             opts.cache = c.clone();
         }
-        let report = build::run_build(&opts)
-            .with_context(|| format!("promote {m}: step 1 (AOT build)"))?;
+        let report =
+            build::run_build(&opts).with_context(|| format!("promote {m}: step 1 (AOT build)"))?;
         let built = sign::read_output(&build_out)?;
         let mut manifests: Vec<Digest> = built.iter().map(|(_, f, _)| Digest::of(f)).collect();
         manifests.sort();
@@ -236,7 +245,7 @@ impl Args {
         let Some(report_path) = &self.parity_report else {
             println!(
                 "{}",
-                gpu_host_commands(m, &spec_path, &build_out, &out, &self.trust)
+                gpu_host_commands(m, &spec_path, &build_out, &out, &self.trust, &self.targets)
             );
             return Err(fail(
                 format!(
@@ -273,10 +282,18 @@ impl Args {
             parity_report.device.sm,
             parity_report.device.driver,
             parity_report.cases.len(),
-            std::iter::once(format!("nvrtc {} ({})", parity_report.nvrtc.target, parity_report.nvrtc.version))
-                .chain(parity_report.aot.iter().map(|a| format!("aot {}", a.target)))
-                .collect::<Vec<_>>()
-                .join(", "),
+            std::iter::once(format!(
+                "nvrtc {} ({})",
+                parity_report.nvrtc.target, parity_report.nvrtc.version
+            ))
+            .chain(
+                parity_report
+                    .aot
+                    .iter()
+                    .map(|a| format!("aot {}", a.target))
+            )
+            .collect::<Vec<_>>()
+            .join(", "),
             report_path.display(),
             report_digest.short()
         );
@@ -357,8 +374,16 @@ impl Args {
                 "5/5 release set: not published (no --publish). To publish {m} with its promotion, keeping the registry's other modules:\n    cargo xtask sign {out}{bk}\n    cargo xtask publish --registry {reg} --keep-unlisted{pk} {out}\n  To keep it in every later release, add its [[module]] section (with [module.parity]) to the release spec.",
                 out = build_out.display(),
                 reg = self.registry.display(),
-                bk = if self.builder_key.is_some() { " --key BUILDER_KEY" } else { "" },
-                pk = if self.publisher_key.is_some() { " --publisher-key PUBLISHER_KEY" } else { "" },
+                bk = if self.builder_key.is_some() {
+                    " --builder-key BUILDER_KEY"
+                } else {
+                    ""
+                },
+                pk = if self.publisher_key.is_some() {
+                    " --publisher-key PUBLISHER_KEY"
+                } else {
+                    ""
+                },
             );
             return Ok(());
         }
@@ -410,6 +435,7 @@ fn gpu_host_commands(
     build_out: &Path,
     out: &Path,
     trust: &Option<PathBuf>,
+    targets: &[Target],
 ) -> String {
     let root = paths::repo_root();
     let rel = |p: &Path| {
@@ -426,7 +452,11 @@ fn gpu_host_commands(
          copy the checkout's {spec} (and its sources) with .gpu/ to the GPU host; there:\n    \
          LD_LIBRARY_PATH=/usr/local/cuda/lib64 .gpu/parity-runner --spec {spec} --module {m} --build .gpu/promote/{m} --report .gpu/parity-{m}.json\n  \
          bring .gpu/parity-{m}.json back and continue here:\n    \
-         cargo xtask promote {m} --spec {spec} --out {out}{trust} --parity-report .gpu/parity-{m}.json --reviewer-key FILE",
+         cargo xtask promote {m} --spec {spec} --out {out}{targets}{trust} --parity-report .gpu/parity-{m}.json --reviewer-key FILE",
+        targets = targets
+            .iter()
+            .map(|t| format!(" --target {t}"))
+            .collect::<String>(),
         build = rel(build_out),
         spec = rel(spec),
         out = rel(out),
@@ -449,7 +479,10 @@ fn check_report(
     let m = &ms.name;
     let refuse = |why: String, fix: &str| {
         Err(fail(
-            format!("promote {m}: step 2: parity report {}: {why}", path.display()),
+            format!(
+                "promote {m}: step 2: parity report {}: {why}",
+                path.display()
+            ),
             fix,
         ))
     };
@@ -557,9 +590,11 @@ fn released_manifest(
         &Options::ignoring_expiry(),
     )
     .ok()?;
-    let e = v.index().entries.iter().find(|e| {
-        &e.module == module && e.kind == Kind::Cubin && e.sm.to_string() == target
-    })?;
+    let e = v
+        .index()
+        .entries
+        .iter()
+        .find(|e| &e.module == module && e.kind == Kind::Cubin && e.sm.to_string() == target)?;
     v.verify_entry(&src, e).ok().map(|m| m.manifest().clone())
 }
 
@@ -600,10 +635,19 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 let comparable = name != "max threads" || c.is_some();
                 if comparable && c != d {
                     s += &format!(" ({})", show(d));
-                    notes.push(format!("{}: cubin {} vs driver {}", x.build, show(c), show(d)));
+                    notes.push(format!(
+                        "{}: cubin {} vs driver {}",
+                        x.build,
+                        show(c),
+                        show(d)
+                    ));
                 }
                 if name == "local bytes" && c.unwrap_or(0) > 0 {
-                    notes.push(format!("{}: {} B local memory per thread (spills or a stack frame)", x.build, show(c)));
+                    notes.push(format!(
+                        "{}: {} B local memory per thread (spills or a stack frame)",
+                        x.build,
+                        show(c)
+                    ));
                 }
                 figures.push(c);
                 values.insert(x.build.clone(), s);
@@ -622,7 +666,12 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 None => {
                     values.insert(
                         released_label.clone(),
-                        if released.is_some() { "(no such kernel)" } else { "(not released)" }.into(),
+                        if released.is_some() {
+                            "(no such kernel)"
+                        } else {
+                            "(not released)"
+                        }
+                        .into(),
                     );
                 }
             }
@@ -653,7 +702,10 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
         schema: "cuda-aot/resource-review/v1".into(),
         module: r.module.clone(),
         parity_report: report,
-        device: format!("{} ({}, {}, driver {})", r.device.name, r.device.uuid, r.device.sm, r.device.driver),
+        device: format!(
+            "{} ({}, {}, driver {})",
+            r.device.name, r.device.uuid, r.device.sm, r.device.driver
+        ),
         builds,
         rows,
         table,
@@ -674,9 +726,14 @@ fn reviewer_keys(files: &[PathBuf], root: &VerifiedRoot, trust: &Path) -> Result
             .collect::<Result<_>>()?
     };
     let mut distinct = Vec::new();
-    for (k, file) in keys.iter().zip(files.iter().map(Some).chain(std::iter::repeat(None))) {
+    for (k, file) in keys
+        .iter()
+        .zip(files.iter().map(Some).chain(std::iter::repeat(None)))
+    {
         let pk = k.public();
-        let name = file.map_or("the dev reviewer key".to_string(), |f| f.display().to_string());
+        let name = file.map_or("the dev reviewer key".to_string(), |f| {
+            f.display().to_string()
+        });
         if roles.builder.keys.contains(&pk) {
             return Err(fail(
                 format!(
@@ -734,7 +791,8 @@ fn dev_key_for(root: &VerifiedRoot, trust: &Path, role: &str, flag: &str) -> Res
         ));
     }
     let dev = devkeys::ensure()?;
-    let reviewer = devkeys::read_key(&paths::dev_keys_dir().join(format!("{}.key", RoleName::Reviewer)))?;
+    let reviewer =
+        devkeys::read_key(&paths::dev_keys_dir().join(format!("{}.key", RoleName::Reviewer)))?;
     Ok(DevKeysAll {
         builder: dev.builder,
         reviewer,

@@ -196,7 +196,9 @@ pub fn output_promotions(out: &Path) -> Result<Vec<PathBuf>> {
     match std::fs::read_dir(&dir) {
         Ok(rd) => {
             for e in rd {
-                let p = e.with_context(|| format!("reading {}", dir.display()))?.path();
+                let p = e
+                    .with_context(|| format!("reading {}", dir.display()))?
+                    .path();
                 if p.extension().is_some_and(|x| x == "json") {
                     v.push(p);
                 }

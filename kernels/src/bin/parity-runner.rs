@@ -89,7 +89,10 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
     eprintln!("parity {}: step 1/5 device", m.name);
     let device = Device::open(args.device).map_err(|e| format!("device {}: {e}", args.device))?;
     let info = device.info().clone();
-    let sm: Target = info.sm().parse().map_err(|e: cuda_aot::Error| e.to_string())?;
+    let sm: Target = info
+        .sm()
+        .parse()
+        .map_err(|e: cuda_aot::Error| e.to_string())?;
     let device_rec = DeviceRecord {
         name: info.name.clone(),
         uuid: info.uuid_string(),
@@ -103,7 +106,11 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
 
     // 2. The AOT cubins of the build output: every manifest of the module (what a promotion
     //    binds), and the cubins built for exactly this device (sm_XX and sm_XXa).
-    eprintln!("parity {}: step 2/5 AOT cubins from {}", m.name, args.build.display());
+    eprintln!(
+        "parity {}: step 2/5 AOT cubins from {}",
+        m.name,
+        args.build.display()
+    );
     let (manifests, aot) = aot_cubins(&args.build, &name, sm)?;
     if aot.is_empty() {
         return Err(format!(
@@ -316,10 +323,15 @@ fn aot_cubins(build: &std::path::Path, module: &ModuleName, sm: Target) -> Resul
     for f in files {
         let bytes = cuda_aot::fs::read_capped(&f, limits.manifest, "manifest")
             .map_err(|e| e.to_string())?;
-        let man: Manifest = cuda_aot::json::parse(&bytes, limits.manifest, &f.display().to_string())
-            .map_err(|e| e.to_string())?;
+        let man: Manifest =
+            cuda_aot::json::parse(&bytes, limits.manifest, &f.display().to_string())
+                .map_err(|e| e.to_string())?;
         if man.identity.module != *module {
-            return Err(format!("{}: a manifest of {}", f.display(), man.identity.module));
+            return Err(format!(
+                "{}: a manifest of {}",
+                f.display(),
+                man.identity.module
+            ));
         }
         digests.push(Digest::of(&bytes));
         let t = man.identity.sm;

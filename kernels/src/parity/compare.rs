@@ -102,7 +102,11 @@ pub fn compare(
         Some(i) => p.launches[i].entry.clone(),
         None => format!("reference {}", p.reference),
     };
-    for b in p.buffers.iter().filter(|b| names.contains(&b.name.as_str())) {
+    for b in p
+        .buffers
+        .iter()
+        .filter(|b| names.contains(&b.name.as_str()))
+    {
         let e = expected.1.get(&b.name).map_or(&[][..], Vec::as_slice);
         let a = actual.1.get(&b.name).map_or(&[][..], Vec::as_slice);
         if let Some((index, x, y)) = first_difference(b.element, e, a) {
@@ -143,8 +147,14 @@ mod tests {
                 "{i}"
             );
         }
-        assert_eq!(first_difference(Element::U64, &a, &a[..80]), Some((10, 10, 0)));
-        assert_eq!(first_difference(Element::U8, &[1, 2, 3], &[1, 2, 4]), Some((2, 3, 4)));
+        assert_eq!(
+            first_difference(Element::U64, &a, &a[..80]),
+            Some((10, 10, 0))
+        );
+        assert_eq!(
+            first_difference(Element::U8, &[1, 2, 3], &[1, 2, 4]),
+            Some((2, 3, 4))
+        );
     }
 
     /// Issue 7: a deliberately altered kernel stops parity at the first differing output,
@@ -171,14 +181,23 @@ mod tests {
         altered.launches[2].args[3] = ArgValue::U32(s0 + 1);
         let mut found = None;
         let _ = cpu::run::<String>(&altered, inputs, |i, b| {
-            if let Some(d) = compare(&p, Some(i), &["data", "twiddles"], ("cpu", &expected[i]), ("nvrtc sm_90", b)) {
+            if let Some(d) = compare(
+                &p,
+                Some(i),
+                &["data", "twiddles"],
+                ("cpu", &expected[i]),
+                ("nvrtc sm_90", b),
+            ) {
                 found = Some(d);
                 return Err("stop".into());
             }
             Ok(())
         });
         let d = found.expect("the altered launch differs");
-        assert_eq!((d.launch, d.entry.as_str(), d.buffer.as_str()), (Some(2), "ntt_stages", "data"));
+        assert_eq!(
+            (d.launch, d.entry.as_str(), d.buffer.as_str()),
+            (Some(2), "ntt_stages", "data")
+        );
         let e = &expected[2]["data"];
         assert_eq!(d.expected, Element::U64.get(e, d.index as usize));
         assert_ne!(d.expected, d.actual);

@@ -92,7 +92,10 @@ pub fn generate(b: &Buffer, seed: u64, index: usize) -> Result<Vec<u8>, String> 
     match (b.generator.name.as_str(), b.generator.args.as_slice()) {
         ("goldilocks", []) => {
             if b.element != Element::U64 {
-                return Err(format!("buffer `{}`: goldilocks needs u64 elements", b.name));
+                return Err(format!(
+                    "buffer `{}`: goldilocks needs u64 elements",
+                    b.name
+                ));
             }
             Ok(words(&mut || loop {
                 let v = rng.next_u64();
@@ -168,7 +171,10 @@ fn u64s(bytes: &[u8]) -> Vec<u64> {
 }
 
 fn put(bufs: &mut Buffers, name: &str, v: &[u64]) {
-    bufs.insert(name.to_string(), v.iter().flat_map(|x| x.to_le_bytes()).collect());
+    bufs.insert(
+        name.to_string(),
+        v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    );
 }
 
 fn buf<'a>(args: &'a [ArgValue], i: usize) -> Result<&'a str, String> {
@@ -255,7 +261,9 @@ fn step_forward(bufs: &mut Buffers, a: &[ArgValue]) -> Result<(), String> {
     let name = buf(a, 0)?;
     let len = bufs.get(name).map_or(0, |b| b.len() as u64 / 8);
     if !len.is_power_of_two() || len > 1 << 32 {
-        return Err(format!("buffer `{name}`: {len} elements is not a power of two"));
+        return Err(format!(
+            "buffer `{name}`: {len} elements is not a power of two"
+        ));
     }
     let mut d = words(bufs, name, len)?;
     ntt::forward(&mut d);
@@ -326,8 +334,10 @@ mod tests {
     #[test]
     fn the_fused_program_on_the_cpu_equals_the_released_transform() {
         for tile_log in [1, 2, 3, 5, 10] {
-            let geometry =
-                BTreeMap::from([("block".to_string(), 64), ("tile_log".to_string(), tile_log)]);
+            let geometry = BTreeMap::from([
+                ("block".to_string(), 64),
+                ("tile_log".to_string(), tile_log),
+            ]);
             let p = spec().programs(&geometry).unwrap().remove(0);
             let inp = inputs(&p).unwrap();
             let want = reference(&p, inp.clone()).unwrap();
@@ -344,6 +354,9 @@ mod tests {
             &[ArgValue::Buffer("data".into()), ArgValue::U32(4)],
         )
         .unwrap_err();
-        assert!(err.contains("holds 8 u64 elements, the launch uses 16"), "{err}");
+        assert!(
+            err.contains("holds 8 u64 elements, the launch uses 16"),
+            "{err}"
+        );
     }
 }

@@ -55,7 +55,8 @@ fn lex(text: &str) -> Result<Vec<Tok>, String> {
             out.push(Tok::Num(v));
         } else if c.is_ascii_lowercase() || c == b'_' {
             let start = i;
-            while i < b.len() && (b[i].is_ascii_lowercase() || b[i].is_ascii_digit() || b[i] == b'_')
+            while i < b.len()
+                && (b[i].is_ascii_lowercase() || b[i].is_ascii_digit() || b[i] == b'_')
             {
                 i += 1;
             }
@@ -187,9 +188,7 @@ impl Parser<'_> {
                         .checked_add(b.checked_sub(1).ok_or("ceil_div by zero")?)
                         .map(|x| x / b)
                         .ok_or_else(|| format!("ceil_div({a}, {b}) overflows")),
-                    _ => Err(format!(
-                        "unknown function `{name}` (min, max, ceil_div)"
-                    )),
+                    _ => Err(format!("unknown function `{name}` (min, max, ceil_div)")),
                 }
             }
             Some(Tok::Ident(name)) => self.vars.get(&name).copied().ok_or_else(|| {
@@ -218,7 +217,10 @@ mod tests {
     fn evaluates_with_precedence_and_functions() {
         let v = vars();
         assert_eq!(eval("1 << log_n", &v), Ok(1 << 20));
-        assert_eq!(eval("(1 << log_n) >> min(tile_log, log_n - s0)", &v), Ok(1 << 16));
+        assert_eq!(
+            eval("(1 << log_n) >> min(tile_log, log_n - s0)", &v),
+            Ok(1 << 16)
+        );
         assert_eq!(eval("1 + 2 * 3 - 4 / 2 % 3", &v), Ok(5));
         assert_eq!(eval("ceil_div(1 << log_n, 256)", &v), Ok(4096));
         assert_eq!(eval("ceil_div(5, 2)", &v), Ok(3));

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuda_aot::cuda::{
-    CudaSlice, CudaStream, DevicePtr, Kernel, KernelArg, LoadedModule, ParamInfo,
-    SignedAbi,
+    CudaSlice, CudaStream, DevicePtr, Kernel, KernelArg, LoadedModule, ParamInfo, SignedAbi,
 };
 use cuda_aot::{Manifest, identity::resolve_function};
 

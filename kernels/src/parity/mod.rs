@@ -33,8 +33,8 @@
 pub mod compare;
 pub mod cpu;
 pub mod expr;
-pub mod module;
 #[cfg(feature = "research")]
 pub mod gpu;
+pub mod module;
 pub mod report;
 pub mod spec;

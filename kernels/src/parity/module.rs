@@ -175,7 +175,10 @@ mod tests {
         assert!(m.source.exists(), "{}", m.source.display());
         assert_eq!(m.geometry["tile_log"], 10);
         let opts = m.nvrtc_options();
-        assert!(opts.contains(&"-DCUDA_AOT_TILE_LOG=10".to_string()), "{opts:?}");
+        assert!(
+            opts.contains(&"-DCUDA_AOT_TILE_LOG=10".to_string()),
+            "{opts:?}"
+        );
         assert!(opts.contains(&"--std=c++17".to_string()), "{opts:?}");
         assert!(!opts.iter().any(|o| o == "-O3"), "{opts:?}");
         assert!(opts.iter().any(|o| o.ends_with("/cuda")), "{opts:?}");

@@ -297,11 +297,18 @@ impl ParitySpec {
 
     /// Expands every case with the module's `geometry`.
     pub fn programs(&self, geometry: &BTreeMap<String, u64>) -> Result<Vec<Program>, String> {
-        self.cases.iter().map(|c| self.program(c, geometry)).collect()
+        self.cases
+            .iter()
+            .map(|c| self.program(c, geometry))
+            .collect()
     }
 
     /// Expands one case.
-    pub fn program(&self, case: &Case, geometry: &BTreeMap<String, u64>) -> Result<Program, String> {
+    pub fn program(
+        &self,
+        case: &Case,
+        geometry: &BTreeMap<String, u64>,
+    ) -> Result<Program, String> {
         let here = |e: String| format!("case `{}`: {e}", case.name);
         let mut vars: Vars = geometry.clone();
         for (k, v) in &case.vars {
@@ -366,7 +373,9 @@ impl ParitySpec {
                 if let Some((k, v)) = value
                     && vars.insert(k.clone(), v).is_some()
                 {
-                    return Err(here(format!("loop variable `{k}` shadows another variable")));
+                    return Err(here(format!(
+                        "loop variable `{k}` shadows another variable"
+                    )));
                 }
                 let at = |e: String| here(format!("launch of {}: {e}", l.entry));
                 let u32_of = |what: &str, e: &str| -> Result<u32, String> {
@@ -491,7 +500,10 @@ pub(crate) mod tests {
         let geometry = BTreeMap::from([("block".to_string(), 128), ("tile_log".to_string(), 2)]);
         let p = spec().programs(&geometry).unwrap().remove(0);
         let entries: Vec<&str> = p.launches.iter().map(|l| l.entry.as_str()).collect();
-        assert_eq!(entries, ["ntt_bit_reverse", "ntt_stages", "ntt_stages", "ntt_stages"]);
+        assert_eq!(
+            entries,
+            ["ntt_bit_reverse", "ntt_stages", "ntt_stages", "ntt_stages"]
+        );
         assert_eq!(p.launches[0].grid, 1);
         assert_eq!(
             p.launches[3].args,
@@ -511,11 +523,26 @@ pub(crate) mod tests {
     #[test]
     fn bad_specs_name_the_problem() {
         let cases = [
-            (SPEC.replace("\"ntt::bit_reverse\"", "\"ntt::nope\""), "unknown CPU step"),
-            (SPEC.replace("outputs = [\"data\"]", "outputs = [\"out\"]"), "not a buffer"),
-            (SPEC.replace("\"goldilocks\"", "\"gaussian\""), "unknown generator"),
-            (SPEC.replace("\"data\", \"u32 log_n\"", "\"data\", \"log_n\""), "not a buffer"),
-            (SPEC.replace("seed = 3", "seed = 3, extra = 1"), "unknown field"),
+            (
+                SPEC.replace("\"ntt::bit_reverse\"", "\"ntt::nope\""),
+                "unknown CPU step",
+            ),
+            (
+                SPEC.replace("outputs = [\"data\"]", "outputs = [\"out\"]"),
+                "not a buffer",
+            ),
+            (
+                SPEC.replace("\"goldilocks\"", "\"gaussian\""),
+                "unknown generator",
+            ),
+            (
+                SPEC.replace("\"data\", \"u32 log_n\"", "\"data\", \"log_n\""),
+                "not a buffer",
+            ),
+            (
+                SPEC.replace("seed = 3", "seed = 3, extra = 1"),
+                "unknown field",
+            ),
         ];
         for (text, want) in cases {
             let v: toml::Value = toml::from_str(&text).unwrap();
@@ -531,7 +558,10 @@ pub(crate) mod tests {
         let big = SPEC.replace("log_n = 5", "log_n = 40");
         let err = ParitySpec::from_toml(&toml::from_str(&big).unwrap())
             .unwrap()
-            .programs(&BTreeMap::from([("block".to_string(), 1), ("tile_log".to_string(), 8)]))
+            .programs(&BTreeMap::from([
+                ("block".to_string(), 1),
+                ("tile_log".to_string(), 8),
+            ]))
             .unwrap_err();
         assert!(err.contains("exceeds"), "{err}");
     }
