@@ -477,20 +477,14 @@ impl Runtime {
         }
         let started = Instant::now();
         let ctx = self.device.context();
-        let bytes = sel.module.bytes();
-        let loaded = match manifest.identity.kind {
-            Kind::Cubin => {
-                LoadedModule::load_cubin_shared(ctx, bytes.clone(), self.policy.load_api)
-            }
-            Kind::Ptx => {
-                self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
-                log::warn!(
-                    "cuda-aot: loading {} through the driver JIT (PTX compatibility mode)",
-                    manifest.label()
-                );
-                LoadedModule::load_ptx(ctx, bytes, self.policy.load_api)
-            }
-        };
+        if manifest.identity.kind == Kind::Ptx {
+            self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "cuda-aot: loading {} through the driver JIT (PTX compatibility mode)",
+                manifest.label()
+            );
+        }
+        let loaded = LoadedModule::load_verified(ctx, &sel.module, self.policy.load_api);
         self.counters
             .driver_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -519,11 +513,8 @@ impl Runtime {
             self.device.info().ordinal
         );
         let started = Instant::now();
-        let loaded = LoadedModule::load_cubin_shared(
-            self.device.context(),
-            module.bytes().clone(),
-            self.policy.load_api,
-        );
+        let loaded =
+            LoadedModule::load_cubin(self.device.context(), module.bytes(), self.policy.load_api);
         self.counters
             .driver_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);

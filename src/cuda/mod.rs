@@ -23,7 +23,7 @@
 //! ```ignore
 //! // The flow, as the runtime uses it (see `module.rs` tests for the compiled version).
 //! let device = Device::open(0)?;                       // DriverMissing / NoDevice / Driver
-//! let module = LoadedModule::load_cubin(device.context(), &verified_bytes, LoadApi::Module)?;
+//! let module = LoadedModule::load_verified(device.context(), &verified_module, LoadApi::Module)?;
 //! let kernel = module.function("ntt_scale")?;          // names the kernel on failure
 //! let stream = device.context().default_stream();
 //! unsafe { kernel.launch(&stream, (blocks, 1, 1), (256, 1, 1), 0, &mut params)? };
@@ -33,6 +33,7 @@ mod device;
 mod error;
 mod image;
 mod module;
+#[cfg(feature = "bench")]
 pub mod raw;
 #[cfg(feature = "research")]
 pub mod research;

@@ -16,6 +16,8 @@ use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::image::{check_cubin, ptx_with_nul};
 use super::{CudaError, driver_version, require_driver};
+use crate::identity::Kind;
+use crate::verify::VerifiedModule;
 
 /// Which driver entry point loads a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,7 +147,42 @@ impl fmt::Debug for LoadedModule {
     }
 }
 
+/// Declares a loader that takes raw bytes: public only in builds with the `bench` or
+/// `research` feature (benchmarks load unverified bytes as a baseline; the research loop
+/// loads what NVRTC just compiled). A production build reaches the driver only through
+/// [`LoadedModule::load_verified`], which takes the verifier's proof.
+macro_rules! byte_loader {
+    ($(#[$m:meta])* fn $name:ident $($rest:tt)*) => {
+        #[cfg(any(feature = "bench", feature = "research"))]
+        $(#[$m])* pub fn $name $($rest)*
+        #[cfg(not(any(feature = "bench", feature = "research")))]
+        #[allow(dead_code, reason = "used by the crate's tests and feature builds")]
+        $(#[$m])* pub(crate) fn $name $($rest)*
+    };
+}
+
 impl LoadedModule {
+    /// Loads a module that passed verification into `ctx`, from its verified in-memory
+    /// bytes (shared, not copied). A cubin's structure was checked by the verifier (the
+    /// same ELF reader as [`crate::elf::check_structure`]) when the [`VerifiedModule`] was
+    /// made, so it is not parsed again here; PTX is NUL-terminated for the driver.
+    pub fn load_verified(
+        ctx: &Arc<CudaContext>,
+        module: &VerifiedModule,
+        api: LoadApi,
+    ) -> Result<Self, CudaError> {
+        match module.manifest().identity.kind {
+            Kind::Cubin => Self::load(ctx, module.bytes().clone(), api, ImageKind::Cubin),
+            Kind::Ptx => {
+                let text = ptx_with_nul(module.bytes())?;
+                Self::load(ctx, text.into(), api, ImageKind::Ptx)
+            }
+        }
+    }
+}
+
+impl LoadedModule {
+    byte_loader! {
     /// Loads a cubin (a CUDA ELF for one SM) from `image` into `ctx`.
     ///
     /// The bytes are checked to be a complete CUDA ELF first (magic, class, machine, and
@@ -155,7 +192,7 @@ impl LoadedModule {
     /// silent JIT. A cubin for another SM fails with `CUDA_ERROR_NO_BINARY_FOR_GPU`
     /// ([`CudaError::is_no_binary_for_gpu`]); with [`LoadApi::Library`] possibly only at
     /// [`LoadedModule::function`].
-    pub fn load_cubin(
+    fn load_cubin(
         ctx: &Arc<CudaContext>,
         image: &[u8],
         api: LoadApi,
@@ -163,24 +200,16 @@ impl LoadedModule {
         check_cubin(image)?;
         Self::load(ctx, image.into(), api, ImageKind::Cubin)
     }
-
-    /// Like [`LoadedModule::load_cubin`], but keeps the caller's shared bytes instead of
-    /// copying them (the runtime hands over its verified in-memory blob this way).
-    pub fn load_cubin_shared(
-        ctx: &Arc<CudaContext>,
-        image: Arc<[u8]>,
-        api: LoadApi,
-    ) -> Result<Self, CudaError> {
-        check_cubin(&image)?;
-        Self::load(ctx, image, api, ImageKind::Cubin)
     }
 
+    byte_loader! {
     /// Loads PTX text into `ctx`; the driver JIT-compiles it for the device (milliseconds to
     /// hundreds of milliseconds). The text is copied and NUL-terminated as the driver
     /// requires; NUL bytes inside it and binary images are refused.
-    pub fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
+    fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
         let text = ptx_with_nul(ptx)?;
         Self::load(ctx, text.into(), api, ImageKind::Ptx)
+    }
     }
 
     fn load(
@@ -949,6 +978,19 @@ DONE:
             matches!(err, CudaError::BadImage { .. }),
             "PTX through load_cubin: {err}"
         );
+    }
+
+    /// What the exact-SM selection and the ELF check protect against, seen at the driver.
+    #[test]
+    #[ignore = "needs a CUDA device"]
+    fn the_driver_refuses_another_architectures_cubin() {
+        let device = crate::cuda::Device::open(0).unwrap();
+        let sm_120 = include_bytes!("../../tests/data/elf/add_sm_120.cubin");
+        let err = LoadedModule::load_cubin(device.context(), sm_120, LoadApi::Module)
+            .err()
+            .unwrap();
+        assert!(err.is_no_binary_for_gpu(), "{err}");
+        println!("driver: {err}");
     }
 
     #[test]

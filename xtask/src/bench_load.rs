@@ -13,38 +13,73 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::{paths, publish};
+use crate::advice::Fix;
+use crate::args::RegistryArgs;
+use crate::paths;
 
-/// Benchmark module loading on a GPU host (verified vs bare vs PTX JIT vs NVRTC) and gate it.
+/// Benchmark module loading and prover start-up on a GPU host, and gate them.
 ///
-/// For each module selected for the device, and for the whole bundle, the same bytes go
-/// through (a) the runtime's verified load (`Runtime::module` / `preload`, from verified
-/// in-memory bytes), (b) a bare cuModuleLoadData, (c) PTX through the driver JIT with the
-/// JIT cache off (CUDA_CACHE_DISABLE=1; needs PTX in the registry), (d) NVRTC compile +
-/// load (only when built with --features research); and the verified bundle load through
-/// cuLibraryLoadData (context-independent loading). Each verified/bare pair starts after
-/// an identical Runtime::open, in alternating order. Verification at open is measured on
-/// its own row. Writes bench-load.csv and bench-load.svg, then re-reads the CSV and fails
-/// unless the verified bundle load is within 1.10x of the bare load and at least 100x
-/// faster than NVRTC.
+/// Load: for each module selected for the device, and for the whole bundle, the same bytes
+/// go through (a) the runtime's verified load (`preload`, from verified in-memory bytes),
+/// (b) bare cuModuleLoadData in two fair ways (each module loaded and unloaded; all modules
+/// kept loaded until the clock stops), (c) PTX through the driver JIT with the JIT cache off
+/// (CUDA_CACHE_DISABLE=1), (d) NVRTC compile + load (--features research builds). The
+/// bundle arms are interleaved over many repetitions, each after an identical
+/// Runtime::open, and compared as paired ratios with a bootstrap 95 % interval; with
+/// --also-registry the same is done for a second registry (the foreign-style corpus).
+///
+/// Start-up: fresh processes, each measuring process start to every kernel ready to
+/// launch, through cuda-aot or bare (context + loads + lookups), interleaved; on a host with
+/// two or more GPUs also cuda-aot on two devices.
+///
+/// Writes bench-load.csv (medians), bench-ratios.csv (ratios and intervals) and
+/// bench-load.svg, then gates: the upper end of every load and start-up interval at most
+/// 1.05x bare, two devices at most 1.15x one, and the verified load at least 100x faster
+/// than NVRTC.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
+    at: RegistryArgs,
     /// The release spec the registry was built from: the NVRTC baseline compiles each
-    /// module's source with its flags, defines and include folders.
-    #[arg(long, default_value_os_t = paths::repo_root().join("manifests/release.toml"))]
-    spec: PathBuf,
+    /// module's source with its flags, defines and include folders [default:
+    /// manifests/release.toml of the project].
+    #[arg(long, value_name = "FILE")]
+    spec: Option<PathBuf>,
     /// Repetitions per measurement (medians are reported).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = 20)]
     reps: usize,
-    /// Where bench-load.csv and bench-load.svg go.
-    #[arg(long, default_value_os_t = paths::repo_root().join("docs/evidence"))]
-    out: PathBuf,
+    /// Where bench-load.csv and bench-load.svg go [default: .cuda-aot/bench-load of the
+    /// project; results kept as evidence are copied into docs/evidence/ with their date].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Only re-read an existing CSV and apply the gate.
     #[arg(long)]
     gate_only: bool,
+    /// A second registry (same trust root) whose bundle load is gated too, e.g. the
+    /// foreign-style corpus with its real-size modules.
+    #[arg(long, value_name = "DIR")]
+    also_registry: Option<PathBuf>,
+    /// Interleaved repetitions of the bundle load arms (paired ratios).
+    #[arg(long, value_name = "N", default_value_t = 150)]
+    ratio_reps: usize,
+    /// Fresh processes per start-up arm.
+    #[arg(long, value_name = "N", default_value_t = 15)]
+    startup_reps: usize,
+    /// (internal) Run one start-up probe in this process and print its time.
+    #[arg(long, value_enum, hide = true)]
+    startup_probe: Option<startup::Arm>,
+    /// (internal) Devices of a start-up probe, e.g. `0,1`.
+    #[arg(long, value_delimiter = ',', hide = true, default_value = "0")]
+    devices: Vec<usize>,
+    /// (internal) The cubin files a bare start-up probe loads (JSON).
+    #[arg(long, hide = true)]
+    bare_images: Option<PathBuf>,
 }
+
+mod startup;
+mod stats;
+
+use stats::Ratio;
 
 /// One CSV row.
 struct Row {
@@ -85,10 +120,31 @@ impl Row {
 
 impl Args {
     /// Runs the task.
-    pub fn run(self) -> Result<()> {
-        let csv = self.out.join("bench-load.csv");
+    pub fn run(mut self) -> Result<()> {
+        let out = self
+            .out
+            .get_or_insert_with(|| paths::work_dir().join("bench-load"))
+            .clone();
+        self.spec.get_or_insert_with(paths::default_spec);
+        let csv = out.join("bench-load.csv");
         if self.gate_only {
             return gate(&csv);
+        }
+        if let Some(arm) = self.startup_probe {
+            let trust = self.at.trust_file()?;
+            let policy = policy_for(&cuda_aot::fs::read_capped(
+                &trust,
+                Limits::default().root,
+                "trust root",
+            )?)?;
+            return startup::probe(
+                arm,
+                &self.devices,
+                &self.at.registry(),
+                &trust,
+                policy,
+                self.bare_images.as_deref(),
+            );
         }
         // The JIT cache must be off before the driver initialises: re-run ourselves with it.
         if std::env::var("CUDA_CACHE_DISABLE").as_deref() != Ok("1") {
@@ -100,7 +156,7 @@ impl Args {
             std::process::exit(status.code().unwrap_or(1));
         }
         if !cuda::driver_present() {
-            return Err(anyhow::Error::new(paths::Fix(
+            return Err(anyhow::Error::new(Fix(
                 "run bench-load on the GPU host (docs/gpu.md)".into(),
             )))
             .context("no CUDA driver on this machine");
@@ -108,8 +164,8 @@ impl Args {
         let trust_path = self.at.trust_file()?;
         let trust = std::fs::read(&trust_path)
             .with_context(|| format!("reading {}", trust_path.display()))?;
-        let rows = self.measure(&trust)?;
-        std::fs::create_dir_all(&self.out)?;
+        let (rows, ratios) = self.measure(&trust, &trust_path)?;
+        std::fs::create_dir_all(&out)?;
         let device = Device::open(0)?;
         let info = device.info();
         let header = format!(
@@ -135,15 +191,23 @@ impl Args {
             )?;
         }
         std::fs::write(&csv, &text)?;
-        std::fs::write(self.out.join("bench-load.svg"), chart(&rows, &header))?;
-        println!("{text}");
-        println!("wrote {} and bench-load.svg", csv.display());
+        let mut ratio_text = header.clone() + stats::CSV_HEADER + "\n";
+        for r in &ratios {
+            writeln!(ratio_text, "{}", r.csv_line())?;
+        }
+        std::fs::write(out.join("bench-ratios.csv"), &ratio_text)?;
+        std::fs::write(out.join("bench-load.svg"), chart(&rows, &ratios, &header))?;
+        println!("{text}\n{ratio_text}");
+        println!(
+            "wrote {}, bench-ratios.csv and bench-load.svg",
+            csv.display()
+        );
         gate(&csv)
     }
 
-    fn measure(&self, trust: &[u8]) -> Result<Vec<Row>> {
+    fn measure(&self, trust: &[u8], trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
         let policy = policy_for(trust)?;
-        let probe = Runtime::open(&self.at.registry, trust, policy.clone())?;
+        let probe = Runtime::open(self.at.registry(), trust, policy.clone())?;
         let selected: Vec<(String, Vec<u8>, u32)> = probe
             .selected()
             .map(|m| {
@@ -169,7 +233,7 @@ impl Args {
         let mut open = Row::new("bundle", "verify_at_open", total_bytes);
         for i in 0..=reps {
             let t = Instant::now();
-            let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+            let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
             let took = t.elapsed();
             drop(rt);
             if i > 0 {
@@ -178,48 +242,30 @@ impl Args {
         }
         rows.push(open);
 
-        // A/B in the same state: each arm starts right after a fresh Runtime::open (the
-        // same verification work, so the same cache warmth), and the arms alternate order.
-        let mut bundle_verified = Row::new("bundle", "verified_load", total_bytes);
-        let mut bundle_raw = Row::new("bundle", "raw_cuModuleLoadData", total_bytes);
-        for i in 0..=reps {
-            let verified = || -> Result<Duration> {
-                let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
-                let t = Instant::now();
-                rt.preload()?;
-                Ok(t.elapsed())
-            };
-            let raw = || -> Result<Duration> {
-                let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
-                let mut raw = Duration::ZERO;
-                for (_, bytes, _) in &selected {
-                    raw += cuda::raw::time_module_load(ctx, bytes, false)?;
-                }
-                Ok(raw)
-            };
-            let (v, r) = if i % 2 == 0 {
-                (verified()?, raw()?)
-            } else {
-                let r = raw()?;
-                (verified()?, r)
-            };
-            if i > 0 {
-                bundle_verified.samples.push(v);
-                bundle_raw.samples.push(r);
-            }
+        // The bundle, three arms interleaved (each after an identical Runtime::open):
+        // verified preload, bare load+unload per module, bare loads kept until the clock
+        // stops. Paired ratios with bootstrap intervals.
+        let mut ratios = Vec::new();
+        let (load_rows, load_ratios) =
+            self.load_arms("bundle", &self.at.registry(), trust, &policy, ctx)?;
+        ratios.extend(load_ratios);
+        if let Some(other) = &self.also_registry {
+            let (more_rows, more_ratios) = self.load_arms("foreign", other, trust, &policy, ctx)?;
+            rows.extend(more_rows);
+            ratios.extend(more_ratios);
         }
         for (name, bytes, _) in &selected {
             let mut verified = Row::new(name, "verified_load", bytes.len());
             let mut raw = Row::new(name, "raw_cuModuleLoadData", bytes.len());
             for i in 0..=reps {
                 let verified_once = || -> Result<Duration> {
-                    let rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     let t = Instant::now();
                     rt.module(name)?;
                     Ok(t.elapsed())
                 };
                 let raw_once = || -> Result<Duration> {
-                    let _rt = Runtime::open(&self.at.registry, trust, policy.clone())?;
+                    let _rt = Runtime::open(self.at.registry(), trust, policy.clone())?;
                     Ok(cuda::raw::time_module_load(ctx, bytes, false)?)
                 };
                 let (v, r) = if i % 2 == 0 {
@@ -236,8 +282,7 @@ impl Args {
             rows.push(verified);
             rows.push(raw);
         }
-        rows.push(bundle_verified);
-        rows.push(bundle_raw);
+        rows.extend(load_rows);
 
         // The same verified load through cuLibraryLoadData (context-independent loading).
         // Ready to launch: preload plus a lookup of every kernel, through each load API.
@@ -256,7 +301,7 @@ impl Args {
                 arms.reverse();
             }
             for (p, row) in arms {
-                let rt = Runtime::open(&self.at.registry, trust, p.clone())?;
+                let rt = Runtime::open(self.at.registry(), trust, p.clone())?;
                 let t = Instant::now();
                 rt.preload()?;
                 let loaded = t.elapsed();
@@ -302,12 +347,163 @@ impl Args {
             rows.push(bundle);
         }
         rows.extend(self.nvrtc_rows(&selected, ctx, &info, reps)?);
-        Ok(rows)
+        let (startup_rows, startup_ratios) = self.startup(trust, trust_path)?;
+        rows.extend(startup_rows);
+        ratios.extend(startup_ratios);
+        Ok((rows, ratios))
+    }
+
+    /// The bundle load of `registry`, three arms interleaved over `ratio_reps` repetitions.
+    fn load_arms(
+        &self,
+        scope: &str,
+        registry: &Path,
+        trust: &[u8],
+        policy: &Policy,
+        ctx: &std::sync::Arc<cuda::CudaContext>,
+    ) -> Result<(Vec<Row>, Vec<Ratio>)> {
+        let images: Vec<Vec<u8>> = {
+            let rt = Runtime::open(registry, trust, policy.clone())?;
+            rt.selected()
+                .map(|m| {
+                    rt.verified_bytes(m.identity.module.as_str())
+                        .expect("selected")
+                        .to_vec()
+                })
+                .collect()
+        };
+        let refs: Vec<&[u8]> = images.iter().map(Vec::as_slice).collect();
+        let total = images.iter().map(Vec::len).sum();
+        let mut verified = Row::new(scope, "verified_load", total);
+        let mut unload = Row::new(scope, "raw_cuModuleLoadData", total);
+        let mut kept = Row::new(scope, "raw_kept_loaded", total);
+        for i in 0..=self.ratio_reps.max(2) {
+            // Rotate the order so no arm always runs first.
+            for arm in (0..3).map(|k| (k + i) % 3) {
+                let rt = Runtime::open(registry, trust, policy.clone())?;
+                let took = match arm {
+                    0 => {
+                        let t = Instant::now();
+                        rt.preload()?;
+                        t.elapsed()
+                    }
+                    1 => {
+                        let mut sum = Duration::ZERO;
+                        for image in &refs {
+                            sum += cuda::raw::time_module_load(ctx, image, false)?;
+                        }
+                        sum
+                    }
+                    _ => cuda::raw::time_modules_kept(ctx, &refs)?,
+                };
+                drop(rt);
+                if i > 0 {
+                    [&mut verified, &mut unload, &mut kept][arm]
+                        .samples
+                        .push(took);
+                }
+            }
+        }
+        let ratios = vec![
+            Ratio::paired(
+                &format!("{scope}_load_vs_bare_unload"),
+                &format!("{scope}/verified_load"),
+                &format!("{scope}/raw_cuModuleLoadData"),
+                &verified.samples,
+                &unload.samples,
+                1.05,
+            ),
+            Ratio::paired(
+                &format!("{scope}_load_vs_bare_kept"),
+                &format!("{scope}/verified_load"),
+                &format!("{scope}/raw_kept_loaded"),
+                &verified.samples,
+                &kept.samples,
+                1.05,
+            ),
+        ];
+        Ok((vec![verified, unload, kept], ratios))
+    }
+
+    /// Start-up in fresh processes: cuda-aot vs bare on device 0, and cuda-aot on devices 0
+    /// and 1 when the host has two GPUs, interleaved.
+    fn startup(&self, trust: &[u8], trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
+        let registry = self.at.registry();
+        let policy = policy_for(trust)?;
+        // The cubin files a bare prover would load: the same ones cuda-aot selects.
+        let images: Vec<startup::BareImage> = {
+            let rt = Runtime::open(&registry, trust, policy.clone())?;
+            rt.selected()
+                .map(|m| startup::BareImage {
+                    path: registry.join(cuda_aot::source::layout::blob(&m.module_digest)),
+                    kernels: m
+                        .functions
+                        .iter()
+                        .map(|f| f.symbol.as_str().to_string())
+                        .collect(),
+                })
+                .collect()
+        };
+        let list = self
+            .out
+            .clone()
+            .unwrap_or_else(|| paths::work_dir().join("bench-load"))
+            .join("bare-images.json");
+        std::fs::create_dir_all(list.parent().expect("a folder"))?;
+        std::fs::write(&list, serde_json::to_vec_pretty(&images)?)?;
+        let two = cuda::device_count()? >= 2;
+        let mut verified = Row::new("startup", "verified_1_device", 0);
+        let mut bare = Row::new("startup", "bare_1_device", 0);
+        let mut verified2 = Row::new("startup", "verified_2_devices", 0);
+        for i in 0..=self.startup_reps.max(2) {
+            let mut arms = vec![0, 1];
+            if two {
+                arms.push(2);
+            }
+            let n = arms.len();
+            arms.rotate_left(i % n);
+            for arm in arms {
+                let (kind, devices): (startup::Arm, &[usize]) = match arm {
+                    0 => (startup::Arm::Verified, &[0]),
+                    1 => (startup::Arm::Bare, &[0]),
+                    _ => (startup::Arm::Verified, &[0, 1]),
+                };
+                let took = startup::run_child(kind, devices, &registry, trust_path, &list)?;
+                if i > 0 {
+                    [&mut verified, &mut bare, &mut verified2][arm]
+                        .samples
+                        .push(took);
+                }
+            }
+        }
+        let mut ratios = vec![Ratio::paired(
+            "startup_vs_bare",
+            "startup/verified_1_device",
+            "startup/bare_1_device",
+            &verified.samples,
+            &bare.samples,
+            1.05,
+        )];
+        let mut rows = vec![verified, bare];
+        if two {
+            ratios.push(Ratio::paired(
+                "startup_2_devices_vs_1",
+                "startup/verified_2_devices",
+                "startup/verified_1_device",
+                &verified2.samples,
+                &rows[0].samples,
+                1.15,
+            ));
+            rows.push(verified2);
+        } else {
+            eprintln!("note: one GPU on this host: no two-device start-up row");
+        }
+        Ok((rows, ratios))
     }
 
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
-        let src = DirSource::new(&self.at.registry);
+        let src = DirSource::new(self.at.registry());
         let idx = verify_index(&src, trust, Default::default(), &Options::default())?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
         for m in idx.manifests() {
@@ -337,7 +533,8 @@ impl Args {
     ) -> Result<Vec<Row>> {
         use cuda::research::{Output, compile};
         let arch = info.sm();
-        let spec = crate::build::spec::load(&self.spec, None)?;
+        let spec_path = self.spec.clone().expect("resolved in run");
+        let spec = crate::build::spec::load(&spec_path, None)?;
         let device_sm: cuda_aot::Target = arch.parse().map_err(anyhow::Error::new)?;
         let mut rows = Vec::new();
         let mut bundle = Row {
@@ -352,7 +549,7 @@ impl Args {
                 .modules
                 .iter()
                 .find(|m| m.name == module)
-                .with_context(|| format!("module {name} is not in {}", self.spec.display()))?;
+                .with_context(|| format!("module {name} is not in {}", spec_path.display()))?;
             let job = spec
                 .jobs(std::slice::from_ref(&module), &[device_sm])?
                 .into_iter()
@@ -444,8 +641,10 @@ fn policy_for(trust: &[u8]) -> Result<Policy> {
     })
 }
 
-/// Re-reads the CSV and applies the gate: the verified bundle load within 1.10x of the
-/// bare load, and at least 100x faster than NVRTC compile + load.
+/// Re-reads `bench-load.csv` and `bench-ratios.csv` beside it and applies the gate: the
+/// upper end of the 95 % interval of every ratio within its limit (verified bundle load and
+/// start-up at most 1.05x bare, two devices at most 1.15x one), both bare load methods
+/// present, and the verified bundle load at least 100x faster than NVRTC compile + load.
 pub fn gate(csv: &Path) -> Result<()> {
     let text =
         std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
@@ -463,25 +662,40 @@ pub fn gate(csv: &Path) -> Result<()> {
             );
         }
     }
+    let ratios_file = csv.with_file_name("bench-ratios.csv");
+    let ratio_text = std::fs::read_to_string(&ratios_file)
+        .with_context(|| format!("reading {} (run bench-load again)", ratios_file.display()))?;
+    let ratios: Vec<Ratio> = ratio_text.lines().filter_map(Ratio::parse).collect();
+    let mut failures = Vec::new();
+    for required in [
+        "bundle_load_vs_bare_unload",
+        "bundle_load_vs_bare_kept",
+        "startup_vs_bare",
+    ] {
+        if !ratios.iter().any(|r| r.name == required) {
+            failures.push(format!("no {required} ratio in {}", ratios_file.display()));
+        }
+    }
+    for r in &ratios {
+        println!(
+            "gate: {:<30} median {:.3}x, 95% interval [{:.3}, {:.3}] over {} pairs (limit {:.2}x on the upper end): {}",
+            r.name,
+            r.median,
+            r.low,
+            r.high,
+            r.pairs,
+            r.limit,
+            if r.passes() { "ok" } else { "FAIL" }
+        );
+        if !r.passes() {
+            failures.push(format!(
+                "{} is up to {:.3}x (95% interval upper end; limit {:.2}x)",
+                r.name, r.high, r.limit
+            ));
+        }
+    }
     let get = |m: &str| medians.get(&("bundle".to_string(), m.to_string())).copied();
     let verified = get("verified_load").context("CSV has no bundle verified_load row")?;
-    let raw = get("raw_cuModuleLoadData").context("CSV has no bundle raw_cuModuleLoadData row")?;
-    let ratio = verified / raw;
-    println!(
-        "gate: verified bundle load {verified:.1} us / bare cuModuleLoadData {raw:.1} us = {ratio:.3}x (limit 1.10x)"
-    );
-    if let Some(open) = get("verify_at_open") {
-        println!(
-            "      (verification at open, once per process: {open:.1} us; startup total {:.3}x bare load)",
-            (open + verified) / raw
-        );
-    }
-    let mut failures = Vec::new();
-    if ratio > 1.10 {
-        failures.push(format!(
-            "verified load is {ratio:.3}x the bare load (limit 1.10x)"
-        ));
-    }
     match get("nvrtc_compile_load") {
         Some(nvrtc) => {
             let speedup = nvrtc / verified;
@@ -507,12 +721,13 @@ pub fn gate(csv: &Path) -> Result<()> {
 }
 
 /// A horizontal bar chart (log scale) of every median, grouped by scope.
-fn chart(rows: &[Row], title: &str) -> String {
+fn chart(rows: &[Row], ratios: &[Ratio], title: &str) -> String {
     let (w, bar_h, left, top) = (980.0, 18.0, 300.0, 60.0);
     let max = rows.iter().map(Row::median_us).fold(1.0, f64::max);
     let decades = max.log10().ceil().max(1.0);
     let x = |us: f64| left + (us.max(1.0).log10() / decades) * (w - left - 110.0);
-    let h = top + rows.len() as f64 * (bar_h + 6.0) + 50.0;
+    let ratio_top = top + rows.len() as f64 * (bar_h + 6.0) + 60.0;
+    let h = ratio_top + 40.0 + ratios.len() as f64 * (bar_h + 6.0) + 30.0;
     let color = |m: &str| match m {
         "verified_load" => "#2b8a3e",
         "raw_cuModuleLoadData" => "#1c7ed6",
@@ -541,8 +756,8 @@ fn chart(rows: &[Row], title: &str) -> String {
             s,
             "<line x1='{xx}' y1='{}' x2='{xx}' y2='{}' stroke='#ddd'/><text x='{xx}' y='{}' text-anchor='middle'>{us}</text>",
             top - 5.0,
-            h - 40.0,
-            h - 25.0
+            ratio_top - 40.0,
+            ratio_top - 25.0
         );
     }
     for (i, r) in rows.iter().enumerate() {
@@ -567,6 +782,54 @@ fn chart(rows: &[Row], title: &str) -> String {
             "<text x='{}' y='{}'>{m:.0} us</text>",
             x(m) + 4.0,
             y + 13.0
+        );
+    }
+    // Ratios: median with its 95 % interval, and the limit, on a linear scale around 1.
+    let _ = writeln!(
+        s,
+        "<text x='10' y='{}'>paired ratios, median and bootstrap 95% interval (dashed: 1.0; red: the gate's limit)</text>",
+        ratio_top - 5.0
+    );
+    let (lo, hi) = (0.8_f64, 1.3_f64);
+    let rx = |r: f64| left + (r.clamp(lo, hi) - lo) / (hi - lo) * (w - left - 110.0);
+    let base = ratio_top + 10.0;
+    let end = base + ratios.len() as f64 * (bar_h + 6.0);
+    let _ = writeln!(
+        s,
+        "<line x1='{0}' y1='{base}' x2='{0}' y2='{end}' stroke='#888' stroke-dasharray='4 3'/>",
+        rx(1.0)
+    );
+    for (i, r) in ratios.iter().enumerate() {
+        let y = base + i as f64 * (bar_h + 6.0);
+        let mid = y + bar_h / 2.0;
+        let _ = writeln!(
+            s,
+            "<text x='{}' y='{}' text-anchor='end'>{}</text>",
+            left - 8.0,
+            y + 13.0,
+            r.name
+        );
+        let _ = writeln!(
+            s,
+            "<line x1='{0}' y1='{y}' x2='{0}' y2='{1}' stroke='#c92a2a' stroke-width='2'/>",
+            rx(r.limit),
+            y + bar_h
+        );
+        let _ = writeln!(
+            s,
+            "<line x1='{}' y1='{mid}' x2='{}' y2='{mid}' stroke='#1c7ed6' stroke-width='3'/><circle cx='{}' cy='{mid}' r='4' fill='#2b8a3e'/>",
+            rx(r.low),
+            rx(r.high),
+            rx(r.median)
+        );
+        let _ = writeln!(
+            s,
+            "<text x='{}' y='{}'>{:.3} [{:.3}, {:.3}]</text>",
+            rx(hi) + 6.0,
+            y + 13.0,
+            r.median,
+            r.low,
+            r.high
         );
     }
     s + "</svg>\n"

@@ -10,6 +10,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::advice::Fix;
 use crate::paths;
 
 const KEY_HEADER: &str = "# cuda-aot private key: keep secret, never commit.";
@@ -52,7 +53,7 @@ pub fn read_key(path: &Path) -> Result<SecretKey> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("reading key file {}", path.display()))?;
     if meta.permissions().mode() & 0o077 != 0 {
-        return Err(anyhow::Error::new(paths::Fix(format!(
+        return Err(anyhow::Error::new(Fix(format!(
             "chmod 600 {}",
             path.display()
         ))))

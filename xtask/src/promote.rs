@@ -32,8 +32,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::build::{self, BuildOptions, fail};
-use crate::{devkeys, paths, publish, sign};
+use crate::advice::{Fix, fail};
+use crate::build::{self, BuildOptions};
+use crate::{anchor, devkeys, outdir, paths, publish, sign};
 
 /// The largest parity report read (16 MiB).
 const REPORT_LIMIT: u64 = 16 << 20;
@@ -81,9 +82,9 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
     /// The registry: its released version of the module is the review's third column;
-    /// --publish publishes into it.
-    #[arg(long, value_name = "DIR", default_value_os_t = paths::default_registry())]
-    registry: PathBuf,
+    /// --publish publishes into it [default: .cuda-aot/registry of the project].
+    #[arg(long, value_name = "DIR")]
+    registry: Option<PathBuf>,
     /// Step 5: sign the build (builder key) and publish it with its promotion into
     /// --registry, keeping the registry's other modules.
     #[arg(long)]
@@ -137,10 +138,17 @@ pub struct Review {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let spec_path = self
-            .spec
+        let spec_path = match &self.spec {
+            Some(s) => {
+                paths::select_spec(s)?;
+                s.clone()
+            }
+            None => paths::repo_root().join("kernels/research/research.toml"),
+        };
+        let registry = self
+            .registry
             .clone()
-            .unwrap_or_else(|| paths::repo_root().join("kernels/research/research.toml"));
+            .unwrap_or_else(paths::default_registry);
         let out = self
             .out
             .clone()
@@ -153,8 +161,8 @@ impl Args {
         {
             devkeys::ensure()?;
         }
-        let trust = publish::trust_file(self.trust.as_deref())?;
-        let anchor = publish::read_trust_root(&trust)?;
+        let trust = anchor::trust_file(self.trust.as_deref())?;
+        let anchor = anchor::read_bytes(&trust)?;
         let root = cuda_aot::trust::verify_anchor(
             &anchor,
             &Limits::default(),
@@ -222,7 +230,7 @@ impl Args {
         }
         let report =
             build::run_build(&opts).with_context(|| format!("promote {m}: step 1 (AOT build)"))?;
-        let built = sign::read_output(&build_out)?;
+        let built = outdir::read_output(&build_out)?;
         let mut manifests: Vec<Digest> = built.iter().map(|(_, f, _)| Digest::of(f)).collect();
         manifests.sort();
         let targets: Vec<String> = built
@@ -299,7 +307,7 @@ impl Args {
         );
 
         // 3. Resource review.
-        let released = released_manifest(&self.registry, &anchor, m, &parity_report.device.sm);
+        let released = released_manifest(&registry, &anchor, m, &parity_report.device.sm);
         let review = review(&parity_report, report_digest, released.as_ref());
         let mut review_file = serde_json::to_vec_pretty(&review).expect("serialisable");
         review_file.push(b'\n');
@@ -344,9 +352,9 @@ impl Args {
             .open::<Promotion>(&file, Limits::default().promotion, "promotion record")
             .map_err(|e| {
                 let fix = e.fix();
-                anyhow::Error::new(paths::Fix(fix)).context(format!("promote {m}: step 4: {e}"))
+                anyhow::Error::new(Fix(fix)).context(format!("promote {m}: step 4: {e}"))
             })?;
-        let record_path = promotion_path(&build_out, m);
+        let record_path = outdir::promotion_path(&build_out, m);
         std::fs::create_dir_all(record_path.parent().expect("has a parent"))?;
         std::fs::write(&record_path, &file)
             .with_context(|| format!("writing {}", record_path.display()))?;
@@ -373,7 +381,7 @@ impl Args {
             println!(
                 "5/5 release set: not published (no --publish). To publish {m} with its promotion, keeping the registry's other modules:\n    cargo xtask sign {out}{bk}\n    cargo xtask publish --registry {reg} --keep-unlisted{pk} {out}\n  To keep it in every later release, add its [[module]] section (with [module.parity]) to the release spec.",
                 out = build_out.display(),
-                reg = self.registry.display(),
+                reg = registry.display(),
                 bk = if self.builder_key.is_some() {
                     " --builder-key BUILDER_KEY"
                 } else {
@@ -397,7 +405,7 @@ impl Args {
             None => publish::dev_publisher_for(&anchor, &trust)?,
         };
         let p = publish::publish_output(
-            &self.registry,
+            &registry,
             &build_out,
             &trust,
             &publisher,
@@ -408,10 +416,10 @@ impl Args {
         )?;
         println!(
             "5/5 release set: {m} joined the release set of {}: build statement over {n} manifest(s) signed by builder {}; {}\n    check it as a prover would: cargo xtask verify --registry {}{}",
-            self.registry.display(),
+            registry.display(),
             builder.public().key_id().short(),
-            publish::describe(&p, &self.registry),
-            self.registry.display(),
+            publish::describe(&p, &registry),
+            registry.display(),
             match root.root().channel {
                 cuda_aot::Channel::Production => " --production",
                 _ => "",
@@ -419,13 +427,6 @@ impl Args {
         );
         Ok(())
     }
-}
-
-/// `<build>/promotions/<module>.json`: where publish finds it.
-pub fn promotion_path(build_out: &Path, m: &ModuleName) -> PathBuf {
-    build_out
-        .join("promotions")
-        .join(format!("{}.json", m.as_str()))
 }
 
 /// What to run on the GPU host for step 2.

@@ -6,8 +6,9 @@ use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedB
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::build::output;
-use crate::{devkeys, paths, sign};
+use crate::advice::{fail, refix};
+use crate::args::{FormatArgs, RegistryArgs};
+use crate::{anchor, devkeys, message, outdir, paths};
 
 /// Publish a signed build output into a directory registry.
 ///
@@ -28,14 +29,15 @@ use crate::{devkeys, paths, sign};
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// The signed build output (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The publisher's private key file (default: the dev publisher key).
-    #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
+    /// The signed build output [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The publisher's private key file [default: the dev publisher key, for a dev root
+    /// only].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
     /// Lifetime of the timestamp, in days.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, value_name = "N", default_value_t = 7)]
     timestamp_days: u64,
     /// Only re-sign the timestamp of the current index with a new expiry (run this
     /// periodically: clients refuse a registry whose timestamp has expired).
@@ -49,13 +51,16 @@ pub struct Args {
     /// `<out>/promotions/`.
     #[arg(long = "promotion", value_name = "FILE")]
     promotions: Vec<PathBuf>,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
-        let anchor = read_trust_root(&trust)?;
+        let registry = self.at.registry();
+        let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
             None => dev_publisher_for(&anchor, &trust)?,
@@ -66,85 +71,65 @@ impl Args {
             ..PublishOptions::default()
         };
         if self.refresh_timestamp {
-            let ts =
-                DirRegistry::new(&self.at.registry).refresh_timestamp(&anchor, &[&key], &opts)?;
+            let ts = DirRegistry::new(&registry).refresh_timestamp(&anchor, &[&key], &opts)?;
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
-                self.at.registry.display(),
+                registry.display(),
                 ts.version,
                 ts.index.version,
                 ts.expires
             );
+            if message::json() {
+                message::emit(
+                    "timestamp-refreshed",
+                    serde_json::json!({
+                        "registry": registry,
+                        "timestamp_version": ts.version,
+                        "index_version": ts.index.version,
+                        "expires": ts.expires.to_string(),
+                    }),
+                );
+            }
             return Ok(());
         }
-        let p = publish_output_with(
-            &self.at.registry,
-            &self.out,
-            &trust,
-            &key,
-            &opts,
-            &self.promotions,
-        )?;
-        eprintln!("{}", describe(&p, &self.at.registry));
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let p = publish_output_with(&registry, &out, &trust, &key, &opts, &self.promotions)?;
+        eprintln!("{}", describe(&p, &registry));
+        if message::json() {
+            message::emit("publish-finished", json_fields(&p, &registry));
+        }
         Ok(())
     }
 }
 
-/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
-#[derive(clap::Args)]
-pub struct RegistryArgs {
-    /// The registry folder.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    pub registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    pub trust: Option<PathBuf>,
-}
-
-impl RegistryArgs {
-    /// The trust root file these arguments select.
-    pub fn trust_file(&self) -> Result<PathBuf> {
-        trust_file(self.trust.as_deref())
-    }
-}
-
-/// The trust root to use: the given file, else the dev root if generated, else keys/root.json.
-pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    let dev = paths::dev_keys_dir().join("root.json");
-    if dev.exists() {
-        return Ok(dev);
-    }
-    let prod = paths::repo_root().join("keys/root.json");
-    if prod.exists() {
-        return Ok(prod);
-    }
-    Err(anyhow::Error::new(paths::Fix(
-        "pass --trust FILE, or run cargo xtask release once to generate development keys".into(),
-    )))
-    .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
-}
-
-/// Reads a trust root file (a regular file, within the size limit).
-pub fn read_trust_root(trust: &Path) -> Result<Vec<u8>> {
-    cuda_aot::fs::read_capped(trust, Limits::default().root, "trust root")
-        .with_context(|| format!("reading trust root {}", trust.display()))
+/// The fields of the `publish-finished` message (and of `release-finished`'s `publish`).
+pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
+    serde_json::json!({
+        "registry": registry,
+        "unchanged": p.unchanged,
+        "index_version": p.index_version,
+        "timestamp_version": p.timestamp_version,
+        "entries": p.entries,
+        "removed": p.removed,
+        "blobs_written": p.blobs_written,
+        "blobs_reused": p.blobs_reused,
+        "recovered": p.recovered,
+    })
 }
 
 /// The dev publisher key, refused for a production trust root: a production publish needs
 /// its publisher key given explicitly.
 pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
     let root =
-        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())?;
+        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())
+            .map_err(|e| anchor::bad_root(e, trust))?;
     if root.root().channel == Channel::Production {
-        return Err(anyhow::Error::new(paths::Fix(
-            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root".into(),
-        )))
-        .context(format!(
-            "{} is a production trust root and no publisher key was given; the development key is never used for production",
-            trust.display()
+        return Err(fail(
+            format!(
+                "{} is a production trust root and no publisher key was given; the development key is never used for production",
+                trust.display()
+            ),
+            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root",
         ));
     }
     Ok(devkeys::ensure()?.publisher)
@@ -189,28 +174,6 @@ pub fn publish_output(
     publish_output_with(registry, out, trust, publisher, opts, &[])
 }
 
-/// The promotion record files of a build output: `<out>/promotions/*.json`, sorted.
-pub fn output_promotions(out: &Path) -> Result<Vec<PathBuf>> {
-    let dir = out.join("promotions");
-    let mut v = Vec::new();
-    match std::fs::read_dir(&dir) {
-        Ok(rd) => {
-            for e in rd {
-                let p = e
-                    .with_context(|| format!("reading {}", dir.display()))?
-                    .path();
-                if p.extension().is_some_and(|x| x == "json") {
-                    v.push(p);
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
-    }
-    v.sort();
-    Ok(v)
-}
-
 /// [`publish_output`] with `extra` promotion record files besides `<out>/promotions/`.
 pub fn publish_output_with(
     registry: &Path,
@@ -221,33 +184,35 @@ pub fn publish_output_with(
     extra: &[PathBuf],
 ) -> Result<Published> {
     let limits = Limits::default();
-    let anchor = read_trust_root(trust)?;
-    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())?;
-    let statement_path = output::statement_path(out);
+    let anchor = anchor::read_bytes(trust)?;
+    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())
+        .map_err(|e| anchor::bad_root(e, trust))?;
+    let statement_path = outdir::statement_path(out);
     let statement = match cuda_aot::fs::read_at_most(&statement_path, limits.statement)? {
         Some(b) => b,
         None => {
-            return Err(anyhow::Error::new(paths::Fix(
-                "run cargo xtask sign (it signs one build statement over the build output)".into(),
-            )))
-            .context(format!("{}: not signed", statement_path.display()));
+            return Err(fail(
+                format!("{}: not signed", statement_path.display()),
+                "run `cargo xtask sign` (it signs one build statement over the build output)",
+            ));
         }
     };
-    let files = sign::read_output(out)?
+    let files = outdir::read_output(out)?
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
     let build = SignedBuild::new(&root, statement, files).map_err(|e| {
-        let fix = e.fix();
-        anyhow::Error::new(paths::Fix(format!(
-            "{fix}; if the build output changed since it was signed, run cargo xtask sign again"
-        )))
-        .context(format!("{}: {e}", statement_path.display()))
+        let fix = format!(
+            "{}; if the build output changed since it was signed, run cargo xtask sign again",
+            e.fix()
+        );
+        let message = format!("{}: {e}", statement_path.display());
+        refix(e, fix).context(message)
     })?;
     let reg = DirRegistry::new(registry);
     reg.ensure_root(&anchor)?;
     let mut promotions = Vec::new();
-    for p in output_promotions(out)?.iter().chain(extra) {
+    for p in outdir::promotion_files(out)?.iter().chain(extra) {
         let file = cuda_aot::fs::read_capped(p, limits.promotion, "promotion record")
             .with_context(|| format!("reading promotion record {}", p.display()))?;
         if !promotions.contains(&file) {

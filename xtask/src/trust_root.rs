@@ -7,7 +7,7 @@ use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::build::ChannelArg;
+use crate::args::ChannelArg;
 use crate::devkeys;
 
 /// Write a signed trust root (version 1, or a rotation N -> N+1).
@@ -24,49 +24,49 @@ use crate::devkeys;
 #[derive(clap::Args)]
 pub struct Args {
     /// Where to write the signed root (must not exist).
-    #[arg(long)]
+    #[arg(value_name = "FILE", long)]
     out: PathBuf,
     /// The root this one replaces (rotation): the new version is its version + 1.
-    #[arg(long)]
+    #[arg(value_name = "FILE", long)]
     previous: Option<PathBuf>,
     /// Root role public keys (repeat for several).
-    #[arg(long = "root", required = true)]
+    #[arg(value_name = "KEY", long = "root", required = true)]
     root_keys: Vec<PublicKey>,
     /// Builder role public keys.
-    #[arg(long = "builder", required = true)]
+    #[arg(value_name = "KEY", long = "builder", required = true)]
     builder_keys: Vec<PublicKey>,
     /// Reviewer role public keys (must differ from builder keys).
-    #[arg(long = "reviewer", required = true)]
+    #[arg(value_name = "KEY", long = "reviewer", required = true)]
     reviewer_keys: Vec<PublicKey>,
     /// Publisher role public keys.
-    #[arg(long = "publisher", required = true)]
+    #[arg(value_name = "KEY", long = "publisher", required = true)]
     publisher_keys: Vec<PublicKey>,
     /// Signatures needed from root keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     root_threshold: u32,
     /// Signatures needed from builder keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     builder_threshold: u32,
     /// Signatures needed from reviewer keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     reviewer_threshold: u32,
     /// Signatures needed from publisher keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     publisher_threshold: u32,
     /// Days until the root expires.
-    #[arg(long, default_value_t = 365)]
+    #[arg(value_name = "N", long, default_value_t = 365)]
     expires_days: u64,
     /// dev or production.
-    #[arg(long, value_enum)]
+    #[arg(value_name = "CHANNEL", long, value_enum)]
     channel: ChannelArg,
     /// Freeze bound: the longest a timestamp may be valid (clients refuse one expiring later).
-    #[arg(long, default_value_t = MaxExpiry::DEFAULT.timestamp_days)]
+    #[arg(value_name = "N", long, default_value_t = MaxExpiry::DEFAULT.timestamp_days)]
     max_timestamp_days: u32,
     /// Freeze bound: the longest an index may be valid.
-    #[arg(long, default_value_t = MaxExpiry::DEFAULT.index_days)]
+    #[arg(value_name = "N", long, default_value_t = MaxExpiry::DEFAULT.index_days)]
     max_index_days: u32,
     /// Private root key files to sign with (repeat; old and new keys for a rotation).
-    #[arg(long = "sign-with", required = true)]
+    #[arg(value_name = "FILE", long = "sign-with", required = true)]
     sign_with: Vec<PathBuf>,
 }
 

@@ -1,15 +1,16 @@
 //! `cargo xtask verify`: verify a registry offline and print what it holds.
 
 use anyhow::Result;
-use cuda_aot::source::DirSource;
+use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::verify::{Freshness, Options, VerifiedIndex, verify_index};
 use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::build::ChannelArg;
-use crate::{paths, publish};
+use crate::advice::Subject;
+use crate::args::{ChannelArg, FormatArgs, RegistryArgs};
+use crate::{anchor, message, paths};
 
 /// Verify a registry offline against a trust root and print what it holds.
 ///
@@ -22,15 +23,15 @@ use crate::{paths, publish};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
-    /// Rollback-protection state file (default: one per registry under .cuda-aot/state/).
-    #[arg(long)]
+    at: RegistryArgs,
+    /// Rollback-protection state file [default: one per registry under .cuda-aot/state/].
+    #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     clock_skew_secs: u64,
     /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
     /// Verify as a production prover does (`--channel production`): production trust root,
     /// every module promoted. A refusal lists every manifest that lacks a promotion.
@@ -38,17 +39,18 @@ pub struct Args {
     production: bool,
     /// Accept an expired timestamp up to this many days after the last fresh verification
     /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     offline_grace_days: u64,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
-        let state = self
-            .state
-            .unwrap_or_else(|| default_state_path(&self.at.registry));
+        let registry = self.at.registry();
+        let state = self.state.unwrap_or_else(|| default_state_path(&registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
             offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
@@ -58,14 +60,18 @@ impl Args {
             },
             ..Options::default()
         };
-        let v = match verify_registry(&self.at.registry, &trust, &state, &opts) {
+        let v = match verify_registry(&registry, &trust, &state, &opts) {
             Ok(v) => v,
             Err(e) if opts.required_channel == Some(Channel::Production) => {
-                return Err(with_promotion_gaps(e, &self.at.registry, &trust));
+                return Err(with_promotion_gaps(e, &registry, &trust));
             }
             Err(e) => return Err(e),
         };
-        print!("{}", render_table(&v));
+        if message::json() {
+            message::emit("verify-finished", json_fields(&v, &registry));
+        } else {
+            print!("{}", render_table(&v));
+        }
         Ok(())
     }
 }
@@ -75,10 +81,10 @@ impl Args {
 /// again without the channel requirement (and without saving any state).
 fn with_promotion_gaps(e: anyhow::Error, registry: &Path, trust: &Path) -> anyhow::Error {
     let gaps = (|| -> Result<Vec<cuda_aot::Error>> {
-        let anchor = publish::read_trust_root(trust)?;
+        let bytes = anchor::read_bytes(trust)?;
         let src = DirSource::new(registry);
         let opts = Options::ignoring_expiry();
-        let v = cuda_aot::verify::verify_metadata(&src, &anchor, TrustState::default(), &opts)?;
+        let v = cuda_aot::verify::verify_metadata(&src, &bytes, TrustState::default(), &opts)?;
         Ok(v.promotion_gaps(&src)?)
     })();
     let gaps = match gaps {
@@ -87,7 +93,8 @@ fn with_promotion_gaps(e: anyhow::Error, registry: &Path, trust: &Path) -> anyho
     };
     let mut modules: Vec<String> = Vec::new();
     let mut text = format!(
-        "{e:#}\n  and {} manifest(s) lack the promotion a production verifier requires:",
+        "{}\n  and {} manifest(s) lack the promotion a production verifier requires:",
+        crate::advice::headline(&e),
         gaps.len()
     );
     for g in &gaps {
@@ -112,7 +119,7 @@ fn with_promotion_gaps(e: anyhow::Error, registry: &Path, trust: &Path) -> anyho
             .collect::<Vec<_>>()
             .join(", ")
     );
-    anyhow::Error::new(paths::Fix(fix)).context(text)
+    crate::advice::fail(text, fix)
 }
 
 /// A verified registry: metadata plus, per module, the signer and size.
@@ -140,7 +147,8 @@ pub fn verify_registry(
     opts: &Options,
 ) -> Result<Verified> {
     let limits = Limits::default();
-    let anchor = publish::read_trust_root(trust)?;
+    // The anchor first, on its own: a bad trust root file gets advice about trust roots.
+    let (anchor, _) = anchor::read(trust)?;
     let seen = TrustState::load(state_path, limits.state)?;
     eprintln!(
         "verifying {} against {} (clock skew allowance {}s)",
@@ -151,7 +159,15 @@ pub fn verify_registry(
     let src = DirSource::new(registry);
     let index = verify_index(&src, &anchor, seen, opts)?;
     for m in index.manifests() {
-        index.load_module(&src, m, &limits)?;
+        index.load_module(&src, m, &limits).map_err(|e| {
+            let man = m.manifest();
+            Subject {
+                module: Some(man.identity.module.to_string()),
+                target: Some(man.identity.sm.to_string()),
+                file: Some(registry.join(layout::blob(&man.module_digest))),
+            }
+            .attach(e.into())
+        })?;
     }
     index.state().save(state_path)?;
     if let Some(old) = index.discarded_state() {
@@ -168,6 +184,47 @@ pub fn verify_registry(
     Ok(Verified {
         loadable_until: index.loadable_until(opts.offline_grace),
         index,
+    })
+}
+
+/// The fields of the `verify-finished` message: the versions, how long the registry stays
+/// loadable, and one entry per module and target with its digests and signers.
+pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
+    let idx = v.index.index();
+    let root = v.index.root().root();
+    let modules: Vec<serde_json::Value> = v
+        .index
+        .manifests()
+        .iter()
+        .map(|m| {
+            let man = m.manifest();
+            serde_json::json!({
+                "module": man.identity.module,
+                "target": man.identity.sm,
+                "kind": man.identity.kind,
+                "channel": man.channel.to_string(),
+                "size": man.size,
+                "module_digest": man.module_digest,
+                "identity_digest": man.identity.digest(),
+                "blob": registry.join(layout::blob(&man.module_digest)),
+                "builders": m.signers().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "reviewers": m.promoted_by().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "registry": registry,
+        "ok": true,
+        "index_version": idx.version,
+        "timestamp_version": v.index.timestamp().version,
+        "timestamp_expires": v.index.timestamp().expires.to_string(),
+        "index_expires": idx.expires.to_string(),
+        "root_version": root.version,
+        "root_expires": root.expires.to_string(),
+        "channel": root.channel.to_string(),
+        "loadable_until": v.loadable_until.to_string(),
+        "signature_checks": v.index.signature_checks(),
+        "modules": modules,
     })
 }
 

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use super::atomic;
+use crate::files;
 
 const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v1";
 const MANIFEST_LIMIT: u64 = 1 << 20;
@@ -93,6 +93,11 @@ impl Cache {
         }
     }
 
+    /// The cache folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn object_dir(&self, id: &Digest) -> PathBuf {
         self.root.join("objects").join(id.hex())
     }
@@ -143,8 +148,8 @@ impl Cache {
             return Ok(());
         }
         let stage = self.staging()?;
-        atomic::write(&stage.path().join("blob"), blob)?;
-        atomic::write(
+        files::write(&stage.path().join("blob"), blob)?;
+        files::write(
             &stage.path().join("manifest.json"),
             &cuda_aot::json::to_vec(manifest),
         )?;
@@ -178,7 +183,7 @@ impl Cache {
 
     /// Stores a dependency record.
     pub fn put_deps(&self, key: &Digest, rec: &DepRecord) -> Result<()> {
-        atomic::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
+        files::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
     }
 
     /// Removes the staging folder, and the cache folder itself, where empty (best effort;

@@ -220,6 +220,14 @@ impl Ctx<'_> {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+        if let Some(killed) = &f.killed {
+            return fail(
+                format!("{label}: {killed}, so nothing was built\n{detail}"),
+                "nothing in the sources is at fault: nvcc was stopped from outside (Ctrl-C, a CI \
+                 time limit, the out-of-memory killer); rerun the build, with fewer jobs (-j) if \
+                 memory ran out",
+            );
+        }
         match nvcc::missing_header(&f.output) {
             Some((header, from)) => {
                 let from_dir = Path::new(&from)

@@ -7,9 +7,10 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Advise, atomic, fail};
-use crate::paths;
-use crate::toolchain::{NVCC_ENV_SCRUB, show_command, which};
+use super::{Advise, fail};
+use crate::process::{self, show_command, which};
+use crate::toolchain::NVCC_ENV_SCRUB;
+use crate::{files, paths};
 
 /// The host C++ compiler nvcc runs (`-ccbin`), and its identity.
 #[derive(Debug, Clone)]
@@ -93,7 +94,7 @@ pub fn host_compiler() -> Result<HostCompiler> {
     let hc = discover_host_compiler()?;
     if let Some(m) = HostMemo::of(&hc) {
         // Best effort: without the memo the next build just discovers again.
-        let _ = atomic::write(&memo_path, &cuda_aot::json::to_vec(&m));
+        let _ = files::write(&memo_path, &cuda_aot::json::to_vec(&m));
     }
     Ok(hc)
 }
@@ -132,12 +133,13 @@ fn discover_host_compiler() -> Result<HostCompiler> {
         },
         || "install g++ (e.g. apt-get install g++), or set CXX to an installed C++ compiler".into(),
     )?;
-    let out = Command::new(&path)
-        .arg("--version")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {} --version", path.display()))?;
+    let out = process::output(
+        Command::new(&path)
+            .arg("--version")
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null()),
+    )
+    .with_context(|| format!("running {} --version", path.display()))?;
     let version = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::trim)
@@ -183,6 +185,10 @@ pub struct Failure {
     pub status: String,
     /// nvcc's stderr (and stdout).
     pub output: String,
+    /// Set when nvcc, or a tool it ran (cicc, ptxas, the host compiler), was killed by a
+    /// signal: what was killed and by which signal. Such a failure says nothing about the
+    /// sources.
+    pub killed: Option<String>,
 }
 
 impl Invocation<'_> {
@@ -214,7 +220,7 @@ impl Invocation<'_> {
     pub fn run(&self) -> Result<(), Failure> {
         let mut cmd = self.command();
         let command = show_command(&cmd);
-        match cmd.output() {
+        match process::output(&mut cmd) {
             Ok(out) if out.status.success() && self.output.is_file() => Ok(()),
             Ok(out) => {
                 let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -225,21 +231,50 @@ impl Invocation<'_> {
                 let status = if out.status.success() {
                     "exit status 0 but no output file".to_string()
                 } else {
-                    out.status.to_string()
+                    process::describe_status(&out.status)
+                };
+                let killed = match process::killing_signal(&out.status) {
+                    Some(_) => Some(format!("nvcc was {status}")),
+                    None => killed_tool(&text),
                 };
                 Err(Failure {
                     command,
                     status,
                     output: text,
+                    killed,
                 })
             }
             Err(e) => Err(Failure {
                 command,
                 status: format!("could not start: {e}"),
                 output: String::new(),
+                killed: None,
             }),
         }
     }
+}
+
+/// A tool that nvcc reports killed by a signal (`nvcc error : 'cicc' died due to signal 9
+/// (Kill signal)`), in words.
+pub fn killed_tool(output: &str) -> Option<String> {
+    output.lines().find_map(|l| {
+        let at = l.find("died due to signal")?;
+        let tool = l[..at]
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('\'');
+        Some(format!(
+            "{} {}",
+            if tool.is_empty() {
+                "a tool nvcc ran"
+            } else {
+                tool
+            },
+            l[at..].trim()
+        ))
+    })
 }
 
 /// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
@@ -330,6 +365,16 @@ mod tests {
         assert_eq!(r("/a/b/src", "/a/b/src/sub"), Path::new("sub"));
         assert_eq!(r("/a/b/src", "/x/y"), Path::new("../../../x/y"));
         assert_eq!(r("/a", "/a"), Path::new("."));
+    }
+
+    #[test]
+    fn tools_killed_under_nvcc_are_recognised() {
+        let out = "nvcc error   : 'cicc' died due to signal 9 (Kill signal)\n";
+        assert_eq!(
+            killed_tool(out).as_deref(),
+            Some("cicc died due to signal 9 (Kill signal)")
+        );
+        assert_eq!(killed_tool("merkle.cu(3): error: expected a \";\""), None);
     }
 
     #[test]

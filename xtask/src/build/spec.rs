@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Advise, fail};
-use crate::toolchain::is_relative_plain;
+use crate::paths::is_relative_plain;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,6 +1,6 @@
-//! Atomic file writes for build outputs and the cache, through the workspace's one routine
-//! [`cuda_aot::fs::write_atomic`] (temporary sibling, fsync, rename, fsync of the folder): a
-//! reader sees the old file or the new one and never half of either.
+//! File helpers shared by the tasks: atomic writes through the workspace's one routine
+//! [`cuda_aot::fs::write_atomic`] (temporary sibling, fsync, rename, fsync of the folder: a
+//! reader sees the old file or the new one and never half of either), and tree copies.
 
 use anyhow::{Context, Result};
 use std::path::Path;
@@ -20,6 +20,23 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     }
     write(path, bytes)?;
     Ok(true)
+}
+
+/// Copies the regular files of `from` into `to`, keeping relative paths.
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.with_context(|| format!("listing {}", from.display()))?;
+        let rel = e.path().strip_prefix(from).expect("under from");
+        let dest = to.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dest)
+                .with_context(|| format!("creating {}", dest.display()))?;
+        } else if e.file_type().is_file() {
+            std::fs::copy(e.path(), &dest)
+                .with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

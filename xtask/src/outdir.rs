@@ -1,14 +1,20 @@
-//! The build output folder, read by `sign` and `publish`:
-//! `<out>/<module>/<target>.<kind>` (the blob) and `<out>/<module>/<target>.<kind>.manifest.json`
-//! (its unsigned manifest). Files are replaced atomically, identical ones are left alone, and
-//! files of earlier builds that this build did not produce are removed.
+//! The build output folder, written by `build` and read by `sign` and `publish`; its layout
+//! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
+//! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
+//! `<out>/build.statement.json` (the builder's signed statement over all of them),
+//! `<out>/promotions/<module>.json` (reviewer-signed promotion records, published with the
+//! build). Files are
+//! replaced atomically, identical ones are left alone, and files of earlier builds that a
+//! build did not produce are removed.
 
 use anyhow::{Context, Result};
-use cuda_aot::{Kind, Manifest, ModuleName, Target};
+use cuda_aot::digest::check_blob;
+use cuda_aot::{Kind, Limits, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::atomic;
+use crate::advice::fail;
+use crate::files;
 
 /// `<out>/<module>/<target>.<kind>`.
 pub fn blob_path(out: &Path, m: &Manifest) -> PathBuf {
@@ -30,13 +36,41 @@ pub fn statement_path(out: &Path) -> PathBuf {
     out.join("build.statement.json")
 }
 
+/// `<out>/promotions/<module>.json`: where `cargo xtask promote` writes a module's
+/// promotion record and `publish` finds it.
+pub fn promotion_path(out: &Path, m: &ModuleName) -> PathBuf {
+    out.join("promotions").join(format!("{}.json", m.as_str()))
+}
+
+/// The promotion record files of a build output (`<out>/promotions/*.json`), sorted.
+pub fn promotion_files(out: &Path) -> Result<Vec<PathBuf>> {
+    let dir = out.join("promotions");
+    let mut v = Vec::new();
+    match std::fs::read_dir(&dir) {
+        Ok(rd) => {
+            for e in rd {
+                let p = e
+                    .with_context(|| format!("reading {}", dir.display()))?
+                    .path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    v.push(p);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    }
+    v.sort();
+    Ok(v)
+}
+
 /// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
 /// blob it names). Returns the blob and manifest paths, and whether either changed.
 pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<([PathBuf; 2], bool)> {
     let (b, j) = (blob_path(out, m), manifest_path(out, m));
     let blob_changed =
-        atomic::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
-    let manifest_changed = atomic::write_if_changed(&j, &cuda_aot::json::to_vec(m))
+        files::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
+    let manifest_changed = files::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
     Ok(([b, j], blob_changed || manifest_changed))
 }
@@ -77,6 +111,75 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
         let _ = std::fs::remove_dir(d.path()); // only succeeds when empty
     }
     Ok(removed)
+}
+
+/// The blob that a manifest file describes: the path without `.manifest.json`.
+pub fn blob_of_manifest(manifest_path: &Path) -> PathBuf {
+    let s = manifest_path.to_string_lossy();
+    let stem = s.strip_suffix(".manifest.json").unwrap_or(&s);
+    PathBuf::from(stem.to_string())
+}
+
+/// Files `<out>/<module>/<name>` whose names end with `suffix`, sorted.
+pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
+    if !out.is_dir() {
+        return Err(fail(
+            format!("build output {} does not exist", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::new();
+    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
+        let e = e?;
+        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
+            v.push(e.into_path());
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// One module of a build output: its manifest, the manifest file's bytes, the blob.
+pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
+
+/// Every manifest of `out` with its file bytes and blob, each blob checked against its
+/// manifest (size, blake3).
+pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
+    let limits = Limits::default();
+    let files = files_ending(out, ".manifest.json")?;
+    if files.is_empty() {
+        return Err(fail(
+            format!("{}: no *.manifest.json files", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::with_capacity(files.len());
+    for path in &files {
+        let bytes = cuda_aot::fs::read_capped(path, limits.manifest, "manifest")?;
+        let m: Manifest =
+            cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
+        let blob_file = blob_of_manifest(path);
+        let blob =
+            cuda_aot::fs::read_capped(&blob_file, limits.blob, "blob").with_context(|| {
+                format!(
+                    "reading the blob of {} ({})",
+                    m.label(),
+                    blob_file.display()
+                )
+            })?;
+        check_blob(&m.label(), &blob, m.size, &m.module_digest).map_err(|e| {
+            fail(
+                format!(
+                    "{}: {} no longer matches its manifest: {e}",
+                    m.label(),
+                    blob_file.display()
+                ),
+                "rebuild with `cargo xtask build`",
+            )
+        })?;
+        v.push((m, bytes, blob));
+    }
+    Ok(v)
 }
 
 /// `<target>.<kind>`, `<target>.<kind>.manifest.json` or a signature of an earlier format
