@@ -63,6 +63,11 @@ pub struct Args {
     /// Parallel nvcc jobs.
     #[arg(short = 'j', long)]
     jobs: Option<usize>,
+    /// Skip step 1 and use the AOT build already in `<out>/build` (e.g. on a GPU host
+    /// without the toolkit, where the build was carried); the parity report must still
+    /// bind to exactly its manifests.
+    #[arg(long)]
+    reuse_build: bool,
     /// The build cache (default: .cuda-aot/cache).
     #[arg(long, value_name = "DIR", env = "CUDA_AOT_BUILD_CACHE")]
     cache_dir: Option<PathBuf>,
@@ -228,26 +233,60 @@ impl Args {
         if let Some(c) = &self.cache_dir {
             opts.cache = c.clone();
         }
-        let report =
-            build::run_build(&opts).with_context(|| format!("promote {m}: step 1 (AOT build)"))?;
+        let report = match self.reuse_build {
+            true => None,
+            false => Some(
+                build::run_build(&opts)
+                    .with_context(|| format!("promote {m}: step 1 (AOT build)"))?,
+            ),
+        };
         let built = outdir::read_output(&build_out)?;
+        if let Some(other) = built.iter().find(|(x, _, _)| &x.identity.module != m) {
+            return Err(fail(
+                format!(
+                    "{}: holds {} besides {m}: a promotion's build output holds the promoted module only",
+                    build_out.display(),
+                    other.0.label()
+                ),
+                "use a promotion folder of its own (--out DIR)",
+            ));
+        }
         let mut manifests: Vec<Digest> = built.iter().map(|(_, f, _)| Digest::of(f)).collect();
         manifests.sort();
         let targets: Vec<String> = built
             .iter()
             .map(|(x, _, _)| x.identity.sm.to_string())
             .collect();
+        let how = match &report {
+            Some(r) => format!(
+                "{} compiled, {} from the cache",
+                r.modules.iter().filter(|b| !b.cached).count(),
+                r.modules.iter().filter(|b| b.cached).count()
+            ),
+            None => "reused as built (--reuse-build)".into(),
+        };
+        let toolkit = &built[0].0.identity.toolkit;
         println!(
-            "1/5 AOT build: {m} for {} with nvcc {} ({}) -> {}: {} manifest(s), {} compiled, {} from the cache ({} channel)",
+            "1/5 AOT build: {m} for {} with nvcc {} ({}) -> {}: {} manifest(s), {how} ({} channel)",
             targets.join(" "),
-            report.toolkit.nvcc,
-            report.toolkit.source,
+            toolkit.nvcc,
+            toolkit.source,
             build_out.display(),
             manifests.len(),
-            report.modules.iter().filter(|b| !b.cached).count(),
-            report.modules.iter().filter(|b| b.cached).count(),
-            root.root().channel
+            built[0].0.channel
         );
+        if built.iter().any(|(x, _, _)| x.channel != root.root().channel) {
+            return Err(fail(
+                format!(
+                    "{}: built for the {} channel, the trust root {} is {}",
+                    build_out.display(),
+                    built[0].0.channel,
+                    trust.display(),
+                    root.root().channel
+                ),
+                "build again for the trust root's channel (drop --reuse-build)",
+            ));
+        }
 
         // 2. Parity on the GPU host.
         let Some(report_path) = &self.parity_report else {
