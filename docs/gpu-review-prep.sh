@@ -17,7 +17,8 @@ print([m["executable"] for m in ms if m.get("reason") == "compiler-artifact" and
 
 cargo build --release -p xtask --bin xtask
 cargo build --release -p cuda-aot-kernels --features research --bin parity-runner
-cp target/release/xtask target/release/parity-runner "$G/"
+cargo build --release --example prover
+cp target/release/xtask target/release/parity-runner target/release/examples/prover "$G/"
 cp "$(exe -p cuda-aot-kernels --features research --test parity_gpu)" "$G/parity_gpu_tests"
 cp "$(exe -p cuda-aot --features research --test promoted)" "$G/promoted_tests"
 
@@ -37,5 +38,5 @@ grep -q '../../../kernels/cuda' "$G/altered/research.toml"
 cargo xtask build --spec "$G/altered/research.toml" --module ntt_fused \
     --target sm_90 --target sm_90a --channel production --out "$G/build/ntt_fused_altered"
 
-strip "$G/xtask" "$G/parity-runner" "$G/parity_gpu_tests" "$G/promoted_tests"
+strip "$G/xtask" "$G/parity-runner" "$G/prover" "$G/parity_gpu_tests" "$G/promoted_tests"
 ls -la "$G" "$G/build"/*

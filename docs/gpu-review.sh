@@ -14,7 +14,8 @@
 #     production registry;
 #  7. verify --production;
 #  8. the promoted kernel loaded and run under Policy::production(); an NVRTC research
-#     module refused by that runtime (promoted_tests).
+#     module refused by that runtime (promoted_tests);
+#  9. the example prover on the production registry (--production).
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 G=.gpu/review
@@ -80,5 +81,9 @@ echo "exit $?"
 step "8. load and run under Policy::production(); a research module refused"
 CUDA_AOT_PROMOTED_REGISTRY="$OUT/registry" CUDA_AOT_PROMOTED_TRUST="$OUT/root.json" \
     $G/promoted_tests --ignored --test-threads=1 --nocapture
+
+step "9. the example prover under Policy::production()"
+$G/prover --production --registry "$OUT/registry" --trust "$OUT/root.json" --log-n 20
+echo "exit $?"
 } 2>&1 | tee "$OUT/review-run.txt"
 cat "$OUT/device.txt"

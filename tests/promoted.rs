@@ -78,7 +78,10 @@ fn issue_7_the_promoted_research_kernel_runs_under_the_production_policy() {
     }
     let c = rt.counters();
     println!("{c:?}");
-    assert_eq!((c.modules_loaded, c.compat_loads, c.research_loads), (1, 0, 0));
+    assert_eq!(
+        (c.modules_loaded, c.compat_loads, c.research_loads),
+        (1, 0, 0)
+    );
 }
 
 #[test]

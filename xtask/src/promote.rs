@@ -41,10 +41,11 @@ const REPORT_LIMIT: u64 = 16 << 20;
 
 /// Promote a research kernel into the AOT release set (numbered steps; docs/review.md).
 ///
-/// 1. AOT build for the spec's targets; 2. parity on a GPU host (prints the commands, then
-/// continues from --parity-report FILE); 3. resource review (NVRTC vs AOT vs released);
-/// 4. a promotion record signed by reviewer keys meeting the trust root's threshold;
-/// 5. with --publish, the module joins the registry's release set with its promotion.
+/// Step 1 builds the module AOT for the spec's targets; step 2 needs parity on a GPU host
+/// (it prints the commands, then continues from --parity-report FILE); step 3 is the
+/// resource review (NVRTC vs AOT vs released); step 4 writes a promotion record signed by
+/// reviewer keys meeting the trust root's threshold; step 5, with --publish, makes the
+/// module join the registry's release set with its promotion.
 #[derive(clap::Args)]
 pub struct Args {
     /// The module to promote (a [[module]] of the spec with a [module.parity] section).
@@ -275,7 +276,10 @@ impl Args {
             manifests.len(),
             built[0].0.channel
         );
-        if built.iter().any(|(x, _, _)| x.channel != root.root().channel) {
+        if built
+            .iter()
+            .any(|(x, _, _)| x.channel != root.root().channel)
+        {
             return Err(fail(
                 format!(
                     "{}: built for the {} channel, the trust root {} is {}",
@@ -286,6 +290,26 @@ impl Args {
                 ),
                 "build again for the trust root's channel (drop --reuse-build)",
             ));
+        }
+
+        // A record of an earlier promotion that no longer covers this build would be
+        // published with it and mislead: it goes.
+        let old_record = outdir::promotion_path(&build_out, m);
+        if let Some(bytes) = cuda_aot::fs::read_at_most(&old_record, Limits::default().promotion)? {
+            let covers = cuda_aot::trust::decode_unverified::<Promotion>(
+                &bytes,
+                Limits::default().promotion,
+                "promotion record",
+            )
+            .is_ok_and(|p| p.manifests == manifests);
+            if !covers {
+                std::fs::remove_file(&old_record)
+                    .with_context(|| format!("removing {}", old_record.display()))?;
+                println!(
+                    "    removed {}: an earlier promotion record that does not cover this build",
+                    old_record.display()
+                );
+            }
         }
 
         // 2. Parity on the GPU host.
@@ -669,7 +693,11 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
             let mut notes = Vec::new();
             let mut figures = Vec::new();
             for x in r.resources.iter().filter(|x| &x.entry == e) {
-                let (c, d) = (get(&x.cubin), get(&x.device));
+                let (mut c, d) = (get(&x.cubin), get(&x.device));
+                // A cubin without a `.nv.shared.<kernel>` section uses no static shared memory.
+                if name == "shared bytes" {
+                    c = c.or(Some(0));
+                }
                 let mut s = show(c);
                 // The launch bound: the driver reports its own limit when the cubin sets none.
                 let comparable = name != "max threads" || c.is_some();
@@ -696,7 +724,10 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 m.functions
                     .iter()
                     .find(|f| f.symbol.as_str() == e)
-                    .map(|f| get(&Resources::of_abi(&f.abi)))
+                    .map(|f| match (name, get(&Resources::of_abi(&f.abi))) {
+                        ("shared bytes", None) => Some(0),
+                        (_, v) => v,
+                    })
             });
             match rel {
                 Some(v) => {

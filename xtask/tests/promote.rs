@@ -429,6 +429,7 @@ fn issue_7_one_signature_under_a_reviewer_threshold_of_two_is_refused_and_two_re
             r2,
             "--note",
             "parity on the H200, shared memory reviewed",
+            "--reuse-build",
             "--publish",
             "--builder-key",
             b.to_str().unwrap(),
@@ -436,6 +437,7 @@ fn issue_7_one_signature_under_a_reviewer_threshold_of_two_is_refused_and_two_re
             pk.to_str().unwrap(),
         ],
     ));
+    println!("{out}");
     for step in [
         "1/5 AOT build",
         "2/5 parity: PASS on NVIDIA H200",

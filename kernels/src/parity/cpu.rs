@@ -177,7 +177,7 @@ fn put(bufs: &mut Buffers, name: &str, v: &[u64]) {
     );
 }
 
-fn buf<'a>(args: &'a [ArgValue], i: usize) -> Result<&'a str, String> {
+fn buf(args: &[ArgValue], i: usize) -> Result<&str, String> {
     match args.get(i) {
         Some(ArgValue::Buffer(b)) => Ok(b),
         other => Err(format!("argument {i}: a buffer is required, got {other:?}")),
