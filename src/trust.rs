@@ -187,7 +187,7 @@ fn check_consistent(root: &Root) -> Result<()> {
     }
     if root.channel == Channel::Research {
         return bad(
-            "the research channel is for NVRTC builds in one process; a trust root is dev or production"
+            "the research channel labels run-time compiled builds, which never leave their process; a trust root is dev or production"
                 .into(),
         );
     }

@@ -355,7 +355,7 @@ impl Args {
             parity_report.cases.len(),
             std::iter::once(format!(
                 "nvrtc {} ({})",
-                parity_report.nvrtc.target, parity_report.nvrtc.version
+                parity_report.research_build.target, parity_report.research_build.version
             ))
             .chain(
                 parity_report

@@ -17,8 +17,8 @@ use std::process::Output;
 use cuda_aot::{Digest, Manifest};
 use cuda_aot_kernels::parity::module::ParityModule;
 use cuda_aot_kernels::parity::report::{
-    AotRecord, BufferRecord, CaseRecord, DeviceRecord, NvrtcRecord, ParityReport, ResourceRecord,
-    Resources, Verdict,
+    AotRecord, BufferRecord, CaseRecord, DeviceRecord, ParityReport, ResearchBuildRecord,
+    ResourceRecord, Resources, Verdict,
 };
 use cuda_aot_kernels::parity::spec::Element;
 
@@ -216,10 +216,10 @@ fn report_for(spec: &Path, build_out: &Path) -> ParityReport {
             sm: "sm_90".into(),
             driver: "13.0".into(),
         },
-        nvrtc: NvrtcRecord {
+        research_build: ResearchBuildRecord {
             version: "NVRTC 13.0".into(),
             target: "sm_90".into(),
-            options: m.nvrtc_options(),
+            options: m.research_options(),
             module_digest: Digest::of(b"nvrtc cubin"),
             size: 1,
             compile_ms: 1.0,

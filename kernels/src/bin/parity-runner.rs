@@ -28,8 +28,8 @@ use cuda_aot_kernels::parity::cpu::{self, Buffers};
 use cuda_aot_kernels::parity::gpu::{self, DeviceBuffers};
 use cuda_aot_kernels::parity::module::ParityModule;
 use cuda_aot_kernels::parity::report::{
-    AotRecord, BufferRecord, CaseRecord, DeviceRecord, NvrtcRecord, ParityReport, ResourceRecord,
-    Resources, Verdict,
+    AotRecord, BufferRecord, CaseRecord, DeviceRecord, ParityReport, ResearchBuildRecord,
+    ResourceRecord, Resources, Verdict,
 };
 use cuda_aot_kernels::parity::spec::Program;
 
@@ -131,7 +131,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
     // 3. NVRTC straight to a cubin for this device: a research-channel module, admitted
     //    only by the research policy.
     eprintln!("parity {}: step 3/5 NVRTC build for {sm}", m.name);
-    let options = m.nvrtc_options();
+    let options = m.research_options();
     let t = Instant::now();
     let research = ResearchModule::compile(&ResearchSource {
         module: &name,
@@ -154,7 +154,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
         research.manifest().identity.toolkit.nvcc,
         research.bytes().len()
     );
-    let nvrtc = NvrtcRecord {
+    let nvrtc = ResearchBuildRecord {
         version: research.manifest().identity.toolkit.nvcc.clone(),
         target: sm.to_string(),
         options: options.clone(),
@@ -276,7 +276,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
         spec_digest: m.spec_digest(),
         source_digest: Digest::of(source.as_bytes()),
         device: device_rec,
-        nvrtc,
+        research_build: nvrtc,
         aot: aot_records,
         manifests,
         cases,

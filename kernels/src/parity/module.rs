@@ -118,7 +118,7 @@ impl ParityModule {
     /// NVRTC options equivalent to the module's nvcc build: include folders, geometry
     /// defines, and the flags both compilers accept (defines, language standard, math
     /// modes, register cap); what only nvcc understands is dropped.
-    pub fn nvrtc_options(&self) -> Vec<String> {
+    pub fn research_options(&self) -> Vec<String> {
         let mut out: Vec<String> = self
             .include_dirs
             .iter()
@@ -174,7 +174,7 @@ mod tests {
         let m = ParityModule::load(&spec, "ntt_fused").unwrap();
         assert!(m.source.exists(), "{}", m.source.display());
         assert_eq!(m.geometry["tile_log"], 10);
-        let opts = m.nvrtc_options();
+        let opts = m.research_options();
         assert!(
             opts.contains(&"-DCUDA_AOT_TILE_LOG=10".to_string()),
             "{opts:?}"

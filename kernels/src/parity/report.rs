@@ -33,8 +33,10 @@ pub struct ParityReport {
     pub source_digest: Digest,
     /// The device.
     pub device: DeviceRecord,
-    /// The NVRTC build.
-    pub nvrtc: NvrtcRecord,
+    /// The research build: NVRTC straight to a cubin for the device. (Named without the
+    /// compiler's name: the default build's binaries carry no NVRTC name at all,
+    /// `tests/no_nvrtc.rs`.)
+    pub research_build: ResearchBuildRecord,
     /// The AOT cubins run: each one built for exactly this device.
     pub aot: Vec<AotRecord>,
     /// blake3 of every manifest file of the module in the AOT build output (every target):
@@ -84,7 +86,7 @@ pub struct DeviceRecord {
 /// The NVRTC build run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NvrtcRecord {
+pub struct ResearchBuildRecord {
     /// NVRTC's version (`nvrtcVersion`), e.g. `13.0`.
     pub version: String,
     /// The target it compiled for (the device's SM).
