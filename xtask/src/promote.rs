@@ -83,6 +83,15 @@ pub struct Args {
     /// What the reviewers checked, kept in the promotion record.
     #[arg(long)]
     note: Option<String>,
+    /// Reviewers on different machines: sign what this run derived even under the
+    /// threshold, writing `<out>/promotion.partial.json` for the next reviewer's --cosign.
+    #[arg(long, conflicts_with = "publish")]
+    partial: bool,
+    /// Add this run's reviewer signatures to a partially signed record (another reviewer's
+    /// --partial): it must promise exactly what this run derived (manifests, parity report,
+    /// resource review, schedule version); its note is kept.
+    #[arg(long, value_name = "FILE")]
+    cosign: Option<PathBuf>,
     /// Trust root (default: the dev root, else keys/root.json): its channel goes into the
     /// manifests, its reviewer role and threshold decide who may promote.
     #[arg(long, value_name = "FILE")]
@@ -388,8 +397,13 @@ impl Args {
         );
 
         // 4. The promotion record.
-        let keys = reviewer_keys(&self.reviewer_keys, &root, &trust)?;
-        let promotion = Promotion {
+        let keys = reviewer_keys(
+            &self.reviewer_keys,
+            &root,
+            &trust,
+            self.partial || self.cosign.is_some(),
+        )?;
+        let mut promotion = Promotion {
             schema: Promotion::SCHEMA.into(),
             module: m.clone(),
             schedule_version: ms.schedule_version,
@@ -403,20 +417,58 @@ impl Args {
                 )
             }),
         };
-        let refs: Vec<&SecretKey> = keys.iter().collect();
-        let file = Envelope::sign(
-            PayloadType::Promotion,
-            &cuda_aot::json::to_vec(&promotion),
-            &refs,
-        )
-        .to_bytes();
+        let limit = Limits::default().promotion;
+        let env = match &self.cosign {
+            None => {
+                let refs: Vec<&SecretKey> = keys.iter().collect();
+                Envelope::sign(
+                    PayloadType::Promotion,
+                    &cuda_aot::json::to_vec(&promotion),
+                    &refs,
+                )
+            }
+            Some(path) => {
+                let bytes = cuda_aot::fs::read_capped(path, limit, "partial promotion record")
+                    .with_context(|| format!("reading {}", path.display()))?;
+                let mut env =
+                    Envelope::parse(&bytes, limit, PayloadType::Promotion, "promotion record")?;
+                let theirs: Promotion = cuda_aot::json::parse(
+                    &env.payload_bytes("promotion record")?,
+                    limit,
+                    "promotion record",
+                )?;
+                check_cosign(&theirs, &promotion, path)?;
+                promotion.note = theirs.note;
+                for k in &keys {
+                    env.add_signature(k)?;
+                }
+                env
+            }
+        };
+        let file = env.to_bytes();
         // The verifier's own check (threshold counted in one place): what clients will run.
-        let opened = root
-            .open::<Promotion>(&file, Limits::default().promotion, "promotion record")
-            .map_err(|e| {
+        let opened = match root.open::<Promotion>(&file, limit, "promotion record") {
+            Ok(o) => o,
+            Err(cuda_aot::Error::Threshold {
+                valid, threshold, ..
+            }) if self.partial && valid > 0 && valid < threshold as usize => {
+                let partial = out.join("promotion.partial.json");
+                std::fs::write(&partial, &file)
+                    .with_context(|| format!("writing {}", partial.display()))?;
+                println!(
+                    "4/5 promotion record: PARTIAL, {valid} of {threshold} reviewer signature(s) -> {}\n    the next reviewer derives steps 1-3 again and co-signs: cargo xtask promote {m} --parity-report REPORT --cosign {} --reviewer-key THEIR_KEY",
+                    partial.display(),
+                    partial.display()
+                );
+                return Ok(());
+            }
+            Err(e) => {
                 let fix = e.fix();
-                anyhow::Error::new(Fix(fix)).context(format!("promote {m}: step 4: {e}"))
-            })?;
+                return Err(
+                    anyhow::Error::new(Fix(fix)).context(format!("promote {m}: step 4: {e}"))
+                );
+            }
+        };
         let record_path = outdir::promotion_path(&build_out, m);
         std::fs::create_dir_all(record_path.parent().expect("has a parent"))?;
         std::fs::write(&record_path, &file)
@@ -783,10 +835,59 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
     }
 }
 
+/// Co-signing: the partial record must promise exactly what this run derived.
+fn check_cosign(theirs: &Promotion, ours: &Promotion, path: &Path) -> Result<()> {
+    let differs = if theirs.module != ours.module {
+        Some(("module", theirs.module.to_string(), ours.module.to_string()))
+    } else if theirs.schedule_version != ours.schedule_version {
+        Some((
+            "schedule version",
+            theirs.schedule_version.to_string(),
+            ours.schedule_version.to_string(),
+        ))
+    } else if theirs.manifests != ours.manifests {
+        Some((
+            "manifests",
+            format!("{} digest(s)", theirs.manifests.len()),
+            format!("{} other digest(s)", ours.manifests.len()),
+        ))
+    } else if theirs.parity_report != ours.parity_report {
+        Some((
+            "parity report",
+            theirs.parity_report.to_string(),
+            ours.parity_report.to_string(),
+        ))
+    } else if theirs.resource_review != ours.resource_review {
+        Some((
+            "resource review",
+            theirs.resource_review.to_string(),
+            ours.resource_review.to_string(),
+        ))
+    } else {
+        None
+    };
+    match differs {
+        None => Ok(()),
+        Some((what, t, o)) => Err(fail(
+            format!(
+                "{}: the partial record promises {what} {t}, this run derived {o}: a reviewer co-signs only what they derived themselves",
+                path.display()
+            ),
+            "run with the same build, parity report and registry as the first reviewer, or start a new record",
+        )),
+    }
+}
+
 /// The reviewer keys of step 4, checked against the trust root before anything is signed:
 /// each must be a reviewer key (a builder key is named as such), and together they must
-/// meet the reviewer threshold.
-fn reviewer_keys(files: &[PathBuf], root: &VerifiedRoot, trust: &Path) -> Result<Vec<SecretKey>> {
+/// meet the reviewer threshold (unless the record is partial or co-signed: then the
+/// threshold is checked on the record's signatures).
+fn reviewer_keys(
+    files: &[PathBuf],
+    root: &VerifiedRoot,
+    trust: &Path,
+    partial: bool,
+) -> Result<Vec<SecretKey>> {
     let roles = &root.root().roles;
     let keys: Vec<SecretKey> = if files.is_empty() {
         vec![dev_key_for(root, trust, "reviewer", "--reviewer-key")?.reviewer]
@@ -837,14 +938,16 @@ fn reviewer_keys(files: &[PathBuf], root: &VerifiedRoot, trust: &Path) -> Result
         }
     }
     let threshold = roles.reviewer.threshold as usize;
-    if distinct.len() < threshold {
+    if distinct.len() < threshold && !partial {
         return Err(fail(
             format!(
                 "{} distinct reviewer key(s) given, under the reviewer threshold {threshold} of trust root v{}: a promotion needs {threshold} reviewers",
                 distinct.len(),
                 root.root().version
             ),
-            format!("pass --reviewer-key once per reviewer, {threshold} different reviewer keys"),
+            format!(
+                "pass --reviewer-key once per reviewer, {threshold} different reviewer keys; reviewers on different machines sign one after the other (--partial, then --cosign FILE)"
+            ),
         ));
     }
     Ok(keys)

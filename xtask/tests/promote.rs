@@ -651,3 +651,99 @@ fn issue_7_verify_production_on_a_fresh_dev_release_names_the_missing_promotions
         "{out}"
     );
 }
+
+/// Reviewers on different machines: the first signs a partial record, the second derives
+/// steps 1-3 again and co-signs it; a co-signer who derived something else is refused.
+#[test]
+fn issue_7_two_reviewers_sign_one_after_the_other() {
+    let env = Env::new(2);
+    let spec = research_spec();
+    build_step(&env, &spec);
+    let report = report_for(&spec, &env.build_out());
+    let p = write_report(&env, "r.json", &report);
+    let (r1, r2) = (
+        env.reviewers[0].to_str().unwrap(),
+        env.reviewers[1].to_str().unwrap(),
+    );
+    let out = ok(env.promote(
+        &spec,
+        &[
+            "--parity-report",
+            p.to_str().unwrap(),
+            "--reviewer-key",
+            r1,
+            "--partial",
+            "--note",
+            "alice: parity and shared memory",
+        ],
+    ));
+    assert!(
+        out.contains("PARTIAL, 1 of 2 reviewer signature(s)"),
+        "{out}"
+    );
+    let partial = env.path("promote/promotion.partial.json");
+    assert!(partial.exists() && !env.build_out().join("promotions").exists());
+    // A co-signer with another report (the same run, another file) is refused.
+    let mut other = report.clone();
+    other.finished = "2026-11-30T00:00:02Z".into();
+    let q = write_report(&env, "other.json", &other);
+    let out = refused(env.promote(
+        &spec,
+        &[
+            "--parity-report",
+            q.to_str().unwrap(),
+            "--cosign",
+            partial.to_str().unwrap(),
+            "--reviewer-key",
+            r2,
+        ],
+    ));
+    assert!(
+        out.contains("the partial record promises parity report"),
+        "{out}"
+    );
+    // The same reviewer again does not reach the threshold.
+    let out = refused(env.promote(
+        &spec,
+        &[
+            "--parity-report",
+            p.to_str().unwrap(),
+            "--cosign",
+            partial.to_str().unwrap(),
+            "--reviewer-key",
+            r1,
+        ],
+    ));
+    assert!(out.contains("reviewer"), "{out}");
+    // The second reviewer: promoted with both signatures and alice's note.
+    let out = ok(env.promote(
+        &spec,
+        &[
+            "--parity-report",
+            p.to_str().unwrap(),
+            "--cosign",
+            partial.to_str().unwrap(),
+            "--reviewer-key",
+            r2,
+        ],
+    ));
+    assert!(
+        out.contains("4/5 promotion record") && out.contains("threshold 2"),
+        "{out}"
+    );
+    let record = std::fs::read(env.build_out().join("promotions/ntt_fused.json")).unwrap();
+    let env_json: serde_json::Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(env_json["signatures"].as_array().unwrap().len(), 2);
+    let parsed = cuda_aot::envelope::Envelope::parse(
+        &record,
+        1 << 20,
+        cuda_aot::envelope::PayloadType::Promotion,
+        "record",
+    )
+    .unwrap();
+    let payload = String::from_utf8(parsed.payload_bytes("record").unwrap()).unwrap();
+    assert!(
+        payload.contains("alice: parity and shared memory"),
+        "{payload}"
+    );
+}
