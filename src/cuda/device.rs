@@ -102,6 +102,13 @@ impl Device {
         &self.ctx
     }
 
+    /// Makes this device's context current on the calling thread (a no-op when it is).
+    pub fn make_current(&self) -> Result<(), CudaError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))
+    }
+
     /// The device's identity, read when it was opened.
     pub fn info(&self) -> &DeviceInfo {
         &self.info

@@ -88,7 +88,14 @@ impl BareStartup {
     /// Creates the context of `ordinal` and loads `images` (bytes and kernel symbols).
     pub fn run(ordinal: usize, images: &[(Vec<u8>, Vec<String>)]) -> Result<Self, CudaError> {
         require_driver()?;
+        let t = Instant::now();
         let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::driver("cuCtxCreate", e))?;
+        if std::env::var_os("CUDA_AOT_STARTUP_TRACE").is_some() {
+            eprintln!(
+                "bare start-up: device {ordinal} context in {} us",
+                t.elapsed().as_micros()
+            );
+        }
         ctx.bind_to_thread()
             .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))?;
         let mut me = BareStartup {

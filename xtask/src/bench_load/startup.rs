@@ -82,7 +82,9 @@ pub fn probe(
                                 .map(|i| Ok((std::fs::read(&i.path)?, i.kernels.clone())))
                                 .collect::<Result<Vec<_>>>()?;
                             let ready = BareStartup::run(d, &images)?;
-                            Ok((t.elapsed(), ready.kernels()))
+                            let at = t.elapsed();
+                            eprintln!("bare probe: device {d} ready at {} us", at.as_micros());
+                            Ok((at, ready.kernels()))
                         })
                     })
                     .collect();

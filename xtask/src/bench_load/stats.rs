@@ -20,8 +20,8 @@ pub struct Ratio {
     pub low: f64,
     /// Upper end of the interval: what the gate compares with `limit`.
     pub high: f64,
-    /// The gate's limit on `high`.
-    pub limit: f64,
+    /// The gate's limit on `high`; `None` for a ratio that is reported, not gated.
+    pub limit: Option<f64>,
 }
 
 /// Bootstrap resamples.
@@ -36,7 +36,7 @@ impl Ratio {
         denominator: &str,
         a: &[Duration],
         b: &[Duration],
-        limit: f64,
+        limit: Option<f64>,
     ) -> Ratio {
         let ratios: Vec<f64> = a
             .iter()
@@ -60,7 +60,7 @@ impl Ratio {
     /// The `bench-ratios.csv` line.
     pub fn csv_line(&self) -> String {
         format!(
-            "{},{},{},{},{:.4},{:.4},{:.4},{:.2}",
+            "{},{},{},{},{:.4},{:.4},{:.4},{}",
             self.name,
             self.numerator,
             self.denominator,
@@ -68,7 +68,7 @@ impl Ratio {
             self.median,
             self.low,
             self.high,
-            self.limit
+            self.limit.map_or("-".to_string(), |l| format!("{l:.2}"))
         )
     }
 
@@ -86,13 +86,16 @@ impl Ratio {
             median: f[4].parse().ok()?,
             low: f[5].parse().ok()?,
             high: f[6].parse().ok()?,
-            limit: f[7].parse().ok()?,
+            limit: match f[7] {
+                "-" => None,
+                l => Some(l.parse().ok()?),
+            },
         })
     }
 
-    /// Whether the interval's upper end is within the limit.
+    /// Whether the interval's upper end is within the limit (always, when not gated).
     pub fn passes(&self) -> bool {
-        self.pairs > 0 && self.high <= self.limit
+        self.pairs > 0 && self.limit.is_none_or(|l| self.high <= l)
     }
 }
 
@@ -144,16 +147,19 @@ mod tests {
     fn the_interval_brackets_the_median_and_narrows_with_agreement() {
         let a = us(&[101, 99, 103, 100, 98, 102, 100, 101, 99, 100]);
         let b = us(&[100; 10]);
-        let r = Ratio::paired("x", "a", "b", &a, &b, 1.05);
+        let r = Ratio::paired("x", "a", "b", &a, &b, Some(1.05));
         assert!(r.low <= r.median && r.median <= r.high, "{r:?}");
         assert!((r.median - 1.0).abs() < 0.011, "{r:?}");
         assert!(r.passes());
         // Noisy pairs give a wide interval that can fail the gate even with a fine median.
         let a = us(&[100, 70, 130, 100, 60, 140, 100, 150, 50, 100]);
-        let noisy = Ratio::paired("x", "a", "b", &a, &b, 1.05);
+        let noisy = Ratio::paired("x", "a", "b", &a, &b, Some(1.05));
         assert!(noisy.high - noisy.low > r.high - r.low, "{noisy:?}");
         assert!(!noisy.passes(), "{noisy:?}");
         // The CSV line round-trips.
         assert_eq!(Ratio::parse(&r.csv_line()).unwrap().pairs, 10);
+        // A reported-only ratio never fails.
+        let report = Ratio::paired("x", "a", "b", &a, &b, None);
+        assert!(report.passes() && Ratio::parse(&report.csv_line()).unwrap().limit.is_none());
     }
 }
