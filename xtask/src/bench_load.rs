@@ -849,7 +849,11 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
     let _ = writeln!(
         s,
         "<text x='10' y='20' font-size='13'>{first}</text><text x='10' y='38' font-size='11'>{}</text>",
-        if second.is_empty() { String::new() } else { format!("reps{second}") }
+        if second.is_empty() {
+            String::new()
+        } else {
+            format!("reps{second}")
+        }
     );
     let _ = writeln!(
         s,

@@ -23,8 +23,8 @@ fn gate(dir: &std::path::Path) -> (bool, String) {
 /// gate to the committed CSVs prints exactly the gate lines the run logged (pass or fail).
 #[test]
 fn the_committed_h200_evidence_gives_the_verdict_recorded_with_it() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../docs/evidence/2026-11-30-h200x2");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/evidence/2026-11-30-h200x2");
     let (ok, text) = gate(&dir);
     let gate_lines = |t: &str| -> Vec<String> {
         t.lines()
