@@ -54,6 +54,8 @@ pub mod limits;
 pub mod metadata;
 pub mod name;
 pub mod ptx;
+#[cfg(feature = "research")]
+pub mod research;
 pub mod runtime;
 pub mod source;
 pub mod state;

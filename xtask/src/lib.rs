@@ -12,8 +12,8 @@
 //! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `servers`
 //!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
 //!   server);
-//! - composite tasks: `release`, `repro`, `bench`, `bench_load`, `bench_serve`; and
-//!   `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
+//! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`;
+//!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
 #![forbid(unsafe_code)]
 
@@ -32,6 +32,7 @@ mod message;
 mod outdir;
 mod paths;
 mod process;
+mod promote;
 mod publish;
 mod release;
 mod remote;
@@ -80,6 +81,7 @@ enum Task {
     Sign(sign::Args),
     Publish(publish::Args),
     Verify(verify::Args),
+    Promote(promote::Args),
     Release(release::Args),
     Bench(bench::Args),
     BenchLoad(bench_load::Args),
@@ -112,6 +114,7 @@ impl Task {
             Task::Sign(a) => a.run(),
             Task::Publish(a) => a.run(),
             Task::Verify(a) => a.run(),
+            Task::Promote(a) => a.run(),
             Task::Release(a) => a.run(),
             Task::Bench(a) => a.run(),
             Task::BenchLoad(a) => a.run(),

@@ -1,6 +1,6 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cuda_aot::{Channel, Limits, SecretKey};
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
@@ -23,6 +23,10 @@ use crate::{anchor, devkeys, message, outdir, paths};
 /// The next index lists exactly this build: modules or targets dropped from the spec leave
 /// the registry (keep them with --keep-unlisted). Publishing what the registry already
 /// serves commits nothing ("unchanged: index vN").
+///
+/// Promotion records (reviewer-signed, written by `cargo xtask promote`) are published with
+/// the build: every `<out>/promotions/*.json`, and each --promotion FILE. A production
+/// registry refuses any module no promotion covers.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -45,6 +49,10 @@ pub struct Args {
     /// (default: the next index lists exactly this build).
     #[arg(long)]
     keep_unlisted: bool,
+    /// A promotion record to publish with the build (repeat for several), besides those in
+    /// `<out>/promotions/`.
+    #[arg(long = "promotion", value_name = "FILE")]
+    promotions: Vec<PathBuf>,
     #[command(flatten)]
     remote: RemoteArgs,
     #[command(flatten)]
@@ -97,15 +105,18 @@ impl Args {
             return Ok(());
         }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let extra = &self.promotions;
         let p = match Target::of(&registry) {
-            Target::Dir(dir) => publish_output(dir, &out, &trust, &key, &opts)?,
+            Target::Dir(dir) => {
+                publish_output_to(&DirRegistry::new(dir), &out, &trust, &key, &opts, extra)?
+            }
             Target::Http(url) => {
                 let store = self.remote.http_store(url)?;
-                publish_output_to(&store, &out, &trust, &key, &opts)?
+                publish_output_to(&store, &out, &trust, &key, &opts, extra)?
             }
             Target::Oci(reference) => {
                 let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
-                    publish_output(work, &out, &trust, &key, &opts)
+                    publish_output_to(&DirRegistry::new(work), &out, &trust, &key, &opts, extra)
                 })?;
                 if let Some(o) = pushed {
                     eprintln!(
@@ -184,8 +195,9 @@ pub fn describe(p: &Published, registry: &Path) -> String {
     )
 }
 
-/// Checks the build statement of `out` against the trust root and publishes the build
-/// into the directory registry `registry`.
+/// Checks the build statement of `out` against the trust root and publishes the build,
+/// with the promotion records in `<out>/promotions/`, into the directory registry
+/// `registry`.
 pub fn publish_output(
     registry: &Path,
     out: &Path,
@@ -193,17 +205,26 @@ pub fn publish_output(
     publisher: &SecretKey,
     opts: &PublishOptions,
 ) -> Result<Published> {
-    publish_output_to(&DirRegistry::new(registry), out, trust, publisher, opts)
+    publish_output_to(
+        &DirRegistry::new(registry),
+        out,
+        trust,
+        publisher,
+        opts,
+        &[],
+    )
 }
 
-/// Checks the build statement of `out` against the trust root and publishes the build
-/// through `store` (a folder, or a publishing HTTP server).
+/// Checks the build statement of `out` against the trust root and publishes the build, with
+/// the promotion records in `<out>/promotions/` and `extra`, through `store` (a folder, or
+/// a publishing HTTP server).
 pub fn publish_output_to(
     store: &dyn Store,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
     opts: &PublishOptions,
+    extra: &[PathBuf],
 ) -> Result<Published> {
     let limits = Limits::default();
     let anchor = anchor::read_bytes(trust)?;
@@ -232,10 +253,15 @@ pub fn publish_output_to(
         refix(e, fix).context(message)
     })?;
     cuda_aot_registry::publish::ensure_root(store, &anchor)?;
-    let release = Release {
-        build,
-        promotions: Vec::new(),
-    };
+    let mut promotions = Vec::new();
+    for p in outdir::promotion_files(out)?.iter().chain(extra) {
+        let file = cuda_aot::fs::read_capped(p, limits.promotion, "promotion record")
+            .with_context(|| format!("reading promotion record {}", p.display()))?;
+        if !promotions.contains(&file) {
+            promotions.push(file);
+        }
+    }
+    let release = Release { build, promotions };
     Ok(cuda_aot_registry::publish::publish(
         store,
         &anchor,
