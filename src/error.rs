@@ -358,6 +358,21 @@ pub enum Error {
         /// What the contract requires.
         reason: String,
     },
+    /// A research module (NVRTC, channel `research`) offered to a policy that does not
+    /// admit research modules (production and development never do).
+    #[error(
+        "{module} ({target}) is a research module (channel research: {origin}); the {policy} policy refuses research modules"
+    )]
+    ResearchRefused {
+        /// The module.
+        module: String,
+        /// Its target.
+        target: String,
+        /// Where it came from (e.g. `NVRTC 13.0`).
+        origin: String,
+        /// The policy that refused it.
+        policy: String,
+    },
     /// A development-signed bundle was offered where production trust is required, or vice versa.
     #[error("{what}: channel {found:?} where {required:?} is required")]
     Channel {
@@ -491,6 +506,9 @@ impl Error {
             Error::DriverTooOld { need, .. } => format!("install an NVIDIA driver that supports CUDA {need} or newer (nvidia-smi shows the CUDA version the driver supports)"),
             Error::Argument { .. } => "pass buffers as the kernel contract in kernels/README.md describes".into(),
             Error::Unknown { kind, .. } => format!("use a {kind} name listed above; the release set is defined in manifests/release.toml"),
+            Error::ResearchRefused { module, .. } => format!(
+                "research modules run only under Policy::research() (feature research); to load {module} in production or development, promote it (cargo xtask promote {module}: AOT build, parity, review; docs/review.md) and load it from a registry"
+            ),
             Error::Channel { required, .. } => format!(
                 "use a registry released and signed for the {required} channel, with a trust root of that channel"
             ),

@@ -30,7 +30,10 @@ impl fmt::Display for Kind {
 }
 
 /// Which trust channel a document belongs to. Development releases are signed with keys
-/// generated on first use and are refused by production trust roots and policies.
+/// generated on first use and are refused by production trust roots and policies. Research
+/// modules (NVRTC builds, feature `research`) are never signed or published: a trust root
+/// of the research channel is refused, and the production and development policies refuse
+/// research modules ([`crate::Policy::admit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Channel {
@@ -38,6 +41,9 @@ pub enum Channel {
     Dev,
     /// Signed with managed release keys.
     Production,
+    /// Compiled at run time with NVRTC for iterating on a research kernel: never in a
+    /// registry, loaded only under [`crate::Policy::research`].
+    Research,
 }
 
 impl fmt::Display for Channel {
@@ -45,6 +51,7 @@ impl fmt::Display for Channel {
         f.write_str(match self {
             Channel::Dev => "dev",
             Channel::Production => "production",
+            Channel::Research => "research",
         })
     }
 }

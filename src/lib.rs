@@ -55,6 +55,8 @@ pub mod metadata;
 pub mod name;
 pub mod parallel;
 pub mod ptx;
+#[cfg(feature = "research")]
+pub mod research;
 pub mod runtime;
 pub mod source;
 pub mod state;

@@ -350,8 +350,13 @@ pub struct Promotion {
     pub schedule_version: u32,
     /// blake3 of every manifest file promoted (one per target).
     pub manifests: Vec<Digest>,
-    /// blake3 of the parity report the reviewer read.
+    /// blake3 of the parity report the reviewer read (written by the parity runner on the
+    /// GPU host: NVRTC build, AOT cubins and CPU reference equal on every case).
     pub parity_report: Digest,
+    /// blake3 of the resource review the reviewer read (`cargo xtask promote` step 3:
+    /// registers, shared and local memory, launch bounds per entry point, NVRTC vs AOT vs
+    /// released).
+    pub resource_review: Digest,
     /// The reviewer's note (what was checked, by whom).
     pub note: String,
 }

@@ -63,6 +63,9 @@ pub struct Policy {
     pub offline_grace: Duration,
     /// Byte caps.
     pub limits: Limits,
+    /// Admit research modules (NVRTC builds, channel `research`) beside the registry's
+    /// modules: only [`Policy::research`] does; production and development never do.
+    pub allow_research: bool,
 }
 
 impl Policy {
@@ -79,6 +82,7 @@ impl Policy {
             clock_skew: Duration::ZERO,
             offline_grace: Duration::ZERO,
             limits: Limits::default(),
+            allow_research: false,
         }
     }
     /// Development: dev-signed registries (e.g. from `cargo xtask release` on a fresh clone).
@@ -86,6 +90,40 @@ impl Policy {
         Policy {
             channel: Channel::Dev,
             ..Policy::production()
+        }
+    }
+    /// Research: a development registry plus research modules compiled with NVRTC
+    /// (`Runtime::load_research`, feature `research`), each labelled `research` in its
+    /// manifest, its log lines and the `research_loads` counter. Never for production.
+    pub fn research() -> Policy {
+        Policy {
+            allow_research: true,
+            ..Policy::development()
+        }
+    }
+    /// Whether this policy accepts a module of `manifest`'s channel: the registry's channel
+    /// for registry modules; research modules only under [`Policy::research`] (never with
+    /// the production channel).
+    pub fn admit(&self, manifest: &Manifest) -> Result<()> {
+        let name = match (self.channel, self.allow_research) {
+            (Channel::Production, _) => "production",
+            (_, true) => "research",
+            _ => "development",
+        };
+        match manifest.channel {
+            Channel::Research if self.allow_research && self.channel == Channel::Dev => Ok(()),
+            Channel::Research => Err(Error::ResearchRefused {
+                module: manifest.identity.module.to_string(),
+                target: manifest.identity.sm.to_string(),
+                origin: manifest.identity.toolkit.nvcc.clone(),
+                policy: name.into(),
+            }),
+            c if c == self.channel => Ok(()),
+            c => Err(Error::Channel {
+                what: manifest.label(),
+                required: self.channel.to_string(),
+                found: c.to_string(),
+            }),
         }
     }
     /// The same policy with the PTX compatibility mode allowed.
@@ -153,6 +191,8 @@ pub struct Counters {
     /// Signed documents whose signature threshold was checked at open (constant in the
     /// number of modules).
     pub signatures_checked: u64,
+    /// Research modules (NVRTC builds) loaded ([`Policy::research`] only).
+    pub research_loads: u64,
 }
 
 #[derive(Default)]
@@ -165,6 +205,7 @@ struct AtomicCounters {
     driver_ns: AtomicU64,
     compat_loads: AtomicU64,
     signatures_checked: AtomicU64,
+    research_loads: AtomicU64,
 }
 
 /// One module slot of the process-wide cache, keyed by device and identity.
@@ -472,6 +513,38 @@ impl Runtime {
         Ok(loaded)
     }
 
+    /// Loads a research module (an NVRTC build, channel `research`) into this runtime's
+    /// device, beside the registry's modules: only under [`Policy::research`]; the
+    /// production and development policies refuse it ([`Error::ResearchRefused`]) before
+    /// the driver sees it. Logged as RESEARCH and counted in `research_loads`; not cached
+    /// (every call loads: research modules change between runs).
+    #[cfg(feature = "research")]
+    pub fn load_research(&self, module: &crate::research::ResearchModule) -> Result<Module> {
+        let manifest = module.manifest();
+        self.policy.admit(manifest)?;
+        log::warn!(
+            "cuda-aot: loading RESEARCH module {} ({}; channel research, never for production) on device {}",
+            manifest.label(),
+            manifest.identity.toolkit.nvcc,
+            self.device.info().ordinal
+        );
+        let started = Instant::now();
+        let loaded =
+            LoadedModule::load_cubin(self.device.context(), module.bytes(), self.policy.load_api);
+        self.counters
+            .driver_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let loaded = loaded.map_err(|source| Error::Load {
+            what: format!("{} (research)", manifest.label()),
+            source,
+        })?;
+        self.counters.research_loads.fetch_add(1, Ordering::Relaxed);
+        Ok(Module {
+            manifest: Arc::new(manifest.clone()),
+            loaded: Arc::new(loaded),
+        })
+    }
+
     /// A kernel of module `module`, named by symbol, demangled name or full signature
     /// ([`Module::kernel`]).
     pub fn kernel(&self, module: &str, function: &str) -> Result<Kernel> {
@@ -516,6 +589,7 @@ impl Runtime {
             driver_time: Duration::from_nanos(get(&c.driver_ns)),
             compat_loads: get(&c.compat_loads),
             signatures_checked: get(&c.signatures_checked),
+            research_loads: get(&c.research_loads),
         }
     }
 }
@@ -696,6 +770,50 @@ mod tests {
             functions: vec![],
             channel: Channel::Dev,
         }
+    }
+
+    /// Issue 7: research modules (NVRTC builds, channel research) are refused by the
+    /// production and development policies, before any driver call; only the research
+    /// policy admits them, and never a production-channel one.
+    #[test]
+    fn issue_7_a_research_channel_module_under_the_production_policy_is_refused() {
+        let mut research = m("sm_90", Kind::Cubin);
+        research.channel = Channel::Research;
+        research.identity.toolkit.nvcc = "NVRTC 13.0".into();
+        for (policy, name) in [
+            (Policy::production(), "production"),
+            (Policy::development(), "development"),
+            (
+                Policy {
+                    allow_research: true,
+                    ..Policy::production()
+                },
+                "production",
+            ),
+        ] {
+            let err = policy.admit(&research).unwrap_err();
+            assert!(
+                matches!(&err, Error::ResearchRefused { module, target, origin, policy }
+                    if module == "ntt" && target == "sm_90" && origin == "NVRTC 13.0" && policy == name),
+                "{err}"
+            );
+            assert!(err.to_string().contains("channel research"), "{err}");
+            assert!(
+                err.fix().contains("cargo xtask promote ntt"),
+                "{}",
+                err.fix()
+            );
+        }
+        Policy::research().admit(&research).unwrap();
+        // Registry modules: the policy's own channel only.
+        let dev = m("sm_90", Kind::Cubin);
+        Policy::development().admit(&dev).unwrap();
+        Policy::research().admit(&dev).unwrap();
+        assert!(matches!(
+            Policy::production().admit(&dev).unwrap_err(),
+            Error::Channel { .. }
+        ));
+        assert_eq!(Channel::Research.to_string(), "research");
     }
 
     fn pick(cands: &[Manifest], cc: (u32, u32), policy: &Policy) -> Result<String> {

@@ -111,8 +111,9 @@ impl DirSource {
     }
 }
 
-/// Refuses a layout path that could leave the registry (`..`, absolute, empty parts).
-fn check_relative(path: &str) -> Result<()> {
+/// Refuses a layout path that could leave the registry (`..`, absolute, empty parts, or a
+/// byte outside `A-Za-z0-9._-`). Servers and fetchers check request paths with it too.
+pub fn check_relative(path: &str) -> Result<()> {
     let ok = !path.is_empty()
         && !path.starts_with('/')
         && path.split('/').all(|c| {

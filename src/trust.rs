@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::envelope::{Envelope, pae};
 use crate::error::{Error, Result, escape_untrusted};
+use crate::identity::Channel;
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Document, Role, RoleName, Root};
@@ -183,6 +184,12 @@ fn check_consistent(root: &Root) -> Result<()> {
                 role.keys.len()
             ));
         }
+    }
+    if root.channel == Channel::Research {
+        return bad(
+            "the research channel labels run-time compiled builds, which never leave their process; a trust root is dev or production"
+                .into(),
+        );
     }
     if root.max_expiry.timestamp_days == 0 || root.max_expiry.index_days == 0 {
         return bad("max_expiry must allow at least one day".into());

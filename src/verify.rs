@@ -325,7 +325,8 @@ impl VerifiedIndex {
         // and its schedule version.
         let promoted_by = match self.index.channel {
             Channel::Dev => Vec::new(),
-            Channel::Production => self.promotion_for(e, &manifest)?,
+            // (A research index cannot get here: its trust root is refused at step 1.)
+            Channel::Production | Channel::Research => self.promotion_for(e, &manifest)?,
         };
         Ok(VerifiedManifest {
             manifest,
@@ -333,6 +334,22 @@ impl VerifiedIndex {
             signers: statement.signers.clone(),
             promoted_by,
         })
+    }
+
+    /// What a production verifier would refuse for lack of promotion, whatever this
+    /// registry's channel: for every entry whose manifest verifies (step 6 without 6d), the
+    /// [`Error::NotPromoted`] naming its module, target, manifest digest and what is
+    /// missing. `cargo xtask verify --production` lists these when it refuses a registry,
+    /// so a dev release shows exactly what its promotion would take.
+    pub fn promotion_gaps(&self, src: &dyn RegistrySource) -> Result<Vec<Error>> {
+        let mut gaps = Vec::new();
+        for e in &self.index.entries {
+            let m = self.verify_entry(src, e)?;
+            if let Err(gap) = self.promotion_for(e, m.manifest()) {
+                gaps.push(gap);
+            }
+        }
+        Ok(gaps)
     }
 
     fn promotion_for(&self, e: &IndexEntry, manifest: &Manifest) -> Result<Vec<KeyId>> {

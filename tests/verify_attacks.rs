@@ -5,10 +5,10 @@ mod common;
 
 use common::*;
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Index, IndexEntry, Role, Time, Timestamp};
+use cuda_aot::metadata::{BuildStatement, Index, IndexEntry, Role, Time, Timestamp};
 use cuda_aot::source::layout;
 use cuda_aot::verify::Options;
-use cuda_aot::{Channel, Digest, Error, json};
+use cuda_aot::{Channel, Digest, Error, Limits, json};
 use cuda_aot_registry::PublishOptions;
 use std::time::Duration;
 
@@ -1097,4 +1097,35 @@ fn issue_7_one_signature_under_a_reviewer_threshold_of_two_is_refused() {
     );
     f.forge(&build, &[both]);
     f.verify().unwrap();
+}
+
+#[test]
+fn issue_7_a_research_channel_trust_root_or_module_never_verifies() {
+    // No trust root may be of the research channel (NVRTC builds are never published) ...
+    let keys = Keys::new();
+    let root = sign_root(&root_payload(&keys, 1, Channel::Research), &[&keys.root]);
+    let err = cuda_aot::trust::verify_anchor(&root, &Limits::default(), "root").unwrap_err();
+    assert!(
+        matches!(&err, Error::BadRoot { reason, .. } if reason.contains("research channel")),
+        "{err}"
+    );
+    // ... and a research-channel manifest served in a production registry (attested,
+    // promoted and indexed by stolen keys) is refused as of the wrong channel.
+    let f = Fixture::with_channel(Channel::Production);
+    let (mut m, blob) = add_module("sm_90", Channel::Production);
+    m.channel = Channel::Research;
+    let mut build = Build::new(&[(m, blob)], &[&f.keys.builder]);
+    let mut statement: BuildStatement = {
+        let env: Envelope = serde_json::from_slice(&build.statement).unwrap();
+        json::parse(&env.payload_bytes("s").unwrap(), 1 << 20, "s").unwrap()
+    };
+    statement.channel = Channel::Production;
+    build.statement = sign_doc(&statement, &[&f.keys.builder]);
+    let p = promotion("add", build.manifest_digests(), &[&f.keys.reviewer]);
+    f.forge(&build, &[p]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::Channel { required, found, .. } if required == "production" && found == "research"),
+        "{err}"
+    );
 }

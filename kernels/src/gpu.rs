@@ -308,3 +308,79 @@ impl Merkle {
         unsafe { launch(&self.layer, stream, g, self.block, &mut params) }
     }
 }
+
+/// The research NTT with several stages per launch in shared memory (`ntt_fused`:
+/// ntt_bit_reverse, ntt_stages; `research/ntt_fused.cu`), once promoted into a registry.
+/// Same transform and twiddle table as [`Ntt::forward`].
+pub struct NttFused {
+    bit_reverse: Kernel,
+    stages: Kernel,
+    block: u32,
+    tile_log: u32,
+}
+
+impl NttFused {
+    /// Looks the kernels up (loading the module once if needed).
+    pub fn new(rt: &Runtime) -> Result<Self> {
+        let m = rt.module("ntt_fused")?;
+        let tile_log = m
+            .manifest()
+            .identity
+            .geometry
+            .get("tile_log")
+            .copied()
+            .unwrap_or(10) as u32;
+        Ok(NttFused {
+            bit_reverse: m.kernel("ntt_bit_reverse")?,
+            stages: m.kernel("ntt_stages")?,
+            block: block_of(&m, 256),
+            tile_log,
+        })
+    }
+
+    /// Forward NTT in place (`twiddles = ntt::twiddles(log_n, false)` on the device): the
+    /// bit reversal, then [`crate::research::fused_schedule`]'s `ntt_stages` launches.
+    pub fn forward(
+        &self,
+        stream: &CudaStream,
+        data: &mut CudaSlice<u64>,
+        twiddles: &CudaSlice<u64>,
+    ) -> Result<()> {
+        let log_n = Ntt::log_n(data)?;
+        check_len("twiddles", twiddles.len(), data.len() / 2)?;
+        let n = data.len() as u64;
+        {
+            let mut l = log_n;
+            let (mut pd, _g) = data.device_ptr_mut(stream);
+            let mut params = [arg(&mut pd), arg(&mut l)];
+            // SAFETY: (u64*, unsigned log_n) as declared; data holds 2^log_n elements.
+            unsafe {
+                launch(
+                    &self.bit_reverse,
+                    stream,
+                    grid(n, self.block),
+                    self.block,
+                    &mut params,
+                )?
+            };
+        }
+        for (s0, stages) in crate::research::fused_schedule(log_n, self.tile_log) {
+            let (mut l, mut s0, mut stages) = (log_n, s0, stages);
+            let tiles = (n >> stages).clamp(1, u64::from(MAX_GRID) - 1) as u32;
+            let (mut pd, _g) = data.device_ptr_mut(stream);
+            let (mut pt, _gt) = twiddles.device_ptr(stream);
+            let mut params = [
+                arg(&mut pd),
+                arg(&mut pt),
+                arg(&mut l),
+                arg(&mut s0),
+                arg(&mut stages),
+            ];
+            // SAFETY: (u64*, const u64*, unsigned, unsigned, unsigned) as declared; data
+            // holds n and twiddles n/2 elements; s0 + stages <= log_n and stages <=
+            // tile_log (the module's shared tile), as fused_schedule makes them.
+            unsafe { launch(&self.stages, stream, (tiles, 1, 1), self.block, &mut params)? };
+        }
+        Ok(())
+    }
+}

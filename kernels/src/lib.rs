@@ -23,7 +23,7 @@
 //! let ntt_module = MODULES.iter().find(|m| m.name == "ntt").unwrap();
 //! assert!(ntt_module.path().exists());
 //! ```
-#![deny(unsafe_code)] // allowed only in `gpu`, where typed wrappers make launches safe
+#![deny(unsafe_code)] // allowed only in `gpu` and `parity::gpu`, where launches happen
 
 pub mod contract;
 pub mod foreign;
@@ -31,6 +31,8 @@ pub mod goldilocks;
 pub mod gpu;
 pub mod merkle;
 pub mod ntt;
+pub mod parity;
+pub mod research;
 
 #[cfg(test)]
 mod test_rng;

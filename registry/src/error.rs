@@ -61,6 +61,97 @@ pub enum Error {
         /// The registry.
         path: PathBuf,
     },
+    /// A transfer failed, after its retries where the failure was transient.
+    #[error("{url}: {failure} (after {attempts} attempt(s))")]
+    Transfer {
+        /// The URL (or OCI reference and path).
+        url: String,
+        /// Attempts made.
+        attempts: u32,
+        /// What went wrong on the last attempt.
+        failure: Failure,
+    },
+    /// The server answered with a status that retrying cannot fix.
+    #[error("{url}: HTTP {status}{}", if .message.is_empty() { String::new() } else { format!(": {}", .message) })]
+    Status {
+        /// The URL.
+        url: String,
+        /// The HTTP status code.
+        status: u16,
+        /// The server's explanation (first line of its body), if any.
+        message: String,
+    },
+    /// A URL or OCI reference is not usable.
+    #[error("{url:?}: {reason}")]
+    BadUrl {
+        /// What was given.
+        url: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// An OCI registry refused an operation or answered something unusable.
+    #[error("{reference}: {reason}")]
+    Oci {
+        /// The OCI reference (`HOST/REPO:TAG`).
+        reference: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Another sync is writing into the same folder.
+    #[error("{path}: another sync holds this folder")]
+    Busy {
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The server could not start or stopped with an error.
+    #[error("serve {addr}: {reason}")]
+    Serve {
+        /// The address it was to listen on.
+        addr: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Why one transfer attempt failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Failure {
+    /// No connection could be made.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// No byte arrived for the read timeout.
+    #[error("no data for {secs} s (read timeout)")]
+    Timeout {
+        /// The read timeout in seconds.
+        secs: u64,
+    },
+    /// Bytes arrived, but slower than the minimum rate over a whole window.
+    #[error(
+        "transfer too slow: {bytes} bytes in {secs:.1} s, below the minimum of {min_rate} bytes/s"
+    )]
+    TooSlow {
+        /// Bytes received in the window.
+        bytes: u64,
+        /// Length of the window in seconds.
+        secs: f64,
+        /// The minimum rate in bytes per second.
+        min_rate: u64,
+    },
+    /// The connection ended before the announced length.
+    #[error("connection closed after {got} of {expected} bytes")]
+    Truncated {
+        /// Bytes received.
+        got: u64,
+        /// Bytes announced.
+        expected: u64,
+    },
+    /// A status that may go away (408, 429, 5xx).
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// Any other transport error.
+    #[error("{0}")]
+    Other(String),
 }
 
 impl Error {
@@ -78,6 +169,18 @@ impl Error {
             ),
             Error::NotPublisher { root, .. } => format!("publish with a publisher key listed in trust root v{root} (--publisher-key), or rotate the trust root to list this key"),
             Error::NoRoot { .. } => "publish with --trust pointing at the trust root (cargo xtask release creates a dev one)".into(),
+            Error::Transfer { failure, .. } => match failure {
+                Failure::Connect(_) => "check that the server is running and the URL is right; the local copy was not changed, and running the sync again resumes partial downloads".into(),
+                Failure::Timeout { .. } | Failure::TooSlow { .. } => "the server or network is stalling: check the server's load and the network; run the sync again (partial downloads resume), or adjust --read-timeout / --min-speed if the link is known to be slow".into(),
+                _ => "the server or network failed during the transfer; the local copy was not changed: run the sync again (partial downloads resume)".into(),
+            },
+            Error::Status { status: 401 | 403, .. } => "the server refused the credentials: check the token file given to the publisher and to the server (--token-file)".into(),
+            Error::Status { status: 404, .. } => "the URL does not point at a registry root (it must hold timestamp.json)".into(),
+            Error::Status { .. } => "the server refused the request; see the message above and the server's log line for this request".into(),
+            Error::BadUrl { .. } => "give an http://, https:// or oci://HOST/REPOSITORY:TAG address".into(),
+            Error::Oci { .. } => "check the OCI reference and that the registry is reachable and accepts this user; see the message above".into(),
+            Error::Busy { .. } => "wait for the other sync into this folder to finish, then run again".into(),
+            Error::Serve { .. } => "choose a free address (--addr) and a readable registry folder (--root)".into(),
         }
     }
 

@@ -21,13 +21,40 @@
 //! println!("index v{} (unchanged: {})", published.index_version, published.unchanged);
 //! # Ok(()) }
 //! ```
+//!
+//! [`sync::sync`] brings a registry served over HTTP (any static file server, or
+//! `cuda-aot-registry serve`) into a local folder, verified before anything becomes
+//! visible; a prover's init step runs it, then opens the folder with `cuda_aot::Runtime`:
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use cuda_aot_registry::remote::{HttpOptions, HttpRemote};
+//! use cuda_aot_registry::sync::{SyncOptions, sync};
+//!
+//! let trust = std::fs::read("keys/root.json")?;
+//! let remote = HttpRemote::new("https://artifacts.example/cuda-aot/", HttpOptions::default())?;
+//! let report = sync(&remote, "/var/lib/prover/registry".as_ref(), &trust, &SyncOptions::default())?;
+//! println!("index v{}: {} file(s) fetched", report.index_version, report.files_fetched);
+//! # Ok(()) }
+//! ```
+//!
+//! The same sync reads a release pushed to an OCI registry ([`oci::OciRemote`],
+//! [`oci::push`]). [`serve`] is the HTTP server (`cuda-aot-registry serve`): read-only for
+//! anyone, and, given a bearer token file and a trust root, a publishing target whose
+//! client is [`http_store::HttpStore`], the publish algorithm's second [`Store`].
+//! `docs/network.md` describes all of it.
 
 #![forbid(unsafe_code)]
 
 mod dir;
 mod error;
+pub mod http_store;
+pub mod oci;
 pub mod publish;
+pub mod remote;
+pub mod serve;
+pub mod sync;
 
 pub use dir::DirRegistry;
-pub use error::{Error, Result};
+pub use error::{Error, Failure, Result};
 pub use publish::{BuiltModule, PublishOptions, Published, Release, SignedBuild, Step, Store};

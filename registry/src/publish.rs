@@ -337,7 +337,12 @@ fn base(store: &dyn Store, anchor: &[u8], publisher: &[&SecretKey]) -> Result<Ba
     })
 }
 
-fn walk(src: &dyn RegistrySource, mut root: VerifiedRoot, limits: &Limits) -> Result<VerifiedRoot> {
+/// Walks the registry's root chain from `root` (each rotation checked).
+pub(crate) fn walk(
+    src: &dyn RegistrySource,
+    mut root: VerifiedRoot,
+    limits: &Limits,
+) -> Result<VerifiedRoot> {
     while let Some(next) = root.root().version.checked_add(1) {
         let path = layout::root(next);
         match src.read_at_most(&path, limits.root)? {

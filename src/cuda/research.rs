@@ -38,6 +38,24 @@ pub fn compiler_present() -> bool {
     })
 }
 
+/// NVRTC's version `(major, minor)` (`nvrtcVersion`), e.g. `(13, 0)`.
+pub fn version() -> Result<(i32, i32), CudaError> {
+    if !compiler_present() {
+        return Err(CudaError::CompilerMissing);
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is present (checked above); both out-pointers are live locals.
+    unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| CudaError::Compile {
+            program: "nvrtcVersion".into(),
+            op: "nvrtcVersion",
+            code: format!("{:?}", e.0),
+            log: String::new(),
+        })?;
+    Ok((major, minor))
+}
+
 /// Compiles `source` to PTX text for `arch` (`compute_90`, or `sm_90` which means the same
 /// virtual architecture here). `name` is the program name in diagnostics. Returns the PTX
 /// without a trailing NUL.

@@ -220,6 +220,7 @@ pub fn promotion(module: &str, manifests: Vec<Digest>, signers: &[&SecretKey]) -
             schedule_version: 1,
             manifests,
             parity_report: Digest::of(b"parity report"),
+            resource_review: Digest::of(b"resource review"),
             note: "test".into(),
         },
         signers,
@@ -285,7 +286,7 @@ impl Fixture {
         let build = Build::new(mods, &[&self.keys.builder]);
         let promotions = match self.channel {
             Channel::Dev => vec![],
-            Channel::Production => {
+            Channel::Production | Channel::Research => {
                 vec![promotion(
                     "add",
                     build.manifest_digests(),
@@ -386,6 +387,7 @@ impl Fixture {
         let p = match self.channel {
             Channel::Dev => cuda_aot::Policy::development(),
             Channel::Production => cuda_aot::Policy::production(),
+            Channel::Research => cuda_aot::Policy::research(),
         };
         p.with_state_file(self.state_path())
     }

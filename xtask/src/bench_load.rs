@@ -699,6 +699,7 @@ fn policy_for(trust: &[u8]) -> Result<Policy> {
     Ok(match root.root().channel {
         Channel::Dev => Policy::development(),
         Channel::Production => Policy::production(),
+        Channel::Research => Policy::research(),
     })
 }
 

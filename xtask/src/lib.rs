@@ -9,7 +9,11 @@
 //!   output layout), `paths` (the project, found at run time), `process`
 //!   (children and interrupts);
 //! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`;
-//! - composite tasks: `release`, `repro`, `bench`, `bench_load`; and `keygen`, `trust_root`.
+//! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `servers`
+//!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
+//!   server);
+//! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`;
+//!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
 #![forbid(unsafe_code)]
 
@@ -18,18 +22,24 @@ mod anchor;
 mod args;
 mod bench;
 mod bench_load;
+mod bench_serve;
 mod build;
 mod devkeys;
 mod files;
 mod keygen;
+mod machine;
 mod message;
 mod outdir;
 mod paths;
 mod process;
+mod promote;
 mod publish;
 mod release;
+mod remote;
 mod repro;
+mod servers;
 mod sign;
+mod sync;
 mod toolchain;
 mod trust_root;
 mod verify;
@@ -71,9 +81,14 @@ enum Task {
     Sign(sign::Args),
     Publish(publish::Args),
     Verify(verify::Args),
+    Promote(promote::Args),
     Release(release::Args),
     Bench(bench::Args),
     BenchLoad(bench_load::Args),
+    BenchServe(bench_serve::Args),
+    Serve(cuda_aot_registry::serve::ServeArgs),
+    Sync(sync::Args),
+    Servers(servers::Args),
 }
 
 impl Task {
@@ -99,9 +114,14 @@ impl Task {
             Task::Sign(a) => a.run(),
             Task::Publish(a) => a.run(),
             Task::Verify(a) => a.run(),
+            Task::Promote(a) => a.run(),
             Task::Release(a) => a.run(),
             Task::Bench(a) => a.run(),
             Task::BenchLoad(a) => a.run(),
+            Task::BenchServe(a) => a.run(),
+            Task::Serve(a) => a.run().map_err(Into::into),
+            Task::Sync(a) => a.run(),
+            Task::Servers(a) => a.run(),
         }
     }
 }

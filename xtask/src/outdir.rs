@@ -1,7 +1,9 @@
 //! The build output folder, written by `build` and read by `sign` and `publish`; its layout
 //! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
 //! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
-//! `<out>/build.statement.json` (the builder's signed statement over all of them). Files are
+//! `<out>/build.statement.json` (the builder's signed statement over all of them),
+//! `<out>/promotions/<module>.json` (reviewer-signed promotion records, published with the
+//! build). Files are
 //! replaced atomically, identical ones are left alone, and files of earlier builds that a
 //! build did not produce are removed.
 
@@ -32,6 +34,34 @@ pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
 /// statement over every manifest of the build.
 pub fn statement_path(out: &Path) -> PathBuf {
     out.join("build.statement.json")
+}
+
+/// `<out>/promotions/<module>.json`: where `cargo xtask promote` writes a module's
+/// promotion record and `publish` finds it.
+pub fn promotion_path(out: &Path, m: &ModuleName) -> PathBuf {
+    out.join("promotions").join(format!("{}.json", m.as_str()))
+}
+
+/// The promotion record files of a build output (`<out>/promotions/*.json`), sorted.
+pub fn promotion_files(out: &Path) -> Result<Vec<PathBuf>> {
+    let dir = out.join("promotions");
+    let mut v = Vec::new();
+    match std::fs::read_dir(&dir) {
+        Ok(rd) => {
+            for e in rd {
+                let p = e
+                    .with_context(|| format!("reading {}", dir.display()))?
+                    .path();
+                if p.extension().is_some_and(|x| x == "json") {
+                    v.push(p);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    }
+    v.sort();
+    Ok(v)
 }
 
 /// Writes one module's blob, then its manifest (a reader that finds the manifest finds the

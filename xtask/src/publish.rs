@@ -1,16 +1,18 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cuda_aot::{Channel, Limits, SecretKey};
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::advice::{fail, refix};
 use crate::args::{FormatArgs, RegistryArgs};
+use crate::remote::{RemoteArgs, Target};
 use crate::{anchor, devkeys, message, outdir, paths};
 
-/// Publish a signed build output into a directory registry.
+/// Publish a signed build output into a registry: a folder, a publishing
+/// `cuda-aot-registry serve` (http(s)://…, with --token-file), or an OCI tag (oci://…).
 ///
 /// The build statement's builder signatures are checked against the trust root first, and
 /// every manifest and blob against the statement; then blobs, manifests and the statement
@@ -21,6 +23,10 @@ use crate::{anchor, devkeys, message, outdir, paths};
 /// The next index lists exactly this build: modules or targets dropped from the spec leave
 /// the registry (keep them with --keep-unlisted). Publishing what the registry already
 /// serves commits nothing ("unchanged: index vN").
+///
+/// Promotion records (reviewer-signed, written by `cargo xtask promote`) are published with
+/// the build: every `<out>/promotions/*.json`, and each --promotion FILE. A production
+/// registry refuses any module no promotion covers.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -43,6 +49,12 @@ pub struct Args {
     /// (default: the next index lists exactly this build).
     #[arg(long)]
     keep_unlisted: bool,
+    /// A promotion record to publish with the build (repeat for several), besides those in
+    /// `<out>/promotions/`.
+    #[arg(long = "promotion", value_name = "FILE")]
+    promotions: Vec<PathBuf>,
+    #[command(flatten)]
+    remote: RemoteArgs,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
 }
@@ -63,7 +75,15 @@ impl Args {
             ..PublishOptions::default()
         };
         if self.refresh_timestamp {
-            let ts = DirRegistry::new(&registry).refresh_timestamp(&anchor, &[&key], &opts)?;
+            let ts = match Target::of(&registry) {
+                Target::Http(url) => cuda_aot_registry::publish::refresh_timestamp(
+                    &self.remote.http_store(url)?,
+                    &anchor,
+                    &[&key],
+                    &opts,
+                )?,
+                _ => DirRegistry::new(&registry).refresh_timestamp(&anchor, &[&key], &opts)?,
+            };
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
                 registry.display(),
@@ -85,7 +105,28 @@ impl Args {
             return Ok(());
         }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
-        let p = publish_output(&registry, &out, &trust, &key, &opts)?;
+        let extra = &self.promotions;
+        let p = match Target::of(&registry) {
+            Target::Dir(dir) => {
+                publish_output_to(&DirRegistry::new(dir), &out, &trust, &key, &opts, extra)?
+            }
+            Target::Http(url) => {
+                let store = self.remote.http_store(url)?;
+                publish_output_to(&store, &out, &trust, &key, &opts, extra)?
+            }
+            Target::Oci(reference) => {
+                let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
+                    publish_output_to(&DirRegistry::new(work), &out, &trust, &key, &opts, extra)
+                })?;
+                if let Some(o) = pushed {
+                    eprintln!(
+                        "pushed {} OCI layers ({} bytes) to {}",
+                        o.layers, o.bytes, o.reference
+                    );
+                }
+                p
+            }
+        };
         eprintln!("{}", describe(&p, &registry));
         if message::json() {
             message::emit("publish-finished", json_fields(&p, &registry));
@@ -154,13 +195,36 @@ pub fn describe(p: &Published, registry: &Path) -> String {
     )
 }
 
-/// Checks the build statement of `out` against the trust root and publishes the build.
+/// Checks the build statement of `out` against the trust root and publishes the build,
+/// with the promotion records in `<out>/promotions/`, into the directory registry
+/// `registry`.
 pub fn publish_output(
     registry: &Path,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
     opts: &PublishOptions,
+) -> Result<Published> {
+    publish_output_to(
+        &DirRegistry::new(registry),
+        out,
+        trust,
+        publisher,
+        opts,
+        &[],
+    )
+}
+
+/// Checks the build statement of `out` against the trust root and publishes the build, with
+/// the promotion records in `<out>/promotions/` and `extra`, through `store` (a folder, or
+/// a publishing HTTP server).
+pub fn publish_output_to(
+    store: &dyn Store,
+    out: &Path,
+    trust: &Path,
+    publisher: &SecretKey,
+    opts: &PublishOptions,
+    extra: &[PathBuf],
 ) -> Result<Published> {
     let limits = Limits::default();
     let anchor = anchor::read_bytes(trust)?;
@@ -188,11 +252,21 @@ pub fn publish_output(
         let message = format!("{}: {e}", statement_path.display());
         refix(e, fix).context(message)
     })?;
-    let reg = DirRegistry::new(registry);
-    reg.ensure_root(&anchor)?;
-    let release = Release {
-        build,
-        promotions: Vec::new(),
-    };
-    Ok(reg.publish(&anchor, &release, &[publisher], opts)?)
+    cuda_aot_registry::publish::ensure_root(store, &anchor)?;
+    let mut promotions = Vec::new();
+    for p in outdir::promotion_files(out)?.iter().chain(extra) {
+        let file = cuda_aot::fs::read_capped(p, limits.promotion, "promotion record")
+            .with_context(|| format!("reading promotion record {}", p.display()))?;
+        if !promotions.contains(&file) {
+            promotions.push(file);
+        }
+    }
+    let release = Release { build, promotions };
+    Ok(cuda_aot_registry::publish::publish(
+        store,
+        &anchor,
+        &release,
+        &[publisher],
+        opts,
+    )?)
 }

@@ -33,6 +33,10 @@ pub struct Args {
     /// Require this channel (production refuses dev-signed registries).
     #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
+    /// Verify as a production prover does (`--channel production`): production trust root,
+    /// every module promoted. A refusal lists every manifest that lacks a promotion.
+    #[arg(long, conflicts_with = "channel")]
+    production: bool,
     /// Accept an expired timestamp up to this many days after the last fresh verification
     /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -50,10 +54,19 @@ impl Args {
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
             offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
-            required_channel: self.channel.map(Channel::from),
+            required_channel: match self.production {
+                true => Some(Channel::Production),
+                false => self.channel.map(Channel::from),
+            },
             ..Options::default()
         };
-        let v = verify_registry(&registry, &trust, &state, &opts)?;
+        let v = match verify_registry(&registry, &trust, &state, &opts) {
+            Ok(v) => v,
+            Err(e) if opts.required_channel == Some(Channel::Production) => {
+                return Err(with_promotion_gaps(e, &registry, &trust));
+            }
+            Err(e) => return Err(e),
+        };
         if message::json() {
             message::emit("verify-finished", json_fields(&v, &registry));
         } else {
@@ -61,6 +74,52 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// A production refusal, with every manifest of the registry that lacks a promotion named
+/// (module, target, manifest digest, what is missing), found by verifying the registry
+/// again without the channel requirement (and without saving any state).
+fn with_promotion_gaps(e: anyhow::Error, registry: &Path, trust: &Path) -> anyhow::Error {
+    let gaps = (|| -> Result<Vec<cuda_aot::Error>> {
+        let bytes = anchor::read_bytes(trust)?;
+        let src = DirSource::new(registry);
+        let opts = Options::ignoring_expiry();
+        let v = cuda_aot::verify::verify_metadata(&src, &bytes, TrustState::default(), &opts)?;
+        Ok(v.promotion_gaps(&src)?)
+    })();
+    let gaps = match gaps {
+        Ok(g) if !g.is_empty() => g,
+        _ => return e,
+    };
+    let mut modules: Vec<String> = Vec::new();
+    let mut text = format!(
+        "{}\n  and {} manifest(s) lack the promotion a production verifier requires:",
+        crate::advice::headline(&e),
+        gaps.len()
+    );
+    for g in &gaps {
+        if let cuda_aot::Error::NotPromoted {
+            module,
+            target,
+            manifest,
+            reason,
+        } = g
+        {
+            text += &format!("\n    {module:<12} {target:<11} manifest {manifest}: {reason}");
+            if !modules.contains(module) {
+                modules.push(module.clone());
+            }
+        }
+    }
+    let fix = format!(
+        "promote each module with a parity run and reviewer signatures ({}; docs/review.md), then publish it with its promotion to a registry of a production trust root",
+        modules
+            .iter()
+            .map(|m| format!("cargo xtask promote {m}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    crate::advice::fail(text, fix)
 }
 
 /// A verified registry: metadata plus, per module, the signer and size.

@@ -81,7 +81,7 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
     // Every value of every command is named from one small vocabulary.
     let names = [
         "FILE", "DIR", "N", "NAME", "TARGET", "KIND", "KEY", "CHANNEL", "ROLE", "TEXT", "FMT",
-        "SIZE",
+        "URL", "ADDR", "SIZE",
     ];
     for task in [
         "toolchain",
@@ -95,8 +95,15 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
         "release",
         "bench",
         "bench-load",
+        "bench-serve",
+        "sync",
+        "serve",
+        "servers",
+        "servers nginx",
+        "servers oci",
     ] {
-        let text = help(&[task]);
+        let args: Vec<&str> = task.split(' ').collect();
+        let text = help(&args);
         for line in text.lines().filter(|l| l.trim_start().starts_with('-')) {
             if let Some((_, rest)) = line.split_once('<') {
                 let name = rest.split('>').next().unwrap();

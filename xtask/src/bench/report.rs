@@ -59,12 +59,7 @@ pub(super) struct Load {
 
 impl Load {
     pub(super) fn sample(&mut self) {
-        if let Some(l) = std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse().ok())
-        {
-            self.samples.push(l);
-        }
+        self.samples.extend(crate::machine::load_average());
     }
 
     pub(super) fn show(&self) -> String {
@@ -316,18 +311,6 @@ impl Figures {
     }
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 const HISTORY: &str = "## History";
 const EARLIER: &str = "### Earlier runs (previous format)";
 const HISTORY_HEADER: &str = "| date | machine | load (1 min: min / median / max) | xtask build | jobs | full build (min / median / max) | no-op through cargo (ratio) | revert: nvcc runs | full -j1 (min / median / max) | efficiency | 30×8: full / no-op | verify 240 ÷ 24 |\n|---|---|---|---|---|---|---|---|---|---|---|---|";
@@ -367,8 +350,8 @@ pub(super) fn write_doc(
     args: &str,
 ) -> Result<()> {
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = cpu_model();
+    let cores = crate::machine::cores();
+    let cpu = crate::machine::cpu_model();
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {

@@ -48,6 +48,10 @@ struct ModuleFile {
     ptx: Vec<String>,
     #[serde(default)]
     include_dirs: Vec<String>,
+    /// The module's parity spec (`[module.parity]`), read by `promote` and the parity
+    /// runner (`cuda_aot_kernels::parity::spec`); not a build input.
+    #[serde(default)]
+    parity: Option<toml::Value>,
 }
 
 /// An include folder (`-I`) of a module: as written in the spec (relative to the spec
@@ -100,6 +104,9 @@ pub struct ModuleSpec {
     pub ptx: Vec<Target>,
     /// Include folders: the build-wide ones, then the module's own, in order.
     pub include_dirs: Vec<IncludeDir>,
+    /// The parity spec (`[module.parity]`), if the module has one: what `cargo xtask
+    /// promote` requires.
+    pub parity: Option<toml::Value>,
 }
 
 /// One nvcc run: a module for a target.
@@ -293,6 +300,7 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
             targets: mod_targets,
             ptx,
             include_dirs: includes,
+            parity: m.parity,
         });
     }
     if modules.is_empty() {

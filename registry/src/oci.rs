@@ -1,0 +1,426 @@
+//! OCI registries (Harbor, ECR, GHCR, Artifactory, the CNCF distribution registry) as
+//! registry storage, through `oci-client`: a verified release — every file a full
+//! verification reads — is pushed as one OCI artifact whose layers are those files, each
+//! with its own media type and its layout path as `org.opencontainers.image.title`; and
+//! [`OciRemote`] reads such an artifact back as a [`Remote`], so pulling is the same
+//! verifier-driven [`crate::sync::sync`] as over HTTP.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use cuda_aot::source::{DirSource, RegistrySource, layout};
+use cuda_aot::verify::{Options, verify_index};
+use futures_util::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+
+use crate::error::{Error, Failure, Result};
+use crate::remote::{Fetched, HttpOptions, Remote};
+
+/// The artifact type of a cuda-aot registry snapshot.
+pub const ARTIFACT_TYPE: &str = "application/vnd.cuda-aot.registry.v1";
+/// The empty config every artifact carries (OCI image spec 1.1).
+pub const EMPTY_CONFIG: &str = "application/vnd.oci.empty.v1+json";
+/// The annotation holding a layer's layout path.
+pub const TITLE: &str = "org.opencontainers.image.title";
+
+/// The media type of a registry file: `application/vnd.cuda-aot.<kind>.v1`, where the kind
+/// is the file's top folder (`blobs`, `manifests`, `index`, `root`, ...) or `timestamp`,
+/// with `+json` for JSON documents. New kinds of files get their own type unchanged.
+pub fn media_type(path: &str) -> String {
+    let first = path.split('/').next().unwrap_or(path);
+    let kind = first.strip_suffix(".json").unwrap_or(first);
+    let json = if path.ends_with(".json") { "+json" } else { "" };
+    format!("application/vnd.cuda-aot.{kind}.v1{json}")
+}
+
+/// Credentials and transport of an OCI registry.
+#[derive(Debug, Clone, Default)]
+pub struct OciOptions {
+    /// User name and password (or token) for HTTP basic auth, exchanged for a bearer token
+    /// where the registry asks for one. None: anonymous.
+    pub basic_auth: Option<(String, String)>,
+    /// Talk plain HTTP to this registry (loopback registries always are).
+    pub plain_http: bool,
+    /// Timeouts and retries (the minimum speed does not apply).
+    pub http: HttpOptions,
+}
+
+/// Parses `oci://HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]`.
+pub fn parse_reference(url: &str) -> Result<Reference> {
+    let bad = |reason: String| Error::BadUrl {
+        url: url.into(),
+        reason,
+    };
+    let rest = url
+        .strip_prefix("oci://")
+        .ok_or_else(|| bad("an OCI reference starts with oci://".into()))?;
+    if !rest.contains('/') {
+        return Err(bad("expected oci://HOST/REPOSITORY:TAG".into()));
+    }
+    rest.parse::<Reference>().map_err(|e| bad(e.to_string()))
+}
+
+fn is_loopback(registry: &str) -> bool {
+    let host = registry
+        .rsplit_once(':')
+        .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(registry, |(h, _)| h);
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn client(reference: &Reference, opts: &OciOptions) -> Client {
+    crate::remote::install_tls_provider();
+    let registry = reference.resolve_registry().to_string();
+    let protocol = if opts.plain_http || is_loopback(&registry) {
+        ClientProtocol::HttpsExcept(vec![registry])
+    } else {
+        ClientProtocol::Https
+    };
+    Client::new(ClientConfig {
+        protocol,
+        connect_timeout: Some(opts.http.connect_timeout),
+        read_timeout: Some(opts.http.read_timeout),
+        ..ClientConfig::default()
+    })
+}
+
+fn auth(opts: &OciOptions) -> RegistryAuth {
+    match &opts.basic_auth {
+        Some((u, p)) => RegistryAuth::Basic(u.clone(), p.clone()),
+        None => RegistryAuth::Anonymous,
+    }
+}
+
+fn runtime(what: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Oci {
+            reference: what.into(),
+            reason: format!("cannot start an async runtime: {e}"),
+        })
+}
+
+fn oci_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
+    Error::Oci {
+        reference: reference.whole(),
+        reason: e.to_string(),
+    }
+}
+
+/// A [`RegistrySource`] that records the paths a verification found.
+struct Recording<'a> {
+    inner: &'a dyn RegistrySource,
+    found: Mutex<BTreeSet<String>>,
+}
+
+impl RegistrySource for Recording<'_> {
+    fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
+        let r = self.inner.read_at_most(path, max)?;
+        if r.is_some() {
+            self.found.lock().expect("recording").insert(path.into());
+        }
+        Ok(r)
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// What a push stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// The reference pushed to.
+    pub reference: String,
+    /// The index version of the release.
+    pub index_version: u64,
+    /// Layers (registry files) in the artifact.
+    pub layers: usize,
+    /// Their total size.
+    pub bytes: u64,
+    /// The URL of the pushed manifest.
+    pub manifest_url: String,
+}
+
+/// Pushes the registry in `dir` to `reference` as one artifact, after verifying it fully
+/// against `anchor`: the layers are exactly the files that verification read.
+pub fn push(
+    dir: &Path,
+    anchor: &[u8],
+    reference: &str,
+    verify: &Options,
+    opts: &OciOptions,
+) -> Result<Pushed> {
+    let reference = parse_reference(reference)?;
+    let src = DirSource::new(dir);
+    let rec = Recording {
+        inner: &src,
+        found: Mutex::new(BTreeSet::new()),
+    };
+    let index = verify_index(&rec, anchor, Default::default(), verify)?;
+    for m in index.manifests() {
+        index.load_module(&rec, m, &verify.limits)?;
+    }
+    let files = rec.found.into_inner().expect("recording");
+    let mut layers = Vec::with_capacity(files.len());
+    let mut bytes = 0u64;
+    for path in &files {
+        let data = fs::read(dir.join(path)).map_err(|e| Error::Io {
+            path: dir.join(path),
+            source: e,
+        })?;
+        bytes += data.len() as u64;
+        layers.push(ImageLayer::new(
+            data,
+            media_type(path),
+            Some(BTreeMap::from([(TITLE.to_string(), path.clone())])),
+        ));
+    }
+    let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG.into(), None);
+    let mut manifest = OciImageManifest::build(
+        &layers,
+        &config,
+        Some(BTreeMap::from([
+            (
+                "dev.cuda-aot.index.version".to_string(),
+                index.index().version.to_string(),
+            ),
+            (
+                "dev.cuda-aot.timestamp.version".to_string(),
+                index.timestamp().version.to_string(),
+            ),
+        ])),
+    );
+    manifest.artifact_type = Some(ARTIFACT_TYPE.into());
+    let client = client(&reference, opts);
+    let rt = runtime(&reference.whole())?;
+    let resp = rt
+        .block_on(client.push(&reference, &layers, config, &auth(opts), Some(manifest)))
+        .map_err(|e| oci_error(&reference, e))?;
+    Ok(Pushed {
+        reference: reference.whole(),
+        index_version: index.index().version,
+        layers: layers.len(),
+        bytes,
+        manifest_url: resp.manifest_url,
+    })
+}
+
+/// A cuda-aot artifact in an OCI registry, read as a [`Remote`]: `fetch(path)` downloads
+/// the layer titled `path` (digest checked by oci-client, size capped here).
+pub struct OciRemote {
+    reference: Reference,
+    client: Client,
+    rt: tokio::runtime::Runtime,
+    layers: BTreeMap<String, OciDescriptor>,
+    opts: OciOptions,
+}
+
+impl OciRemote {
+    /// Reads the artifact manifest of `reference` (`oci://HOST/REPO:TAG`) and checks that
+    /// it is a cuda-aot registry whose layer titles are layout paths, each used once.
+    pub fn open(reference: &str, opts: OciOptions) -> Result<OciRemote> {
+        Self::open_existing(reference, opts)?.ok_or_else(|| Error::Oci {
+            reference: reference.into(),
+            reason: "no such tag or repository".into(),
+        })
+    }
+
+    /// Like [`OciRemote::open`], but `None` when the registry knows no such tag (the first
+    /// publish to a repository).
+    pub fn open_existing(reference: &str, opts: OciOptions) -> Result<Option<OciRemote>> {
+        use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
+        let reference = parse_reference(reference)?;
+        let client = client(&reference, &opts);
+        let rt = runtime(&reference.whole())?;
+        let (manifest, _digest) =
+            match rt.block_on(client.pull_image_manifest(&reference, &auth(&opts))) {
+                Ok(m) => m,
+                Err(E::ImageManifestNotFoundError(_)) | Err(E::ServerError { code: 404, .. }) => {
+                    return Ok(None);
+                }
+                Err(E::RegistryError { envelope, .. })
+                    if envelope.errors.iter().all(|e| {
+                        matches!(e.code, C::ManifestUnknown | C::NameUnknown | C::NotFound)
+                    }) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(oci_error(&reference, e)),
+            };
+        if manifest.artifact_type.as_deref() != Some(ARTIFACT_TYPE) {
+            return Err(oci_error(
+                &reference,
+                format!(
+                    "artifact type {:?}, expected {ARTIFACT_TYPE}: not a cuda-aot registry",
+                    manifest.artifact_type.as_deref().unwrap_or("(none)")
+                ),
+            ));
+        }
+        let mut layers = BTreeMap::new();
+        for d in manifest.layers {
+            let title = d
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(TITLE))
+                .cloned()
+                .ok_or_else(|| oci_error(&reference, format!("layer {} has no title", d.digest)))?;
+            cuda_aot::source::check_relative(&title)?;
+            if d.media_type != media_type(&title) {
+                return Err(oci_error(
+                    &reference,
+                    format!("layer {title} has media type {}", d.media_type),
+                ));
+            }
+            if layers.insert(title.clone(), d).is_some() {
+                return Err(oci_error(
+                    &reference,
+                    format!("layer {title} appears twice"),
+                ));
+            }
+        }
+        if !layers.contains_key(layout::TIMESTAMP) {
+            return Err(oci_error(
+                &reference,
+                "the artifact holds no timestamp.json",
+            ));
+        }
+        Ok(Some(OciRemote {
+            reference,
+            client,
+            rt,
+            layers,
+            opts,
+        }))
+    }
+
+    /// The layout paths the artifact holds.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.layers.keys().map(String::as_str)
+    }
+
+    /// One download attempt: at most `cap` bytes into `dest`.
+    async fn download(
+        &self,
+        desc: &OciDescriptor,
+        cap: u64,
+        dest: &Path,
+    ) -> std::result::Result<u64, (Failure, bool)> {
+        let io = |e: std::io::Error| (Failure::Other(format!("{}: {e}", dest.display())), false);
+        let mut stream = self
+            .client
+            .pull_blob_stream(&self.reference, desc)
+            .await
+            .map_err(|e| (Failure::Other(e.to_string()), true))?;
+        if let Some(dir) = dest.parent() {
+            fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(dest)
+            .map_err(io)?;
+        let mut got = 0u64;
+        while got < cap {
+            let Some(chunk) = stream.next().await else {
+                break;
+            };
+            let chunk = chunk.map_err(|e| {
+                let digest = e
+                    .get_ref()
+                    .is_some_and(|i| i.is::<oci_client::errors::DigestError>());
+                (Failure::Other(e.to_string()), !digest)
+            })?;
+            let take = usize::try_from(cap - got)
+                .unwrap_or(usize::MAX)
+                .min(chunk.len());
+            file.write_all(&chunk[..take]).map_err(io)?;
+            got += take as u64;
+        }
+        file.sync_all().map_err(io)?;
+        Ok(got)
+    }
+}
+
+impl Remote for OciRemote {
+    fn fetch(&self, path: &str, max: u64, dest: &Path, _resume: bool) -> Result<Fetched> {
+        let Some(desc) = self.layers.get(path) else {
+            let _ = fs::remove_file(dest);
+            return Ok(Fetched::default());
+        };
+        let cap = max.saturating_add(1);
+        let mut retries = 0;
+        loop {
+            match self.rt.block_on(self.download(desc, cap, dest)) {
+                Ok(n) => {
+                    return Ok(Fetched {
+                        found: true,
+                        transferred: n,
+                        resumed: 0,
+                        retries,
+                    });
+                }
+                Err((failure, transient)) => {
+                    if !transient || retries + 1 >= self.opts.http.attempts.max(1) {
+                        return Err(Error::Transfer {
+                            url: format!("{} {path}", self.describe()),
+                            attempts: retries + 1,
+                            failure,
+                        });
+                    }
+                    retries += 1;
+                    std::thread::sleep(self.opts.http.backoff_for(retries, None));
+                }
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("oci://{}", self.reference.whole())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_types_follow_the_top_folder() {
+        assert_eq!(
+            media_type("timestamp.json"),
+            "application/vnd.cuda-aot.timestamp.v1+json"
+        );
+        assert_eq!(
+            media_type("blobs/blake3/ab/abcd"),
+            "application/vnd.cuda-aot.blobs.v1"
+        );
+        assert_eq!(
+            media_type("statements/blake3/ab.json"),
+            "application/vnd.cuda-aot.statements.v1+json"
+        );
+        assert_eq!(
+            media_type("index/3.index.json"),
+            "application/vnd.cuda-aot.index.v1+json"
+        );
+    }
+
+    #[test]
+    fn references_need_the_scheme_and_a_repository() {
+        let r = parse_reference("oci://127.0.0.1:5000/cuda-aot/release:v2").unwrap();
+        assert_eq!(r.registry(), "127.0.0.1:5000");
+        assert_eq!(r.repository(), "cuda-aot/release");
+        assert_eq!(r.tag(), Some("v2"));
+        assert!(is_loopback(r.registry()));
+        assert!(!is_loopback("ghcr.io"));
+        for bad in ["127.0.0.1:5000/x:v1", "oci://host", "http://h/x"] {
+            assert!(parse_reference(bad).is_err(), "{bad}");
+        }
+    }
+}

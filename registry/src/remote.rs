@@ -1,0 +1,653 @@
+//! Where a sync fetches registry files from: the [`Remote`] trait and its HTTP
+//! implementation (reqwest, blocking) with per-file caps enforced while reading, connect and
+//! read timeouts, a minimum transfer speed, retries with backoff on transient failures, and
+//! Range resume of partial downloads.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE, RETRY_AFTER};
+
+use crate::error::{Error, Failure, Result};
+
+/// A place that serves registry files by layout path (an HTTP server, a CDN, an OCI
+/// artifact). Implementations never hand back more than `max + 1` bytes of a file.
+pub trait Remote: Send + Sync {
+    /// Fetches `path` (a layout path) into the staging file `dest`, reading at most
+    /// `max + 1` bytes, so the caller can tell "too long" from "exact". With `resume`, a
+    /// partial `dest` left by an earlier attempt is continued rather than restarted. When
+    /// the file does not exist remotely, `dest` is removed and [`Fetched::found`] is false.
+    fn fetch(&self, path: &str, max: u64, dest: &Path, resume: bool) -> Result<Fetched>;
+
+    /// Where this remote is, for messages.
+    fn describe(&self) -> String;
+}
+
+/// What one [`Remote::fetch`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fetched {
+    /// Whether the file exists remotely (then `dest` holds it, capped at `max + 1` bytes).
+    pub found: bool,
+    /// Bytes received over the network.
+    pub transferred: u64,
+    /// Bytes of `dest` kept from an earlier attempt (Range resume).
+    pub resumed: u64,
+    /// Attempts that failed transiently and were retried.
+    pub retries: u32,
+}
+
+/// A minimum transfer rate: a download that receives fewer than `bytes_per_sec` on average
+/// over a whole `window` is failed (and retried), like curl's `--speed-limit/--speed-time`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinSpeed {
+    /// The minimum average rate.
+    pub bytes_per_sec: u64,
+    /// The window over which it is averaged.
+    pub window: Duration,
+}
+
+/// Transport settings of [`HttpRemote`].
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Time allowed to open a connection.
+    pub connect_timeout: Duration,
+    /// Time allowed without receiving anything (response headers or body bytes).
+    pub read_timeout: Duration,
+    /// Refuse a trickle: fail a transfer slower than this (None: no minimum).
+    pub min_speed: Option<MinSpeed>,
+    /// Attempts per file before giving up (1: no retry).
+    pub attempts: u32,
+    /// Wait before the first retry; doubles on each retry (with jitter).
+    pub backoff: Duration,
+    /// The longest wait between attempts (also caps a server's `Retry-After`).
+    pub max_backoff: Duration,
+    /// A bearer token sent with every request (publishing; reads need none).
+    pub bearer_token: Option<String>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            min_speed: Some(MinSpeed {
+                bytes_per_sec: 1024,
+                window: Duration::from_secs(30),
+            }),
+            attempts: 5,
+            backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(8),
+            bearer_token: None,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The wait before retry number `retry` (1-based): exponential, capped, with jitter in
+    /// [50 %, 100 %] so many clients do not retry in lockstep; a server's `Retry-After`
+    /// (capped too) wins when it is longer.
+    pub fn backoff_for(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self
+            .backoff
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(16))
+            .min(self.max_backoff);
+        let mut r = [0u8; 2];
+        let jitter = match getrandom::fill(&mut r) {
+            Ok(()) => 0.5 + f64::from(u16::from_le_bytes(r)) / f64::from(u16::MAX) / 2.0,
+            Err(_) => 0.75,
+        };
+        let wait = exp.mul_f64(jitter);
+        match retry_after {
+            Some(ra) => wait.max(ra.min(self.max_backoff)),
+            None => wait,
+        }
+    }
+}
+
+/// Installs rustls' ring provider once per process (reqwest is built without a default one,
+/// to keep the heavier aws-lc build out of the workspace). Every client this crate makes
+/// calls it; call it before building another reqwest client in the same process.
+pub fn install_tls_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Fails only when another provider is installed already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A registry served over HTTP(S) by any static file server, CDN or `cuda-aot-registry
+/// serve`.
+#[derive(Debug, Clone)]
+pub struct HttpRemote {
+    base: reqwest::Url,
+    client: Client,
+    opts: HttpOptions,
+}
+
+/// How one attempt ended.
+enum Outcome {
+    Done,
+    Missing,
+    /// The partial file cannot be continued (the server changed or ignored the range):
+    /// start again from zero at once.
+    Restart,
+}
+
+/// Why one attempt failed.
+enum AttemptError {
+    Transient(Failure, Option<Duration>),
+    Permanent(Error),
+}
+
+impl HttpRemote {
+    /// A remote at `url` (the folder that holds `timestamp.json`; http or https).
+    ///
+    /// Must not be called from inside an async runtime (the blocking client runs its own).
+    pub fn new(url: &str, opts: HttpOptions) -> Result<Self> {
+        let base = parse_base(url)?;
+        install_tls_provider();
+        let client = Client::builder()
+            .connect_timeout(opts.connect_timeout)
+            // The blocking client applies this to sending and to each read of the body:
+            // an idle timeout, not a limit on the whole transfer.
+            .timeout(opts.read_timeout)
+            .user_agent(concat!("cuda-aot-registry/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::BadUrl {
+                url: url.into(),
+                reason: format!("cannot build an HTTP client: {e}"),
+            })?;
+        Ok(HttpRemote { base, client, opts })
+    }
+
+    /// The base URL (ends with `/`).
+    pub fn base(&self) -> &reqwest::Url {
+        &self.base
+    }
+
+    /// The base URL as text.
+    pub fn describe_url(&self) -> String {
+        self.base.to_string()
+    }
+
+    /// The settings.
+    pub fn options(&self) -> &HttpOptions {
+        &self.opts
+    }
+
+    /// The blocking client (shared connection pool).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The URL of a layout path.
+    pub fn url_of(&self, path: &str) -> Result<reqwest::Url> {
+        cuda_aot::source::check_relative(path)?;
+        self.base.join(path).map_err(|e| Error::BadUrl {
+            url: format!("{}{path}", self.base),
+            reason: e.to_string(),
+        })
+    }
+
+    fn attempt(
+        &self,
+        url: &reqwest::Url,
+        cap: u64,
+        sink: &mut dyn Sink,
+        whole: bool,
+        stats: &mut Fetched,
+    ) -> std::result::Result<Outcome, AttemptError> {
+        let mut have = if whole { 0 } else { sink.existing() };
+        if have >= cap {
+            have = 0;
+        }
+        let mut req = self.client.get(url.clone());
+        if let Some(t) = &self.opts.bearer_token {
+            req = req.bearer_auth(t);
+        }
+        if have > 0 {
+            req = req.header(RANGE, format!("bytes={have}-"));
+        }
+        let mut resp = req.send().map_err(|e| transient(&e, &self.opts))?;
+        let status = resp.status();
+        let total = match status {
+            StatusCode::NOT_FOUND | StatusCode::GONE => return Ok(Outcome::Missing),
+            StatusCode::OK => {
+                have = 0;
+                content_length(&resp)
+            }
+            StatusCode::PARTIAL_CONTENT => match content_range(&resp) {
+                Some((start, total)) if start == have => total,
+                _ => return Ok(Outcome::Restart),
+            },
+            StatusCode::RANGE_NOT_SATISFIABLE => {
+                // `bytes */N`: the partial file is complete when it is exactly N bytes.
+                return match unsatisfied_total(&resp) {
+                    Some(n) if n == have && have > 0 => {
+                        stats.resumed = have;
+                        Ok(Outcome::Done)
+                    }
+                    _ => Ok(Outcome::Restart),
+                };
+            }
+            s if is_transient_status(s) => {
+                let retry_after = resp
+                    .headers()
+                    .get(RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+                return Err(AttemptError::Transient(
+                    Failure::Status(s.as_u16()),
+                    retry_after,
+                ));
+            }
+            s => {
+                return Err(AttemptError::Permanent(Error::Status {
+                    url: url.to_string(),
+                    status: s.as_u16(),
+                    message: body_text(resp),
+                }));
+            }
+        };
+        let path = sink.describe();
+        let io = |e: std::io::Error| {
+            AttemptError::Permanent(Error::Io {
+                path: path.clone(),
+                source: e,
+            })
+        };
+        sink.start(have).map_err(io)?;
+        stats.resumed = have;
+
+        let mut got = have;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut window = (Instant::now(), 0u64);
+        while got < cap {
+            let want = usize::try_from(cap - got)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let n = match resp.read(&mut buf[..want]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => return Err(AttemptError::Transient(read_failure(&e, &self.opts), None)),
+            };
+            sink.write(&buf[..n]).map_err(io)?;
+            got += n as u64;
+            stats.transferred += n as u64;
+            window.1 += n as u64;
+            if let Some(ms) = self.opts.min_speed {
+                let secs = window.0.elapsed();
+                if secs >= ms.window {
+                    if (window.1 as f64) < ms.bytes_per_sec as f64 * secs.as_secs_f64() {
+                        return Err(AttemptError::Transient(
+                            Failure::TooSlow {
+                                bytes: window.1,
+                                secs: secs.as_secs_f64(),
+                                min_rate: ms.bytes_per_sec,
+                            },
+                            None,
+                        ));
+                    }
+                    window = (Instant::now(), 0);
+                }
+            }
+        }
+        if let Some(total) = total
+            && got < cap
+            && got < total
+        {
+            return Err(AttemptError::Transient(
+                Failure::Truncated {
+                    got,
+                    expected: total,
+                },
+                None,
+            ));
+        }
+        sink.finish().map_err(io)?;
+        Ok(Outcome::Done)
+    }
+
+    /// GETs `path` with retries into `sink`, reading at most `max + 1` bytes; resumes what
+    /// the sink holds when `resume`.
+    fn get_into(&self, path: &str, max: u64, sink: &mut dyn Sink, resume: bool) -> Result<Fetched> {
+        let url = self.url_of(path)?;
+        let cap = max.saturating_add(1);
+        let mut stats = Fetched::default();
+        let mut whole = !resume;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.attempt(&url, cap, sink, whole, &mut stats) {
+                Ok(Outcome::Done) => {
+                    stats.found = true;
+                    return Ok(stats);
+                }
+                Ok(Outcome::Missing) => return Ok(stats),
+                Ok(Outcome::Restart) if attempt < self.opts.attempts.max(1) => whole = true,
+                Ok(Outcome::Restart) => {
+                    return Err(Error::Transfer {
+                        url: url.to_string(),
+                        attempts: attempt,
+                        failure: Failure::Other(
+                            "the server answered a range request inconsistently".into(),
+                        ),
+                    });
+                }
+                Err(AttemptError::Permanent(e)) => return Err(e),
+                Err(AttemptError::Transient(failure, retry_after)) => {
+                    if attempt >= self.opts.attempts.max(1) {
+                        return Err(Error::Transfer {
+                            url: url.to_string(),
+                            attempts: attempt,
+                            failure,
+                        });
+                    }
+                    stats.retries += 1;
+                    std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
+                }
+            }
+        }
+    }
+
+    /// Reads `path` into memory: `None` when absent, else at most `max + 1` bytes (the
+    /// [`cuda_aot::source::RegistrySource`] contract), with the same timeouts and retries.
+    pub fn get(&self, path: &str, max: u64) -> Result<Option<Vec<u8>>> {
+        let mut sink = MemSink(Vec::new());
+        let f = self.get_into(path, max, &mut sink, false)?;
+        Ok(f.found.then_some(sink.0))
+    }
+
+    /// Sends one request built by `make` (a PUT of a publish), retrying transient failures
+    /// (connection errors, timeouts, 408/429/5xx) with backoff; returns the final response
+    /// whatever its status.
+    pub fn send_with_retries(
+        &self,
+        url: &reqwest::Url,
+        make: &dyn Fn(&Client) -> reqwest::blocking::RequestBuilder,
+    ) -> Result<(Response, u32)> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut req = make(&self.client);
+            if let Some(t) = &self.opts.bearer_token {
+                req = req.bearer_auth(t);
+            }
+            let (failure, retry_after) = match req.send() {
+                Ok(r) if is_transient_status(r.status()) => {
+                    let ra = r
+                        .headers()
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    (Failure::Status(r.status().as_u16()), ra)
+                }
+                Ok(r) => return Ok((r, attempt - 1)),
+                Err(e) => match transient(&e, &self.opts) {
+                    AttemptError::Transient(f, ra) => (f, ra),
+                    AttemptError::Permanent(e) => return Err(e),
+                },
+            };
+            if attempt >= self.opts.attempts.max(1) {
+                return Err(Error::Transfer {
+                    url: url.to_string(),
+                    attempts: attempt,
+                    failure,
+                });
+            }
+            std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
+        }
+    }
+}
+
+/// Where a download goes: a staging file (resumable) or memory.
+trait Sink {
+    /// Bytes already held from an earlier attempt.
+    fn existing(&self) -> u64;
+    /// Keeps the first `keep` bytes and positions after them.
+    fn start(&mut self, keep: u64) -> std::io::Result<()>;
+    /// Appends.
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()>;
+    /// Makes the bytes durable.
+    fn finish(&mut self) -> std::io::Result<()>;
+    /// For messages.
+    fn describe(&self) -> std::path::PathBuf;
+}
+
+struct FileSink<'a> {
+    path: &'a Path,
+    file: Option<File>,
+}
+
+impl Sink for FileSink<'_> {
+    fn existing(&self) -> u64 {
+        fs::metadata(self.path).map(|m| m.len()).unwrap_or(0)
+    }
+    fn start(&mut self, keep: u64) -> std::io::Result<()> {
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(self.path)?;
+        f.set_len(keep)?;
+        f.seek(SeekFrom::Start(keep))?;
+        self.file = Some(f);
+        Ok(())
+    }
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.write_all(b),
+            None => Err(std::io::Error::other("sink not started")),
+        }
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self.file.take() {
+            Some(f) => f.sync_all(),
+            None => Ok(()),
+        }
+    }
+    fn describe(&self) -> std::path::PathBuf {
+        self.path.to_path_buf()
+    }
+}
+
+struct MemSink(Vec<u8>);
+
+impl Sink for MemSink {
+    fn existing(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn start(&mut self, keep: u64) -> std::io::Result<()> {
+        self.0.truncate(usize::try_from(keep).unwrap_or(usize::MAX));
+        Ok(())
+    }
+    fn write(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(b);
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn describe(&self) -> std::path::PathBuf {
+        "<memory>".into()
+    }
+}
+
+impl Remote for HttpRemote {
+    fn fetch(&self, path: &str, max: u64, dest: &Path, resume: bool) -> Result<Fetched> {
+        let mut sink = FileSink {
+            path: dest,
+            file: None,
+        };
+        let f = self.get_into(path, max, &mut sink, resume)?;
+        if !f.found {
+            let _ = fs::remove_file(dest);
+        }
+        Ok(f)
+    }
+
+    fn describe(&self) -> String {
+        self.base.to_string()
+    }
+}
+
+/// Parses a registry base URL: http or https, no query or fragment, ending with `/`.
+pub fn parse_base(url: &str) -> Result<reqwest::Url> {
+    let bad = |reason: &str| Error::BadUrl {
+        url: url.into(),
+        reason: reason.into(),
+    };
+    let mut u = reqwest::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(bad("only http:// and https:// are fetched over HTTP"));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(bad("a registry URL has no query or fragment"));
+    }
+    if !u.path().ends_with('/') {
+        let p = format!("{}/", u.path());
+        u.set_path(&p);
+    }
+    Ok(u)
+}
+
+/// 408, 425, 429 and the 5xx that a retry can outlast.
+pub(crate) fn is_transient_status(s: StatusCode) -> bool {
+    matches!(s.as_u16(), 408 | 425 | 429 | 500 | 502 | 503 | 504)
+}
+
+fn transient(e: &reqwest::Error, opts: &HttpOptions) -> AttemptError {
+    let failure = if e.is_timeout() {
+        Failure::Timeout {
+            secs: opts.read_timeout.as_secs(),
+        }
+    } else if e.is_connect() {
+        Failure::Connect(root_cause(e))
+    } else {
+        Failure::Other(root_cause(e))
+    };
+    AttemptError::Transient(failure, None)
+}
+
+fn read_failure(e: &std::io::Error, opts: &HttpOptions) -> Failure {
+    let timed_out = e.kind() == std::io::ErrorKind::TimedOut
+        || e.get_ref()
+            .and_then(|i| i.downcast_ref::<reqwest::Error>())
+            .is_some_and(|r| r.is_timeout());
+    if timed_out {
+        Failure::Timeout {
+            secs: opts.read_timeout.as_secs(),
+        }
+    } else {
+        Failure::Other(root_cause(e))
+    }
+}
+
+/// The innermost error message (reqwest wraps hyper wraps io).
+pub(crate) fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur: &dyn std::error::Error = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+fn content_length(resp: &Response) -> Option<u64> {
+    resp.headers()
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// `Content-Range: bytes START-END/TOTAL` → (START, TOTAL if known).
+fn content_range(resp: &Response) -> Option<(u64, Option<u64>)> {
+    let v = resp.headers().get(CONTENT_RANGE)?.to_str().ok()?;
+    let rest = v.strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (start, _end) = range.split_once('-')?;
+    Some((start.trim().parse().ok()?, total.trim().parse().ok()))
+}
+
+/// `Content-Range: bytes */TOTAL` of a 416.
+fn unsatisfied_total(resp: &Response) -> Option<u64> {
+    let v = resp.headers().get(CONTENT_RANGE)?.to_str().ok()?;
+    v.strip_prefix("bytes */")?.trim().parse().ok()
+}
+
+/// The text of a (short) response body: at most 2 KiB of it, trimmed.
+pub(crate) fn body_text(resp: Response) -> String {
+    let mut buf = Vec::new();
+    let _ = resp.take(2048).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).trim().to_string()
+}
+
+/// Reads at most `max + 1` bytes of a local file (the bytes a [`Remote`] left in `dest`).
+pub(crate) fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
+    let f = File::open(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut out = Vec::new();
+    f.take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_end_with_a_slash_and_other_schemes_are_refused() {
+        assert_eq!(
+            parse_base("http://127.0.0.1:8080/reg").unwrap().as_str(),
+            "http://127.0.0.1:8080/reg/"
+        );
+        assert_eq!(
+            parse_base("https://cdn.example/r/").unwrap().as_str(),
+            "https://cdn.example/r/"
+        );
+        for bad in ["ftp://x/", "file:///tmp/r", "http://x/?q=1", "not a url"] {
+            assert!(
+                matches!(parse_base(bad), Err(Error::BadUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_is_capped_and_honours_retry_after() {
+        let o = HttpOptions {
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            ..HttpOptions::default()
+        };
+        for retry in 1..=3u32 {
+            let w = o.backoff_for(retry, None);
+            let full = Duration::from_millis(100 * (1 << (retry - 1)));
+            assert!(w >= full / 2 && w <= full, "retry {retry}: {w:?}");
+        }
+        assert!(o.backoff_for(30, None) <= Duration::from_secs(1));
+        assert_eq!(
+            o.backoff_for(1, Some(Duration::from_secs(60))),
+            Duration::from_secs(1),
+            "Retry-After is capped"
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! The command line of `serve`, shared by the `cuda-aot-registry` binary and
+//! `cargo xtask serve`, so both run exactly the same server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{PublishSettings, ServeOptions, Server, shutdown_signal};
+use crate::error::{Error, Result};
+
+/// Serve a registry folder over HTTP: GET and HEAD for anyone, with strong ETags (blake3),
+/// Range and conditional requests. One JSON line per request on stdout; SIGTERM stops
+/// accepting and lets in-flight requests finish.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// The registry folder.
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+    /// Address to listen on (port 0: a free port, printed in the `listening` line).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Open connections at most; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Seconds a client has to send its request headers.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds in-flight requests may take to finish after SIGTERM.
+    #[arg(long, value_name = "N", default_value_t = 30)]
+    pub shutdown_grace_secs: u64,
+    /// Do not write the per-request log lines.
+    #[arg(long)]
+    pub no_access_log: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Accept publishes (PUT) from clients sending this file's token as a bearer token
+    /// (one line, at least 16 characters, mode 0600). Needs --trust.
+    #[arg(long, value_name = "FILE", requires = "trust")]
+    pub publish_token_file: Option<PathBuf>,
+    /// The trust root every published file is checked against (publishing only).
+    #[arg(long, value_name = "FILE", requires = "publish_token_file")]
+    pub trust: Option<PathBuf>,
+    /// The largest blob upload accepted, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_upload_mib: u64,
+}
+
+impl ServeArgs {
+    /// The server options these arguments select (reading the token and trust root files
+    /// when publishing is on).
+    pub fn options(&self) -> Result<ServeOptions> {
+        let mut o = ServeOptions::new(self.root.clone());
+        o.max_connections = self.max_connections;
+        o.header_timeout = Duration::from_secs(self.header_timeout_secs);
+        o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
+        o.access_log = !self.no_access_log;
+        o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);
+        if let (Some(token), Some(trust)) = (&self.publish_token_file, &self.trust) {
+            o.publish =
+                Some(
+                    PublishSettings::load(token, trust).map_err(|reason| Error::Serve {
+                        addr: self.addr.to_string(),
+                        reason: format!("publishing cannot start: {reason}"),
+                    })?,
+                );
+        }
+        Ok(o)
+    }
+
+    /// Runs the server until SIGTERM or SIGINT (blocking; starts its own runtime).
+    pub fn run(&self) -> Result<()> {
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = self.threads {
+            rt.worker_threads(n.max(1));
+        }
+        let rt = rt.enable_all().build().map_err(|e| Error::Serve {
+            addr: self.addr.to_string(),
+            reason: format!("cannot start the runtime: {e}"),
+        })?;
+        let opts = self.options()?;
+        rt.block_on(async {
+            let server = Server::bind(self.addr, opts).await?;
+            server.run(shutdown_signal()).await
+        })
+    }
+}

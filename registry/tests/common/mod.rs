@@ -1,0 +1,538 @@
+//! Shared fixtures of the registry's integration tests: generated keys and trust root, a
+//! directory registry published with the real publisher (real cubins, and a large PTX
+//! module for mid-transfer faults), the real `cuda-aot-registry serve` process, and a
+//! fault-injecting TCP proxy that sits between a client and a real server.
+
+#![allow(dead_code)] // each test file uses a subset
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cuda_aot::envelope::Envelope;
+use cuda_aot::metadata::{Attested, BuildStatement, Document, MaxExpiry, Role, Roles, Root, Time};
+use cuda_aot::source::DirSource;
+use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
+use cuda_aot::*;
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
+
+/// A module as the build writes it: its manifest and blob.
+pub type Module = (Manifest, Vec<u8>);
+/// A manifest file and its blob, as a signed build holds them.
+pub type ManifestAndBlob = (Vec<u8>, Vec<u8>);
+
+/// Signs any document with `signers`.
+pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
+    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
+}
+
+/// A fresh random key (tests generate keys; none is ever committed).
+pub fn key() -> SecretKey {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).unwrap();
+    SecretKey::from_seed(seed)
+}
+
+/// A file of the workspace's `tests/data/`.
+pub fn data(rel: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The keys of one trust root.
+pub struct Keys {
+    pub root: SecretKey,
+    pub builder: SecretKey,
+    pub reviewer: SecretKey,
+    pub publisher: SecretKey,
+}
+
+impl Keys {
+    pub fn new() -> Self {
+        Keys {
+            root: key(),
+            builder: key(),
+            reviewer: key(),
+            publisher: key(),
+        }
+    }
+
+    pub fn root_file(&self) -> Vec<u8> {
+        let one = |k: &SecretKey| Role {
+            keys: vec![k.public()],
+            threshold: 1,
+        };
+        let root = Root {
+            schema: Root::SCHEMA.into(),
+            version: 1,
+            expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
+            channel: Channel::Dev,
+            max_expiry: MaxExpiry::DEFAULT,
+            roles: Roles {
+                root: one(&self.root),
+                builder: one(&self.builder),
+                reviewer: one(&self.reviewer),
+                publisher: one(&self.publisher),
+            },
+        };
+        sign_doc(&root, &[&self.root])
+    }
+}
+
+/// The kernels of a blob as the build records them (cubin or PTX).
+pub fn functions_of(blob: &[u8]) -> Vec<Function> {
+    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
+        Ok(info) => info
+            .kernels
+            .into_iter()
+            .map(|k| (k.symbol, k.abi))
+            .collect(),
+        Err(_) => cuda_aot::ptx::inspect(blob)
+            .map(|p| p.kernels)
+            .unwrap_or_default(),
+    };
+    kernels
+        .into_iter()
+        .map(|(symbol, abi)| Function {
+            symbol: FunctionName::new(&symbol).unwrap(),
+            name: KernelName::new(&symbol).unwrap(),
+            signature: None,
+            abi,
+        })
+        .collect()
+}
+
+/// A manifest for `blob`, as the build would write it (`compute_*` targets are PTX).
+pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
+    let ptx = target.starts_with("compute_");
+    Manifest {
+        schema: Manifest::SCHEMA.into(),
+        identity: Identity {
+            module: ModuleName::new(module).unwrap(),
+            sm: target.parse().unwrap(),
+            kind: if ptx { Kind::Ptx } else { Kind::Cubin },
+            toolkit: Toolkit {
+                nvcc: "13.0.88".into(),
+                digest: Digest::of(b"toolkit"),
+                source: "pinned-wheels".into(),
+            },
+            driver_floor: "13.0".parse().unwrap(),
+            host_toolchain: "g++ 12.2.0".into(),
+            flags: vec![format!("-arch={target}")],
+            include_dirs: vec![],
+            source_digest: Digest::of(b"add.cu"),
+            protocol: "test-v1".into(),
+            geometry: BTreeMap::new(),
+            schedule_version: 1,
+        },
+        module_digest: Digest::of(blob),
+        size: blob.len() as u64,
+        functions: functions_of(blob),
+        channel: Channel::Dev,
+    }
+}
+
+/// PTX text of `add.cu` padded with comment lines to about `size` bytes: a large module
+/// whose transfer takes long enough to be interrupted.
+pub fn big_ptx(size: usize, salt: u64) -> Vec<u8> {
+    let mut b = data("elf/add_compute_90.ptx");
+    let mut n = salt;
+    while b.len() < size {
+        n = n
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        b.extend_from_slice(format!("// pad {n:016x}\n").as_bytes());
+    }
+    b
+}
+
+/// A temporary directory registry with a trust root.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub keys: Keys,
+    pub root_file: Vec<u8>,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let keys = Keys::new();
+        let root_file = keys.root_file();
+        let f = Fixture {
+            dir: tempfile::tempdir().unwrap(),
+            keys,
+            root_file,
+        };
+        f.registry().ensure_root(&f.root_file).unwrap();
+        f
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn reg_path(&self) -> PathBuf {
+        self.path("registry")
+    }
+
+    pub fn registry(&self) -> DirRegistry {
+        DirRegistry::new(self.reg_path())
+    }
+
+    /// A module: the real cubin of `add` for `sm_*`, or PTX for `compute_*` (padded to
+    /// `pad` bytes when given).
+    pub fn module(&self, target: &str, pad: Option<usize>) -> Module {
+        let blob = match (target.starts_with("compute_"), pad) {
+            (true, Some(n)) => big_ptx(n, 7),
+            (true, None) => data(&format!("elf/add_{target}.ptx")),
+            (false, _) => data(&format!("elf/add_{target}.cubin")),
+        };
+        (manifest("add", target, &blob), blob)
+    }
+
+    /// Publishes `add` for each target.
+    pub fn publish(&self, targets: &[&str]) -> Published {
+        let mods: Vec<_> = targets.iter().map(|t| self.module(t, None)).collect();
+        self.publish_modules(&mods)
+    }
+
+    /// Publishes `mods` as one build signed by the fixture's builder, keeping the entries
+    /// of earlier builds (so each publish adds to the registry).
+    pub fn publish_modules(&self, mods: &[Module]) -> Published {
+        let anchor = &self.root_file;
+        let root = cuda_aot::trust::verify_anchor(anchor, &Limits::default(), "root").unwrap();
+        let (statement, files) = build(mods, &self.keys.builder);
+        let release = Release {
+            build: SignedBuild::new(&root, statement, files).unwrap(),
+            promotions: vec![],
+        };
+        let opts = PublishOptions {
+            keep_unlisted: true,
+            ..PublishOptions::default()
+        };
+        self.registry()
+            .publish(anchor, &release, &[&self.keys.publisher], &opts)
+            .unwrap()
+    }
+
+    /// The registry file of a module's blob.
+    pub fn blob_rel(m: &Module) -> String {
+        cuda_aot::source::layout::blob(&m.0.module_digest)
+    }
+}
+
+/// A signed build of `mods`: the build statement (signed by `builder`) and each manifest
+/// file with its blob.
+pub fn build(mods: &[Module], builder: &SecretKey) -> (Vec<u8>, Vec<ManifestAndBlob>) {
+    let files: Vec<(Vec<u8>, Vec<u8>)> = mods
+        .iter()
+        .map(|(m, b)| (json::to_vec(m), b.clone()))
+        .collect();
+    let mut manifests: Vec<Attested> = mods
+        .iter()
+        .zip(&files)
+        .map(|((m, _), (f, _))| Attested {
+            module: m.identity.module.clone(),
+            sm: m.identity.sm,
+            kind: m.identity.kind,
+            manifest: Digest::of(f),
+            manifest_size: f.len() as u64,
+        })
+        .collect();
+    manifests.sort();
+    let statement = BuildStatement {
+        schema: BuildStatement::SCHEMA.into(),
+        channel: Channel::Dev,
+        manifests,
+    };
+    (sign_doc(&statement, &[builder]), files)
+}
+
+/// Verifies the registry folder `dir` fully (metadata and every blob) against `root_file`.
+pub fn verify_dir(dir: &Path, root_file: &[u8]) -> Result<VerifiedIndex> {
+    let src = DirSource::new(dir);
+    let idx = verify_index(&src, root_file, Default::default(), &Options::default())?;
+    for m in idx.manifests() {
+        idx.load_module(&src, m, &Default::default())?;
+    }
+    Ok(idx)
+}
+
+/// The real `cuda-aot-registry serve` process.
+pub struct ServeProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub log: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl ServeProcess {
+    /// Starts it on `addr` (port 0: a free one) serving `root`, with `extra` arguments, and
+    /// waits for its `listening` line.
+    pub fn start(root: &Path, addr: &str, extra: &[&str]) -> ServeProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cuda-aot-registry"))
+            .arg("serve")
+            .arg("--root")
+            .arg(root)
+            .args(["--addr", addr])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start cuda-aot-registry serve");
+        let stdout = child.stdout.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: serde_json::Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("log line is not JSON ({e}): {line}"));
+                if v["event"] == "listening" {
+                    let _ = tx.send(v["addr"].as_str().unwrap().to_string());
+                }
+                log2.lock().unwrap().push(v);
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("serve printed its listening line")
+            .parse()
+            .unwrap();
+        ServeProcess { child, addr, log }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Sends SIGTERM.
+    pub fn term(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -TERM");
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The request log lines (those with a `status`).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|v| v.get("status").is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until a log line satisfies `f`.
+    pub fn wait_log(&self, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let t = Instant::now();
+        loop {
+            if let Some(v) = self.log.lock().unwrap().iter().find(|v| f(v)) {
+                return v.clone();
+            }
+            assert!(t.elapsed() < Duration::from_secs(20), "no such log line");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How a [`FaultProxy`] passes the server's bytes on to the client.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode {
+    /// As fast as they come.
+    Pass,
+    /// At most this many bytes per second.
+    Throttle(u64),
+    /// One byte, then this pause, forever: a server that trickles.
+    Trickle(Duration),
+}
+
+/// A TCP proxy in front of a real server that can slow its answers down; counts the
+/// bytes it passed to clients. Connections to a dead upstream are closed at once.
+pub struct FaultProxy {
+    pub addr: SocketAddr,
+    pub forwarded: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    clients: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl FaultProxy {
+    pub fn start(upstream: SocketAddr, mode: Mode) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let forwarded = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients = Arc::new(Mutex::new(Vec::new()));
+        let (fw, st, cl) = (forwarded.clone(), stop.clone(), clients.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                cl.lock().unwrap().push(client.try_clone().unwrap());
+                let fw = fw.clone();
+                std::thread::spawn(move || {
+                    let Ok(server) = TcpStream::connect(upstream) else {
+                        let _ = client.shutdown(Shutdown::Both);
+                        return;
+                    };
+                    let (mut c_read, mut s_write) =
+                        (client.try_clone().unwrap(), server.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut c_read, &mut s_write);
+                        let _ = s_write.shutdown(Shutdown::Write);
+                    });
+                    pump(server, client, mode, &fw);
+                });
+            }
+        });
+        FaultProxy {
+            addr,
+            forwarded,
+            stop,
+            clients,
+        }
+    }
+
+    /// Drops every client connection at once, as when the server's host goes away: bytes
+    /// still buffered between the server and the proxy are not delivered.
+    pub fn cut(&self) {
+        for c in self.clients.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: Mode, count: &AtomicU64) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let start = Instant::now();
+    let mut sent = 0u64;
+    loop {
+        let chunk = match mode {
+            Mode::Trickle(_) => 1,
+            Mode::Throttle(rate) => ((rate / 20).max(1) as usize).min(buf.len()),
+            Mode::Pass => buf.len(),
+        };
+        let n = match from.read(&mut buf[..chunk]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        sent += n as u64;
+        count.fetch_add(n as u64, Ordering::Relaxed);
+        match mode {
+            Mode::Trickle(pause) => std::thread::sleep(pause),
+            Mode::Throttle(rate) => {
+                let due = Duration::from_secs_f64(sent as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            Mode::Pass => {}
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// A raw HTTP/1.1 GET: the status line, the headers (lower-case names) and the body.
+pub fn http_get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+    raw_request(addr, "GET", path, headers)
+}
+
+/// A raw HTTP/1.1 request with `Connection: close`.
+pub fn raw_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Response {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    req += "\r\n";
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let body = raw[split + 4..].to_vec();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A response read by [`raw_request`].
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}

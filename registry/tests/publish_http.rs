@@ -1,0 +1,338 @@
+//! Publishing over HTTP to the real `cuda-aot-registry serve` process: the library's
+//! `HttpStore` publishes and a client syncs what it published; a valid token alone cannot
+//! publish (wrongly signed statements, indexes and manifests nobody attested are refused,
+//! and nothing becomes visible); uploads are capped, conditional, and authenticated.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use cuda_aot::metadata::{DocRef, Index, IndexEntry, IndexRef, Time, Timestamp};
+use cuda_aot::source::layout;
+use cuda_aot::{Digest, Limits, SecretKey};
+use cuda_aot_registry::http_store::HttpStore;
+use cuda_aot_registry::remote::{HttpOptions, HttpRemote};
+use cuda_aot_registry::sync::{SyncOptions, sync};
+use cuda_aot_registry::{Error, PublishOptions, Published, Release, SignedBuild, Store};
+
+const TOKEN: &str = "s3cret-token-for-tests-0123456789";
+
+/// A publishing server over an empty registry folder, trusting the fixture's root.
+fn publishing_server(f: &Fixture) -> ServeProcess {
+    let token = f.path("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(f.path("root.json"), &f.root_file).unwrap();
+    let served = f.path("served");
+    std::fs::create_dir_all(&served).unwrap();
+    ServeProcess::start(
+        &served,
+        "127.0.0.1:0",
+        &[
+            "--publish-token-file",
+            token.to_str().unwrap(),
+            "--trust",
+            f.path("root.json").to_str().unwrap(),
+        ],
+    )
+}
+
+fn store(s: &ServeProcess, token: &str) -> HttpStore {
+    HttpStore::new(
+        &s.url(),
+        token,
+        HttpOptions {
+            attempts: 2,
+            backoff: Duration::from_millis(10),
+            ..HttpOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn publish_via(
+    st: &dyn Store,
+    f: &Fixture,
+    mods: &[Module],
+    publisher: &SecretKey,
+) -> Result<Published, Error> {
+    let root = cuda_aot::trust::verify_anchor(&f.root_file, &Limits::default(), "root").unwrap();
+    let (statement, files) = build(mods, &f.keys.builder);
+    let release = Release {
+        build: SignedBuild::new(&root, statement, files)?,
+        promotions: vec![],
+    };
+    cuda_aot_registry::publish::ensure_root(st, &f.root_file)?;
+    cuda_aot_registry::publish::publish(
+        st,
+        &f.root_file,
+        &release,
+        &[publisher],
+        &PublishOptions::default(),
+    )
+}
+
+fn put(s: &ServeProcess, rel: &str, body: &[u8], headers: &[(&str, &str)]) -> (u16, String) {
+    cuda_aot_registry::remote::install_tls_provider();
+    let client = reqwest::blocking::Client::new();
+    let mut r = client.put(format!("{}{rel}", s.url())).body(body.to_vec());
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let resp = r.send().unwrap();
+    (resp.status().as_u16(), resp.text().unwrap())
+}
+
+fn bearer() -> (&'static str, String) {
+    ("Authorization", format!("Bearer {TOKEN}"))
+}
+
+fn visible(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for top in ["timestamp.json", "index"] {
+        let p = dir.join(top);
+        if p.exists() {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_release_published_over_http_syncs_and_verifies() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let st = store(&s, TOKEN);
+    let mods = [f.module("sm_80", None), f.module("sm_90", None)];
+    let p = publish_via(&st, &f, &mods, &f.keys.publisher).unwrap();
+    assert_eq!(
+        (p.index_version, p.unchanged, p.blobs_written),
+        (1, false, 2)
+    );
+    // The same build again commits nothing.
+    let p = publish_via(&st, &f, &mods, &f.keys.publisher).unwrap();
+    assert!(
+        p.unchanged && p.blobs_written == 0 && p.blobs_reused == 2,
+        "{p:?}"
+    );
+
+    let target = f.path("mirror");
+    let remote = HttpRemote::new(&s.url(), HttpOptions::default()).unwrap();
+    let r = sync(&remote, &target, &f.root_file, &SyncOptions::default()).unwrap();
+    assert_eq!((r.index_version, r.modules), (1, 2));
+    assert_eq!(
+        verify_dir(&target, &f.root_file).unwrap().index().version,
+        1
+    );
+
+    // A second build: index v2, visible to the next sync.
+    let p = publish_via(&st, &f, &[f.module("sm_120", None)], &f.keys.publisher).unwrap();
+    assert_eq!(p.index_version, 2);
+    let r = sync(&remote, &target, &f.root_file, &SyncOptions::default()).unwrap();
+    assert_eq!((r.index_version, r.modules), (2, 1));
+
+    // Each accepted write was logged with what the server did.
+    let notes: Vec<String> = s
+        .requests()
+        .iter()
+        .filter(|v| v["method"] == "PUT")
+        .map(|v| format!("{} {}", v["status"], v["note"].as_str().unwrap_or("")))
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("201 stored blob")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("200 blob already present")),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("201 committed timestamp v1")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn without_the_token_nothing_is_accepted() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let mods = [f.module("sm_90", None)];
+    let err = publish_via(
+        &store(&s, "wrong-token-0123456789"),
+        &f,
+        &mods,
+        &f.keys.publisher,
+    )
+    .unwrap_err();
+    assert!(matches!(&err, Error::Status { status: 401, .. }), "{err}");
+    assert!(err.fix().contains("token"), "{}", err.fix());
+    let blob = mods[0].1.clone();
+    let (status, _) = put(&s, &Fixture::blob_rel(&mods[0]), &blob, &[]);
+    assert_eq!(status, 401);
+    assert!(
+        std::fs::read_dir(f.path("served"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_valid_token_alone_cannot_publish() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let auth = bearer();
+    let h = [(auth.0, auth.1.as_str())];
+    let thief = key();
+    // Content-addressed files are inert bytes: accepted when they hash to their name.
+    let m = f.module("sm_90", None);
+    let (statement, files) = build(std::slice::from_ref(&m), &thief);
+    let (manifest_file, blob) = &files[0];
+    assert_eq!(put(&s, &Fixture::blob_rel(&m), blob, &h).0, 201);
+    let manifest_rel = layout::manifest(&Digest::of(manifest_file));
+    assert_eq!(put(&s, &manifest_rel, manifest_file, &h).0, 201);
+    // A blob that does not hash to its name is refused.
+    let (status, text) = put(&s, &Fixture::blob_rel(&m), b"not the blob", &h);
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("blake3"), "{text}");
+
+    // A build statement signed by a key the trust root does not list as a builder.
+    let stmt_rel = layout::statement(&Digest::of(&statement));
+    let (status, text) = put(&s, &stmt_rel, &statement, &h);
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("builder"), "{text}");
+
+    // An index signed by a key that is not the publisher's.
+    let entry = IndexEntry {
+        module: m.0.identity.module.clone(),
+        sm: m.0.identity.sm,
+        kind: m.0.identity.kind,
+        manifest: Digest::of(manifest_file),
+        manifest_size: manifest_file.len() as u64,
+        identity: m.0.identity.digest(),
+        statement: Digest::of(&statement),
+        since: 1,
+    };
+    let index = Index {
+        schema: Index::SCHEMA.into(),
+        version: 1,
+        expires: Time::now().plus(Duration::from_secs(86_400)),
+        channel: cuda_aot::Channel::Dev,
+        statements: vec![DocRef {
+            digest: Digest::of(&statement),
+            size: statement.len() as u64,
+        }],
+        promotions: vec![],
+        entries: vec![entry],
+    };
+    let forged = sign_doc(&index, &[&thief]);
+    let (status, text) = put(
+        &s,
+        &layout::index(1),
+        &forged,
+        &[h[0], ("If-None-Match", "*")],
+    );
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("publisher"), "{text}");
+
+    // Even the publisher's own signature cannot make a manifest visible that no builder
+    // attested: the index is staged, and the timestamp that would publish it is refused
+    // by the full verification.
+    let root_rel = layout::root(1);
+    assert_eq!(put(&s, &root_rel, &f.root_file, &h).0, 201);
+    let index_file = sign_doc(&index, &[&f.keys.publisher]);
+    let (status, text) = put(
+        &s,
+        &layout::index(1),
+        &index_file,
+        &[h[0], ("If-None-Match", "*")],
+    );
+    assert_eq!(status, 201, "{text}");
+    let ts = Timestamp {
+        schema: Timestamp::SCHEMA.into(),
+        version: 1,
+        expires: Time::now().plus(Duration::from_secs(3_600)),
+        index: IndexRef {
+            version: 1,
+            digest: Digest::of(&index_file),
+            size: index_file.len() as u64,
+        },
+    };
+    let ts_file = sign_doc(&ts, &[&f.keys.publisher]);
+    let (status, text) = put(
+        &s,
+        layout::TIMESTAMP,
+        &ts_file,
+        &[h[0], ("If-None-Match", "*")],
+    );
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains(&format!("{stmt_rel}: missing")), "{text}");
+    assert!(!text.contains(f.path("served").to_str().unwrap()), "{text}");
+    assert!(
+        visible(&f.path("served")).is_empty(),
+        "no index or timestamp became visible"
+    );
+}
+
+#[test]
+fn writes_are_conditional_and_capped() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let auth = bearer();
+    let h = [(auth.0, auth.1.as_str())];
+    // The timestamp is replaced only with a condition.
+    let (status, text) = put(&s, layout::TIMESTAMP, b"{}", &h);
+    assert_eq!(status, 428, "{text}");
+    // An index only with If-None-Match: *.
+    let (status, _) = put(&s, &layout::index(1), b"{}", &h);
+    assert_eq!(status, 428);
+    // A body over the kind's limit is refused before it is read.
+    let big = vec![b' '; Limits::default().timestamp as usize + 1];
+    let (status, _) = put(&s, layout::TIMESTAMP, &big, &[h[0], ("If-None-Match", "*")]);
+    assert_eq!(status, 413);
+    // Not a registry path, or a kind the server does not accept.
+    assert_eq!(put(&s, "notes/readme.txt", b"x", &h).0, 404);
+    assert_eq!(put(&s, ".lock", b"x", &h).0, 404);
+    // Reads stay open to anyone.
+    assert_eq!(http_get(s.addr, "/healthz", &[]).status, 200);
+    let r = raw_request(s.addr, "DELETE", "/timestamp.json", &[]);
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, HEAD, PUT"));
+}
+
+#[test]
+fn a_publishing_server_refuses_to_start_with_a_readable_token_file() {
+    let f = Fixture::new();
+    let token = f.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(f.path("root.json"), &f.root_file).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cuda-aot-registry"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--root"])
+        .arg(f.reg_path())
+        .arg("--publish-token-file")
+        .arg(&token)
+        .arg("--trust")
+        .arg(f.path("root.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("chmod 600"), "{err}");
+    // And publishing needs both the token and the trust root.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cuda-aot-registry"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--root"])
+        .arg(f.reg_path())
+        .arg("--publish-token-file")
+        .arg(&token)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "usage error");
+}

@@ -1,0 +1,387 @@
+//! The registry over the network with real processes: a fresh release (real nvcc builds,
+//! dev keys) served by `serve` and by a stock nginx (no cuda-aot code on the server),
+//! synced with `cargo xtask sync` into folders that `cargo xtask verify` accepts.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::xtask;
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A server process started through xtask; SIGTERM and reaped on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Runs `xtask <args>` and waits for its first JSON line naming `addr`, then for the
+    /// port to accept connections.
+    fn start(args: &[&str], extra: &[&Path]) -> Server {
+        let mut cmd = xtask();
+        cmd.args(args).args(extra).stdout(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
+        // Keep draining the rest (serve's access log) so the pipe never fills.
+        std::thread::spawn(move || for _ in lines {});
+        let t = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{args:?} not listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, addr }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in walkdir(dir) {
+        let rel = e.strip_prefix(dir).unwrap().to_string_lossy().to_string();
+        if rel.starts_with('.') || rel.contains("/.") {
+            continue;
+        }
+        out.push((rel, std::fs::read(&e).unwrap()));
+    }
+    out.sort();
+    out
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
+    let to = tmp.join(name);
+    let state = tmp.join(format!("{name}.state.json"));
+    let out = run_ok(
+        xtask()
+            .args(["sync", "--from", url, "--to"])
+            .arg(&to)
+            .arg("--state")
+            .arg(&state),
+    );
+    let synced = String::from_utf8_lossy(&out.stdout).to_string();
+    let out = run_ok(
+        xtask()
+            .args(["verify", "--registry"])
+            .arg(&to)
+            .arg("--state")
+            .arg(tmp.join(format!("{name}.verify-state.json"))),
+    );
+    (synced, String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// One fresh release per test binary (real nvcc builds, dev keys): `registry/` and the
+/// signed build output `out/`.
+fn release() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        common::toolkit_root();
+        // A fixed folder, replaced on each run (a static is never dropped to clean up).
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("network-release");
+        let _ = std::fs::remove_dir_all(&d);
+        run_ok(
+            xtask()
+                .args(["release", "--registry"])
+                .arg(d.join("registry"))
+                .arg("--out")
+                .arg(d.join("out")),
+        );
+        d
+    })
+}
+
+#[test]
+fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_accepts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = release().join("registry");
+    let published = files_under(&reg);
+
+    let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
+    let (synced, table) = sync_and_verify(&serve.url(), tmp.path(), "from-serve");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
+
+    let nginx = Server::start(
+        &["servers", "nginx", "--workers", "1", "--root"],
+        &[&reg, Path::new("--work"), &tmp.path().join("nginx")],
+    );
+    let (synced, table2) = sync_and_verify(&nginx.url(), tmp.path(), "from-nginx");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert_eq!(table2, table, "both mirrors hold the same verified release");
+
+    // Each mirror holds exactly the published files (all but root/1, the anchor itself,
+    // which the verifier never reads from a registry).
+    let expected: Vec<_> = published
+        .into_iter()
+        .filter(|(p, _)| p != "root/1.root.json")
+        .collect();
+    assert_eq!(files_under(&tmp.path().join("from-serve")), expected);
+    assert_eq!(files_under(&tmp.path().join("from-nginx")), expected);
+
+    // A second sync from the static server transfers only the timestamp.
+    let out = run_ok(
+        xtask()
+            .args(["sync", "--from", &nginx.url(), "--to"])
+            .arg(tmp.path().join("from-nginx"))
+            .arg("--state")
+            .arg(tmp.path().join("from-nginx.state.json")),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("up to date "), "{text}");
+    assert!(text.contains("fetched 1 file(s)"), "{text}");
+}
+
+#[test]
+fn a_release_round_trips_through_an_oci_registry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = Server::start(
+        &["servers", "oci", "--storage"],
+        &[
+            &tmp.path().join("oci-storage"),
+            Path::new("--work"),
+            &tmp.path().join("oci-work"),
+        ],
+    );
+    let reference = format!("oci://{}/cuda-aot/release:stable", oci.addr);
+    let out = release().join("out");
+    let publish = |out: &Path| {
+        let o = run_ok(xtask().args(["publish", "--registry", &reference]).arg(out));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let text = publish(&out);
+    assert!(text.contains("published index v1 "), "{text}");
+    assert!(text.contains("OCI layers"), "{text}");
+    let (synced, table) = sync_and_verify(&reference, tmp.path(), "pulled");
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
+    let local_reg = files_under(&release().join("registry"));
+    let modules = local_reg
+        .iter()
+        .filter(|(p, _)| p.starts_with("manifests/"))
+        .count();
+    assert!(
+        table.contains(&format!("{modules} module(s)")),
+        "every module of the release came back: {table}"
+    );
+    // The same build again: the tag already holds it, nothing is pushed.
+    let text = publish(&out);
+    assert!(text.contains("unchanged: index v1 "), "{text}");
+    assert!(!text.contains("OCI layers"), "{text}");
+
+    // The next build (one module only) is published on top of what the tag holds: index
+    // v2; a sync fetches only the new timestamp, index and build statement.
+    let out2 = tmp.path().join("out2");
+    run_ok(
+        xtask()
+            .args(["build", "--module", "ntt", "--out"])
+            .arg(&out2),
+    );
+    run_ok(xtask().arg("sign").arg(&out2));
+    let text = publish(&out2);
+    assert!(text.contains("published index v2 "), "{text}");
+    let o = run_ok(
+        xtask()
+            .args(["sync", "--from", &reference, "--to"])
+            .arg(tmp.path().join("pulled"))
+            .arg("--state")
+            .arg(tmp.path().join("pulled.state.json")),
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("index v2"), "{text}");
+    assert!(text.contains("fetched 3 file(s)"), "{text}");
+
+    // A layer altered inside the OCI registry's storage is refused (its sha256 no longer
+    // matches the artifact manifest), and nothing reaches the local folder.
+    let sha = hex_sha256(&std::fs::read(out2.join("ntt/sm_90.cubin")).unwrap());
+    let data = tmp
+        .path()
+        .join("oci-storage/docker/registry/v2/blobs/sha256")
+        .join(&sha[..2])
+        .join(&sha)
+        .join("data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[64] ^= 1;
+    std::fs::write(&data, &bytes).unwrap();
+    let fresh = tmp.path().join("fresh");
+    let o = xtask()
+        .args(["sync", "--from", &reference, "--to"])
+        .arg(&fresh)
+        .arg("--state")
+        .arg(tmp.path().join("fresh.state.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("digest"), "{err}");
+    assert!(
+        !fresh.join("timestamp.json").exists(),
+        "nothing is visible after a refused sync"
+    );
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[test]
+fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = release().join("out");
+    let out2 = tmp.path().join("out2");
+    run_ok(
+        xtask()
+            .args(["build", "--module", "merkle", "--out"])
+            .arg(&out2),
+    );
+    run_ok(xtask().arg("sign").arg(&out2));
+    let token = tmp.path().join("token");
+    std::fs::write(&token, "racing-publishers-token-0123456789\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let trust = common::repo().join(".cuda-aot/dev-keys/root.json");
+    let server = Server::start(
+        &["serve", "--addr", "127.0.0.1:0", "--root"],
+        &[
+            &served,
+            Path::new("--publish-token-file"),
+            &token,
+            Path::new("--trust"),
+            &trust,
+        ],
+    );
+    let url = server.url();
+
+    // Without the token file the publisher says what is missing.
+    let o = xtask()
+        .args(["publish", "--registry", &url])
+        .arg(&out)
+        .env_remove("CUDA_AOT_PUBLISH_TOKEN_FILE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("needs the server's token") && err.contains("Fix: pass --token-file"),
+        "{err}"
+    );
+
+    // Two publishers prepare on the same (empty) registry, then commit at the same time.
+    let pause = tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    let spawn = |o: &Path| {
+        xtask()
+            .args(["publish", "--registry", &url, "--token-file"])
+            .arg(&token)
+            .arg(o)
+            .env(
+                "CUDA_AOT_PUBLISH_PAUSE",
+                format!("manifests:{}", pause.display()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn(&out);
+    let b = spawn(&out2);
+    let t = Instant::now();
+    while std::fs::read_dir(&pause).unwrap().count() < 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "publishers did not reach the pause"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let won: Vec<bool> = results.iter().map(|r| r.status.success()).collect();
+    assert_eq!(
+        won.iter().filter(|w| **w).count(),
+        1,
+        "exactly one publisher wins: {:?}",
+        results
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.stderr).to_string())
+            .collect::<Vec<_>>()
+    );
+    let loser = &results[won.iter().position(|w| !w).unwrap()];
+    let err = String::from_utf8_lossy(&loser.stderr);
+    assert!(err.contains("publish conflict"), "{err}");
+    assert!(
+        err.contains("Fix: another release was published at the same time; run the publish again"),
+        "{err}"
+    );
+
+    // The loser retries and builds on the winner's index.
+    let loser_out = if won[0] { &out2 } else { &out };
+    let o = run_ok(
+        xtask()
+            .args(["publish", "--registry", &url, "--token-file"])
+            .arg(&token)
+            .arg(loser_out),
+    );
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(text.contains("published index v2 "), "{text}");
+    let (synced, table) = sync_and_verify(&url, tmp.path(), "from-http");
+    assert!(synced.contains("index v2"), "{synced}");
+    assert!(table.starts_with("registry OK: index v2"), "{table}");
+}
