@@ -65,7 +65,10 @@ fn issue_7_the_research_kernel_passes_parity() {
         assert_eq!(x.cubin.registers, x.device.registers, "{x:?}");
         // The cubin's shared section counts the block's reserved bytes (sm_90 on); the
         // driver does not.
-        let cubin = x.cubin.shared_bytes.map(|b| cuda_aot::elf::driver_shared_bytes(sm, b));
+        let cubin = x
+            .cubin
+            .shared_bytes
+            .map(|b| cuda_aot::elf::driver_shared_bytes(sm, b));
         assert_eq!(cubin, x.device.shared_bytes, "{x:?}");
     }
 }

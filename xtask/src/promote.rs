@@ -756,10 +756,9 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 // The cubin's shared section counts the bytes reserved per block from sm_90
                 // on; the driver's figure does not.
                 let expected = match (name, c) {
-                    ("shared bytes", Some(b)) => Some(cuda_aot::elf::driver_shared_bytes(
-                        build_sm(&x.build),
-                        b,
-                    )),
+                    ("shared bytes", Some(b)) => {
+                        Some(cuda_aot::elf::driver_shared_bytes(build_sm(&x.build), b))
+                    }
                     _ => c,
                 };
                 if comparable && expected != d {
