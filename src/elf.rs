@@ -226,6 +226,22 @@ fn parse(data: &[u8]) -> Result<Parsed<'_>, String> {
     })
 }
 
+/// Bytes the toolkit reserves at the start of each block's shared memory from sm_90 on:
+/// a kernel's `.nv.shared.<kernel>` section counts them, the driver's
+/// `CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES` does not (seen with nvcc and NVRTC 13.0 on an
+/// H200, driver 580: a 8192-byte tile reads 9216 in the cubin; `docs/evidence/`).
+pub const RESERVED_SHARED_SM90: u32 = 1024;
+
+/// The static shared memory the driver reports for a kernel whose `.nv.shared` section in
+/// a cubin for SM `sm` (90 for sm_90) is `section_bytes` long.
+pub fn driver_shared_bytes(sm: u32, section_bytes: u32) -> u32 {
+    if sm >= 90 && section_bytes >= RESERVED_SHARED_SM90 {
+        section_bytes - RESERVED_SHARED_SM90
+    } else {
+        section_bytes
+    }
+}
+
 /// Parses a cubin: its structure ([`check_structure`]), SM, variant, kernels and their
 /// launch ABI. Refuses anything that is not a complete 64-bit little-endian CUDA ELF.
 pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {

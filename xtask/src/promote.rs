@@ -753,11 +753,28 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 let mut s = show(c);
                 // The launch bound: the driver reports its own limit when the cubin sets none.
                 let comparable = name != "max threads" || c.is_some();
-                if comparable && c != d {
+                // The cubin's shared section counts the bytes reserved per block from sm_90
+                // on; the driver's figure does not.
+                let expected = match (name, c) {
+                    ("shared bytes", Some(b)) => {
+                        Some(cuda_aot::elf::driver_shared_bytes(build_sm(&x.build), b))
+                    }
+                    _ => c,
+                };
+                if comparable && expected != d {
                     s += &format!(" ({})", show(d));
                     notes.push(format!(
                         "{}: cubin {} vs driver {}",
                         x.build,
+                        show(c),
+                        show(d)
+                    ));
+                }
+                if name == "shared bytes" && expected != c && expected == d {
+                    notes.push(format!(
+                        "{}: {} of the cubin's {} B are reserved per block (sm_90+); the driver reports {}",
+                        x.build,
+                        cuda_aot::elf::RESERVED_SHARED_SM90,
                         show(c),
                         show(d)
                     ));
@@ -977,4 +994,27 @@ fn dev_key_for(root: &VerifiedRoot, trust: &Path, role: &str, flag: &str) -> Res
 struct DevKeysAll {
     builder: SecretKey,
     reviewer: SecretKey,
+}
+
+/// The SM number of a parity build label (`nvrtc sm_90`, `aot sm_90a`): 90.
+fn build_sm(build: &str) -> u32 {
+    build
+        .rsplit("sm_")
+        .next()
+        .map(|t| t.trim_end_matches(|c: char| !c.is_ascii_digit()))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_builds_sm_comes_from_its_label() {
+        assert_eq!(super::build_sm("nvrtc sm_90"), 90);
+        assert_eq!(super::build_sm("aot sm_90a"), 90);
+        assert_eq!(super::build_sm("aot sm_120"), 120);
+        assert_eq!(cuda_aot::elf::driver_shared_bytes(90, 9216), 8192);
+        assert_eq!(cuda_aot::elf::driver_shared_bytes(80, 9216), 9216);
+        assert_eq!(cuda_aot::elf::driver_shared_bytes(90, 0), 0);
+    }
 }

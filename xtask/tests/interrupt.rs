@@ -12,15 +12,21 @@ use std::time::{Duration, Instant};
 
 use common::Ws;
 
-/// `(pid, process group)` of every live process whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<(i32, i32)> {
+/// `(pid, process group)` of every live nvcc whose command line mentions `needle`. Only
+/// processes that already exec'd nvcc count: a child xtask forked but has not exec'd yet
+/// still carries xtask's command line and process group.
+fn nvcc_mentioning(needle: &str) -> Vec<(i32, i32)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
         let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let is_nvcc = Path::new(&*String::from_utf8_lossy(argv0))
+            .file_name()
+            .is_some_and(|n| n == "nvcc");
+        if !is_nvcc || !String::from_utf8_lossy(&cmdline).contains(needle) {
             continue;
         }
         if let Some(pgrp) = process_group(pid) {
@@ -107,7 +113,7 @@ fn issue_11_sigint_mid_build_stops_nvcc_keeps_finished_jobs_and_cleans_up() {
     }
     let ws_dir = ws.dir.path().display().to_string();
     let nvcc_group = loop {
-        let running: Vec<(i32, i32)> = processes_mentioning(&ws_dir)
+        let running: Vec<(i32, i32)> = nvcc_mentioning(&ws_dir)
             .into_iter()
             .filter(|&(pid, _)| pid as u32 != child.id())
             .collect();
