@@ -26,6 +26,7 @@ use std::time::{Duration, SystemTime};
 use crate::files;
 
 const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v2";
+const DEPS_SCHEMA_V1: &str = "cuda-aot/build-deps/v1";
 const SET_SCHEMA: &str = "cuda-aot/build-file-set/v1";
 const LAST_SCHEMA: &str = "cuda-aot/build-last/v1";
 const MANIFEST_LIMIT: u64 = 1 << 20;
@@ -122,6 +123,15 @@ pub struct StoredRecord {
     pub identity: Digest,
     /// How long the compile took.
     pub compile_ms: u64,
+}
+
+/// The one record per job that `cuda-aot/build-deps/v1` kept.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DepsFileV1 {
+    schema: String,
+    files: Vec<DepFile>,
+    compile_ms: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -360,8 +370,23 @@ impl Cache {
 
     pub(super) fn read_records(&self, path: &Path) -> Option<Vec<StoredRecord>> {
         let bytes = std::fs::read(path).ok()?;
-        let f: DepsFile = cuda_aot::json::parse(&bytes, RECORD_LIMIT, "dependency records").ok()?;
-        (f.schema == DEPS_SCHEMA).then_some(f.records)
+        if let Ok(f) = cuda_aot::json::parse::<DepsFile>(&bytes, RECORD_LIMIT, "dependency records")
+        {
+            return (f.schema == DEPS_SCHEMA).then_some(f.records);
+        }
+        // A record of the previous format (one per job, every file listed): still usable,
+        // so a cache from before several records were kept needs no rebuild. Its identity is
+        // unknown until it is used (then it is stored in the current format).
+        let old: DepsFileV1 =
+            cuda_aot::json::parse(&bytes, RECORD_LIMIT, "dependency record").ok()?;
+        (old.schema == DEPS_SCHEMA_V1).then(|| {
+            vec![StoredRecord {
+                files: DepRecord::new(old.files, old.compile_ms).files,
+                set: None,
+                identity: Digest([0; 32]),
+                compile_ms: old.compile_ms,
+            }]
+        })
     }
 
     /// Stores the records of `key` (at most [`MAX_RECORDS`]; an empty list removes the file).
@@ -571,6 +596,42 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(cache.records(&key).len(), MAX_RECORDS);
+    }
+
+    #[test]
+    fn a_record_of_the_previous_format_is_read_as_one_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let key = Digest::of(b"key");
+        let v1 = serde_json::json!({
+            "schema": "cuda-aot/build-deps/v1",
+            "files": [f("src:b.cuh", b"1"), f("/usr/include/a.h", b"2")],
+            "compile_ms": 7,
+        });
+        files::write(&cache.dep_path(&key), &cuda_aot::json::to_vec(&v1)).unwrap();
+        let recs = cache.records(&key);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].set, None);
+        assert_eq!(
+            recs[0]
+                .files
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>(),
+            ["/usr/include/a.h", "src:b.cuh"]
+        );
+        // Used once, it is stored in the current format.
+        assert!(
+            cache
+                .promote_record(&key, &recs, 0, Digest::of(b"id"))
+                .unwrap()
+        );
+        assert_eq!(cache.records(&key)[0].identity, Digest::of(b"id"));
+        assert!(
+            std::fs::read_to_string(cache.dep_path(&key))
+                .unwrap()
+                .contains(DEPS_SCHEMA)
+        );
     }
 
     #[test]
