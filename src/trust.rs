@@ -84,8 +84,16 @@ fn parse_payload<T: Document>(payload: &[u8], limit: u64, what: &str) -> Result<
 /// Parses a signed document of kind `T` WITHOUT checking its signatures: for a publisher
 /// reading back what it wrote itself, never for a decision a client relies on.
 pub fn decode_unverified<T: Document>(bytes: &[u8], limit: u64, what: &str) -> Result<T> {
+    Ok(decode_envelope::<T>(bytes, limit, what)?.1)
+}
+
+/// Like [`decode_unverified`], also returning the envelope: for a signer adding its
+/// signature to a record another key holder started (a co-signing reviewer). Its
+/// signatures are still only counted by [`VerifiedRoot::open`].
+pub fn decode_envelope<T: Document>(bytes: &[u8], limit: u64, what: &str) -> Result<(Envelope, T)> {
     let env = Envelope::parse(bytes, limit, T::PAYLOAD_TYPE, what)?;
-    parse_payload(&env.payload_bytes(what)?, limit, what)
+    let doc = parse_payload(&env.payload_bytes(what)?, limit, what)?;
+    Ok((env, doc))
 }
 
 /// A payload whose signature threshold was met.

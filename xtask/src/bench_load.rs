@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::advice::Fix;
 use crate::args::RegistryArgs;
-use crate::paths;
+use crate::{files, paths};
 
 /// Benchmark module loading and prover start-up on a GPU host, and gate them.
 ///
@@ -136,7 +136,7 @@ impl Args {
         if self.chart_only {
             let (bars, ratios, header) = read_results(&csv)?;
             let svg = out.join("bench-load.svg");
-            std::fs::write(&svg, chart(&bars, &ratios, &header))?;
+            files::write(&svg, chart(&bars, &ratios, &header).as_bytes())?;
             println!("wrote {}", svg.display());
             return Ok(());
         }
@@ -208,12 +208,12 @@ impl Args {
                 r.pct_us(0.9)
             )?;
         }
-        std::fs::write(&csv, &text)?;
+        files::write(&csv, text.as_bytes())?;
         let mut ratio_text = header.clone() + stats::CSV_HEADER + "\n";
         for r in &ratios {
             writeln!(ratio_text, "{}", r.csv_line())?;
         }
-        std::fs::write(out.join("bench-ratios.csv"), &ratio_text)?;
+        files::write(&out.join("bench-ratios.csv"), ratio_text.as_bytes())?;
         let bars: Vec<Bar> = rows
             .iter()
             .map(|r| Bar {
@@ -222,7 +222,10 @@ impl Args {
                 median: r.median_us(),
             })
             .collect();
-        std::fs::write(out.join("bench-load.svg"), chart(&bars, &ratios, &header))?;
+        files::write(
+            &out.join("bench-load.svg"),
+            chart(&bars, &ratios, &header).as_bytes(),
+        )?;
         println!("{text}\n{ratio_text}");
         println!(
             "wrote {}, bench-ratios.csv and bench-load.svg",
@@ -513,7 +516,7 @@ impl Args {
             .unwrap_or_else(|| paths::work_dir().join("bench-load"))
             .join("bare-images.json");
         std::fs::create_dir_all(list.parent().expect("a folder"))?;
-        std::fs::write(&list, serde_json::to_vec_pretty(&images)?)?;
+        files::write(&list, &serde_json::to_vec_pretty(&images)?)?;
         let two = cuda::device_count()? >= 2;
         let mut rows = vec![
             Row::new("startup", "verified_1_device", 0),

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use crate::advice::{Fix, fail};
 use crate::build::{self, BuildOptions};
-use crate::{anchor, devkeys, outdir, paths, publish, sign};
+use crate::{anchor, devkeys, files, outdir, paths, publish, sign};
 
 /// The largest parity report read (16 MiB).
 const REPORT_LIMIT: u64 = 16 << 20;
@@ -385,8 +385,7 @@ impl Args {
         review_file.push(b'\n');
         let review_path = out.join("review.json");
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-        std::fs::write(&review_path, &review_file)
-            .with_context(|| format!("writing {}", review_path.display()))?;
+        files::write(&review_path, &review_file)?;
         let review_digest = Digest::of(&review_file);
         println!(
             "3/5 resource review on {} (cubin figure; the driver's in parentheses where it differs):\n{}    written to {} (blake3 {})",
@@ -430,10 +429,8 @@ impl Args {
             Some(path) => {
                 let bytes = cuda_aot::fs::read_capped(path, limit, "partial promotion record")
                     .with_context(|| format!("reading {}", path.display()))?;
-                let mut env =
-                    Envelope::parse(&bytes, limit, PayloadType::Promotion, "promotion record")?;
-                let theirs: Promotion = cuda_aot::json::parse(
-                    &env.payload_bytes("promotion record")?,
+                let (mut env, theirs) = cuda_aot::trust::decode_envelope::<Promotion>(
+                    &bytes,
                     limit,
                     "promotion record",
                 )?;
@@ -453,8 +450,7 @@ impl Args {
                 valid, threshold, ..
             }) if self.partial && valid > 0 && valid < threshold as usize => {
                 let partial = out.join("promotion.partial.json");
-                std::fs::write(&partial, &file)
-                    .with_context(|| format!("writing {}", partial.display()))?;
+                files::write(&partial, &file)?;
                 println!(
                     "4/5 promotion record: PARTIAL, {valid} of {threshold} reviewer signature(s) -> {}\n    the next reviewer derives steps 1-3 again and co-signs: cargo xtask promote {m} --parity-report REPORT --cosign {} --reviewer-key THEIR_KEY",
                     partial.display(),
@@ -470,9 +466,7 @@ impl Args {
             }
         };
         let record_path = outdir::promotion_path(&build_out, m);
-        std::fs::create_dir_all(record_path.parent().expect("has a parent"))?;
-        std::fs::write(&record_path, &file)
-            .with_context(|| format!("writing {}", record_path.display()))?;
+        files::write(&record_path, &file)?;
         println!(
             "4/5 promotion record: {m} schedule v{}, {} manifest(s), parity report {}, review {}; signed by reviewer(s) {} (threshold {} of trust root v{}) -> {} (blake3 {})",
             promotion.schedule_version,
