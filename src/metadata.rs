@@ -48,9 +48,17 @@ impl Serialize for Time {
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_rfc3339(&s)
+        let t = humantime::parse_rfc3339(&s)
             .map(Time)
-            .map_err(|e| serde::de::Error::custom(format!("bad time {s:?}: {e}")))
+            .map_err(|e| serde::de::Error::custom(format!("bad time {s:?}: {e}")))?;
+        // One spelling per instant: whole seconds, as written. A fraction would be signed
+        // but lost when the time is shown or written again (found by fuzzing).
+        if t.to_string() != s {
+            return Err(serde::de::Error::custom(format!(
+                "bad time {s:?}: expected whole seconds in UTC, e.g. {t}"
+            )));
+        }
+        Ok(t)
     }
 }
 
@@ -250,4 +258,27 @@ pub struct Promotion {
 impl Promotion {
     /// The schema tag.
     pub const SCHEMA: &'static str = "cuda-aot/promotion/v1";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_only_in_their_canonical_whole_second_form() {
+        let t: Time = serde_json::from_str("\"2027-01-01T00:00:00Z\"").unwrap();
+        assert_eq!(t, Time::from_unix(1_798_761_600));
+        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2027-01-01T00:00:00Z\"");
+        // Regression (fuzz/regressions/timestamp/fractional-seconds-expiry): a fraction
+        // parsed, then vanished when the time was written again.
+        for bad in [
+            "2027-01-01T00:00:00.5Z",
+            "2027-01-01T00:00:00.000Z",
+            "2027-01-01t00:00:00z",
+            "2027-01-01 00:00:00Z",
+        ] {
+            let err = serde_json::from_str::<Time>(&format!("{bad:?}")).unwrap_err();
+            assert!(err.to_string().contains("bad time"), "{bad}: {err}");
+        }
+    }
 }
