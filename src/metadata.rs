@@ -268,7 +268,10 @@ mod tests {
     fn times_parse_only_in_their_canonical_whole_second_form() {
         let t: Time = serde_json::from_str("\"2027-01-01T00:00:00Z\"").unwrap();
         assert_eq!(t, Time::from_unix(1_798_761_600));
-        assert_eq!(serde_json::to_string(&t).unwrap(), "\"2027-01-01T00:00:00Z\"");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2027-01-01T00:00:00Z\""
+        );
         // Regression (fuzz/regressions/timestamp/fractional-seconds-expiry): a fraction
         // parsed, then vanished when the time was written again.
         for bad in [

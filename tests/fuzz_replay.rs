@@ -12,8 +12,11 @@ use std::path::{Path, PathBuf};
 
 use harness::Verdict;
 
+/// A harness function: one fuzz target's body.
+type Target = fn(&[u8]) -> Verdict;
+
 /// Every fuzz target and the harness function it runs.
-const TARGETS: [(&str, fn(&[u8]) -> Verdict); 8] = [
+const TARGETS: [(&str, Target); 8] = [
     ("envelope", harness::envelope),
     ("trust_root", harness::trust_root),
     ("rotate", harness::rotate),
@@ -109,8 +112,8 @@ fn every_regression_input_is_refused_without_a_panic() {
 #[test]
 #[ignore = "known crash, fixed on branch kernels"]
 fn elf_name_table_offset_near_u64_max_is_refused() {
-    let input = std::fs::read(fuzz_dir("regressions", "elf").join("name-table-offset-overflow"))
-        .unwrap();
+    let input =
+        std::fs::read(fuzz_dir("regressions", "elf").join("name-table-offset-overflow")).unwrap();
     assert!(!harness::elf(&input).accepted());
     let err = cuda_aot::elf::inspect(&input).unwrap_err();
     assert!(!err.is_empty());
@@ -122,8 +125,8 @@ fn elf_name_table_offset_near_u64_max_is_refused() {
 #[test]
 #[ignore = "known crash in src/verify.rs (issue 10 item 2), being fixed by the lead"]
 fn verify_anchor_at_version_u64_max_is_refused() {
-    let input = std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max"))
-        .unwrap();
+    let input =
+        std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max")).unwrap();
     assert!(!harness::verify(&input).accepted());
 }
 
@@ -131,8 +134,8 @@ fn verify_anchor_at_version_u64_max_is_refused() {
 #[test]
 #[ignore = "known crash in src/trust.rs (issue 10 item 2), being fixed by the lead"]
 fn rotate_from_a_root_at_version_u64_max_is_refused() {
-    let input = std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max"))
-        .unwrap();
+    let input =
+        std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max")).unwrap();
     let files = harness::Files::build(&input);
     let limits = cuda_aot::Limits::default();
     let trusted = cuda_aot::trust::verify_anchor(files.get("anchor").unwrap(), &limits, "anchor")
@@ -152,8 +155,7 @@ fn rotate_from_a_root_at_version_u64_max_is_refused() {
 #[test]
 #[ignore = "known crash in src/verify.rs (issue 10 item 6), being fixed by the lead"]
 fn verify_with_a_skew_of_u64_max_secs_refuses_an_expired_registry() {
-    let input =
-        std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
+    let input = std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
     assert!(!harness::verify_with(&input, u64::MAX).accepted());
 }
 
@@ -178,10 +180,7 @@ fn the_container_format_resolves_references_and_signs() {
     let note = String::from_utf8(files.get("note").unwrap().to_vec()).unwrap();
     assert_eq!(
         note,
-        format!(
-            "3 {d} {{{{nothing:b}}}} {}",
-            harness::fuzz_key(1).public()
-        )
+        format!("3 {d} {{{{nothing:b}}}} {}", harness::fuzz_key(1).public())
     );
     // A signed record verifies as what it claims to be.
     let anchor = harness::anchor_payload(1);
@@ -193,8 +192,7 @@ fn the_container_format_resolves_references_and_signs() {
 
 #[test]
 fn the_verify_target_caps_the_skew_and_still_refuses_expired_metadata() {
-    let input =
-        std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
+    let input = std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
     // Clock at 9999-12-31, skew capped at 100 years: the 2030 expiries are past.
     match harness::verify(&input) {
         Verdict::Refused(e) => assert!(e.contains("expired"), "{e}"),

@@ -167,7 +167,11 @@ impl Seeds {
             text
         };
         let root_v1 = rekey(&root_payload);
-        self.write("trust_root", "ok-release-root", &self.read(&layout::root(1)));
+        self.write(
+            "trust_root",
+            "ok-release-root",
+            &self.read(&layout::root(1)),
+        );
         let anchor = record("anchor", "root", "0", "anchor", root_v1.as_bytes());
         self.write("trust_root", "ok-rekeyed", &anchor);
         self.write(
@@ -194,7 +198,13 @@ impl Seeds {
 
         // verify: a small registry with the release's payloads (a cubin, an a-variant, PTX).
         let mut reg = anchor.clone();
-        reg.extend(record("root1", "root", "0", "root/1.root.json", root_v1.as_bytes()));
+        reg.extend(record(
+            "root1",
+            "root",
+            "0",
+            "root/1.root.json",
+            root_v1.as_bytes(),
+        ));
         let mut entries = Vec::new();
         for (i, e) in [picked[0], picked[1], picked[3]].into_iter().enumerate() {
             let (_, m) = manifest_of(e);
@@ -249,7 +259,13 @@ impl Seeds {
 
         // The same registry after a root rotation to v2 (new root key 4).
         let mut rotated = reg.clone();
-        rotated.extend(record("root2", "root", "0,4", "root/2.root.json", v2.as_bytes()));
+        rotated.extend(record(
+            "root2",
+            "root",
+            "0,4",
+            "root/2.root.json",
+            v2.as_bytes(),
+        ));
         self.write("verify", "ok-rotated", &rotated);
 
         // Saved state newer than the registry: a rollback.

@@ -136,7 +136,11 @@ pub fn manifest(data: &[u8]) -> Verdict {
         Ok(m) => {
             round_trips(m, u64::MAX, "manifest");
             let d = m.identity.digest();
-            assert_eq!(d, m.identity.clone().digest(), "identity digest is not stable");
+            assert_eq!(
+                d,
+                m.identity.clone().digest(),
+                "identity digest is not stable"
+            );
             let _ = m.label();
             // Names that parsed are safe path components.
             let module = m.identity.module.as_str();
@@ -203,7 +207,11 @@ pub fn elf(data: &[u8]) -> Verdict {
             Some(t),
             "the header's target does not round-trip through its name"
         );
-        assert_eq!(cuda_aot::elf::inspect(data).as_ref(), Ok(info), "not deterministic");
+        assert_eq!(
+            cuda_aot::elf::inspect(data).as_ref(),
+            Ok(info),
+            "not deterministic"
+        );
     }
     Verdict::of(&r)
 }
@@ -288,7 +296,9 @@ impl Files {
                     (payload, bytes)
                 }
             };
-            files.named.insert(name.to_string(), (bytes.clone(), payload));
+            files
+                .named
+                .insert(name.to_string(), (bytes.clone(), payload));
             let path = String::from_utf8_lossy(&files.substitute(path.as_bytes())).into_owned();
             files.by_path.insert(path, bytes);
         }
@@ -428,7 +438,11 @@ fn check_root(r: &VerifiedRoot) {
         let mut ids: Vec<_> = role.keys.iter().map(PublicKey::key_id).collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), role.keys.len(), "a verified role lists a key twice");
+        assert_eq!(
+            ids.len(),
+            role.keys.len(),
+            "a verified role lists a key twice"
+        );
     }
 }
 
@@ -543,26 +557,58 @@ pub fn verify_with(data: &[u8], max_skew: u64) -> Verdict {
         state.root >= seen.root && state.timestamp >= seen.timestamp && state.index >= seen.index,
         "verification accepted a rollback: saw {seen:?}, accepted {state:?}"
     );
-    assert_eq!(ix.version, ts.index.version, "index is not the one the timestamp names");
-    assert!(opts.now.0 <= ts.expires.0 + opts.skew, "expired timestamp accepted");
-    assert!(opts.now.0 <= ix.expires.0 + opts.skew, "expired index accepted");
-    assert!(opts.now.0 <= root.expires.0 + opts.skew, "expired root accepted");
+    assert_eq!(
+        ix.version, ts.index.version,
+        "index is not the one the timestamp names"
+    );
+    assert!(
+        opts.now.0 <= ts.expires.0 + opts.skew,
+        "expired timestamp accepted"
+    );
+    assert!(
+        opts.now.0 <= ix.expires.0 + opts.skew,
+        "expired index accepted"
+    );
+    assert!(
+        opts.now.0 <= root.expires.0 + opts.skew,
+        "expired root accepted"
+    );
     check_root(verified.root());
-    let ix_bytes = files.get(&layout::index(ix.version)).expect("verified index exists");
-    assert_eq!(Digest::of(ix_bytes), ts.index.digest, "index digest not checked");
+    let ix_bytes = files
+        .get(&layout::index(ix.version))
+        .expect("verified index exists");
+    assert_eq!(
+        Digest::of(ix_bytes),
+        ts.index.digest,
+        "index digest not checked"
+    );
     let mut refused = None;
     for m in verified.manifests() {
         let man = m.manifest();
-        assert_eq!(man.channel, ix.channel, "manifest of another channel accepted");
-        assert_eq!(man.identity.digest(), m.entry().identity, "identity not checked");
-        assert!(!m.signers().is_empty(), "manifest verified without a signer");
+        assert_eq!(
+            man.channel, ix.channel,
+            "manifest of another channel accepted"
+        );
+        assert_eq!(
+            man.identity.digest(),
+            m.entry().identity,
+            "identity not checked"
+        );
+        assert!(
+            !m.signers().is_empty(),
+            "manifest verified without a signer"
+        );
         match verified.load_module(&src, m, &limits) {
             Ok(module) => {
                 assert_eq!(Digest::of(module.bytes()), man.module_digest, "blob digest");
                 assert_eq!(module.bytes().len() as u64, man.size, "blob size");
                 if man.identity.kind == Kind::Cubin {
                     let info = cuda_aot::elf::inspect(module.bytes()).expect("verified cubin");
-                    assert_eq!(info.target(), man.identity.sm, "cubin of another SM accepted");
+                    assert_eq!(
+                        info.target(),
+                        man.identity.sm,
+                        "cubin of another SM accepted"
+                    );
                 }
             }
             Err(e) => refused = Some(shown(&e)),
