@@ -197,65 +197,71 @@ impl Seeds {
         );
 
         // verify: a small registry with the release's payloads (a cubin, an a-variant, PTX).
-        let mut reg = anchor.clone();
-        reg.extend(record(
-            "root1",
-            "root",
-            "0",
-            "root/1.root.json",
-            root_v1.as_bytes(),
-        ));
-        let mut entries = Vec::new();
-        for (i, e) in [picked[0], picked[1], picked[3]].into_iter().enumerate() {
-            let (_, m) = manifest_of(e);
-            let blob = self.read(&layout::blob(&m.module_digest));
+        let make_registry = |picks: &[&IndexEntry]| -> Vec<u8> {
+            let mut reg = anchor.clone();
             reg.extend(record(
-                &format!("b{i}"),
-                "blob",
-                "-",
-                &format!("blobs/blake3/{{{{hex2:b{i}}}}}/{{{{hex:b{i}}}}}"),
-                &blob,
+                "root1",
+                "root",
+                "0",
+                "root/1.root.json",
+                root_v1.as_bytes(),
             ));
-            let mut mv: Value = serde_json::to_value(&m).unwrap();
-            mv["module_digest"] = format!("{{{{digest:b{i}}}}}").into();
-            mv["size"] = format!("@@{{{{size:b{i}}}}}@@").into();
+            let mut entries = Vec::new();
+            for (i, e) in picks.iter().enumerate() {
+                let (_, m) = manifest_of(e);
+                let blob = self.read(&layout::blob(&m.module_digest));
+                reg.extend(record(
+                    &format!("b{i}"),
+                    "blob",
+                    "-",
+                    &format!("blobs/blake3/{{{{hex2:b{i}}}}}/{{{{hex:b{i}}}}}"),
+                    &blob,
+                ));
+                let mut mv: Value = serde_json::to_value(&m).unwrap();
+                mv["module_digest"] = format!("{{{{digest:b{i}}}}}").into();
+                mv["size"] = format!("@@{{{{size:b{i}}}}}@@").into();
+                reg.extend(record(
+                    &format!("m{i}"),
+                    "manifest",
+                    "1",
+                    &format!("manifests/blake3/{{{{hex:m{i}}}}}.json"),
+                    unquote(&serde_json::to_string_pretty(&mv).unwrap()).as_bytes(),
+                ));
+                let mut ev: Value = serde_json::to_value(*e).unwrap();
+                ev["manifest"] = format!("{{{{digest:m{i}}}}}").into();
+                ev["manifest_size"] = format!("@@{{{{size:m{i}}}}}@@").into();
+                ev["identity"] = format!("{{{{identity:m{i}}}}}").into();
+                entries.push(ev);
+            }
+            let mut iv: Value = serde_json::to_value(&ix).unwrap();
+            iv["entries"] = entries.into();
+            iv["expires"] = FAR.into();
+            let index_text = unquote(&serde_json::to_string_pretty(&iv).unwrap());
             reg.extend(record(
-                &format!("m{i}"),
-                "manifest",
-                "1",
-                &format!("manifests/blake3/{{{{hex:m{i}}}}}.json"),
-                unquote(&serde_json::to_string_pretty(&mv).unwrap()).as_bytes(),
+                "index",
+                "index",
+                "3",
+                &layout::index(ix.version),
+                index_text.as_bytes(),
             ));
-            let mut ev: Value = serde_json::to_value(e).unwrap();
-            ev["manifest"] = format!("{{{{digest:m{i}}}}}").into();
-            ev["manifest_size"] = format!("@@{{{{size:m{i}}}}}@@").into();
-            ev["identity"] = format!("{{{{identity:m{i}}}}}").into();
-            entries.push(ev);
-        }
-        let mut iv: Value = serde_json::to_value(&ix).unwrap();
-        iv["entries"] = entries.into();
-        iv["expires"] = FAR.into();
-        let index_text = unquote(&serde_json::to_string_pretty(&iv).unwrap());
-        reg.extend(record(
-            "index",
-            "index",
-            "3",
-            &layout::index(ix.version),
-            index_text.as_bytes(),
-        ));
-        let mut tv: Value = serde_json::to_value(&ts).unwrap();
-        tv["expires"] = FAR.into();
-        tv["index"]["digest"] = "{{digest:index}}".into();
-        tv["index"]["size"] = "@@{{size:index}}@@".into();
-        let ts_text = unquote(&serde_json::to_string_pretty(&tv).unwrap());
-        reg.extend(record(
-            "ts",
-            "timestamp",
-            "3",
-            layout::TIMESTAMP,
-            ts_text.as_bytes(),
-        ));
+            let mut tv: Value = serde_json::to_value(&ts).unwrap();
+            tv["expires"] = FAR.into();
+            tv["index"]["digest"] = "{{digest:index}}".into();
+            tv["index"]["size"] = "@@{{size:index}}@@".into();
+            let ts_text = unquote(&serde_json::to_string_pretty(&tv).unwrap());
+            reg.extend(record(
+                "ts",
+                "timestamp",
+                "3",
+                layout::TIMESTAMP,
+                ts_text.as_bytes(),
+            ));
+            reg
+        };
+        let reg = make_registry(&[picked[0], picked[1], picked[3]]);
         self.write("verify", "ok-release", &reg);
+        // One small PTX module: a short input the fuzzer mutates faster.
+        self.write("verify", "ok-ptx-only", &make_registry(&[picked[1]]));
 
         // The same registry after a root rotation to v2 (new root key 4).
         let mut rotated = reg.clone();
