@@ -46,9 +46,16 @@ impl Verdict {
     }
 }
 
-/// Formats an error the way the CLI shows it, so message and advice code run too.
+/// Formats an error the way the CLI shows it (so message and advice code run too),
+/// after its variant name in brackets (`[Threshold] ...`), which `examples/verdicts.rs`
+/// tallies.
 fn shown(e: &cuda_aot::Error) -> String {
-    format!("{e}\nFix: {}", e.fix())
+    let debug = format!("{e:?}");
+    let variant = debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    format!("[{variant}] {e}\nFix: {}", e.fix())
 }
 
 // ---- plain parsers -----------------------------------------------------------------------
