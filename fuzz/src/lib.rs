@@ -34,10 +34,11 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn of<T, E: std::fmt::Display>(r: &Result<T, E>) -> Verdict {
+    /// The verdict on a library result, its error shown as [`shown`] does.
+    fn of<T>(r: &cuda_aot::Result<T>) -> Verdict {
         match r {
             Ok(_) => Verdict::Accepted,
-            Err(e) => Verdict::Refused(e.to_string()),
+            Err(e) => Verdict::Refused(shown(e)),
         }
     }
     /// Whether the input was accepted.
@@ -88,11 +89,8 @@ where
     T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
 {
     let r = json::parse::<T>(bytes, limit, what);
-    match &r {
-        Ok(v) => round_trips(v, what),
-        Err(e) => {
-            shown(e);
-        }
+    if let Ok(v) = &r {
+        round_trips(v, what);
     }
     Verdict::of(&r)
 }
@@ -138,29 +136,24 @@ pub fn envelope(data: &[u8]) -> Verdict {
 /// Target `manifest`: a manifest payload (strict JSON), its identity digest and label.
 pub fn manifest(data: &[u8]) -> Verdict {
     let r = json::parse::<Manifest>(data, Limits::default().manifest, "manifest");
-    match &r {
-        Ok(m) => {
-            round_trips(m, "manifest");
-            let d = m.identity.digest();
-            assert_eq!(
-                d,
-                m.identity.clone().digest(),
-                "identity digest is not stable"
-            );
-            let _ = m.label();
-            // Names that parsed are safe path components.
-            let module = m.identity.module.as_str();
-            assert!(!module.is_empty() && !module.contains(['/', '.', '\0']));
-            assert_eq!(
-                m.identity.sm.to_string().parse::<cuda_aot::Target>().ok(),
-                Some(m.identity.sm),
-                "target does not round-trip through its name"
-            );
-            let _ = layout::blob(&m.module_digest);
-        }
-        Err(e) => {
-            shown(e);
-        }
+    if let Ok(m) = &r {
+        round_trips(m, "manifest");
+        let d = m.identity.digest();
+        assert_eq!(
+            d,
+            m.identity.clone().digest(),
+            "identity digest is not stable"
+        );
+        let _ = m.label();
+        // Names that parsed are safe path components.
+        let module = m.identity.module.as_str();
+        assert!(!module.is_empty() && !module.contains(['/', '.', '\0']));
+        assert_eq!(
+            m.identity.sm.to_string().parse::<cuda_aot::Target>().ok(),
+            Some(m.identity.sm),
+            "target does not round-trip through its name"
+        );
+        let _ = layout::blob(&m.module_digest);
     }
     Verdict::of(&r)
 }
@@ -168,19 +161,14 @@ pub fn manifest(data: &[u8]) -> Verdict {
 /// Target `index`: a bundle index payload (strict JSON) and the paths it names.
 pub fn index(data: &[u8]) -> Verdict {
     let r = json::parse::<Index>(data, Limits::default().index, "index");
-    match &r {
-        Ok(ix) => {
-            round_trips(ix, "index");
-            for e in &ix.entries {
-                let p = layout::manifest(&e.manifest);
-                assert!(p.starts_with("manifests/blake3/") && !p.contains(".."));
-                let _ = (e.module.to_string(), e.sm.to_string(), e.kind.to_string());
-            }
-            let _ = layout::index(ix.version);
+    if let Ok(ix) = &r {
+        round_trips(ix, "index");
+        for e in &ix.entries {
+            let p = layout::manifest(&e.manifest);
+            assert!(p.starts_with("manifests/blake3/") && !p.contains(".."));
+            let _ = (e.module.to_string(), e.sm.to_string(), e.kind.to_string());
         }
-        Err(e) => {
-            shown(e);
-        }
+        let _ = layout::index(ix.version);
     }
     Verdict::of(&r)
 }
@@ -188,16 +176,11 @@ pub fn index(data: &[u8]) -> Verdict {
 /// Target `timestamp`: a timestamp payload (strict JSON), its expiry compared with now.
 pub fn timestamp(data: &[u8]) -> Verdict {
     let r = json::parse::<Timestamp>(data, Limits::default().timestamp, "timestamp");
-    match &r {
-        Ok(ts) => {
-            round_trips(ts, "timestamp");
-            let _ = ts.expires.to_string();
-            let _ = ts.expires < Time::now();
-            let _ = layout::index(ts.index.version);
-        }
-        Err(e) => {
-            shown(e);
-        }
+    if let Ok(ts) = &r {
+        round_trips(ts, "timestamp");
+        let _ = ts.expires.to_string();
+        let _ = ts.expires < Time::now();
+        let _ = layout::index(ts.index.version);
     }
     Verdict::of(&r)
 }
@@ -219,7 +202,10 @@ pub fn elf(data: &[u8]) -> Verdict {
             "not deterministic"
         );
     }
-    Verdict::of(&r)
+    match r {
+        Ok(_) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(e),
+    }
 }
 
 // ---- signed documents from a container -----------------------------------------------------
@@ -458,14 +444,9 @@ pub fn trust_root(data: &[u8]) -> Verdict {
     let files = Files::build(data);
     let bytes = files.get("anchor").unwrap_or(data);
     let r = verify_anchor(bytes, &Limits::default(), "fuzz trust root");
-    match &r {
-        Ok(v) => {
-            check_root(v);
-            assert_eq!(v.file_bytes(), bytes);
-        }
-        Err(e) => {
-            shown(e);
-        }
+    if let Ok(v) = &r {
+        check_root(v);
+        assert_eq!(v.file_bytes(), bytes);
     }
     Verdict::of(&r)
 }
@@ -477,14 +458,9 @@ pub fn rotate(data: &[u8]) -> Verdict {
     let bytes = files.get("next").unwrap_or(data);
     let anchor = fixed_anchor();
     let r = rotate_root(anchor, bytes, &Limits::default(), "root/2.root.json");
-    match &r {
-        Ok(v) => {
-            check_root(v);
-            assert_eq!(v.root().version, 2, "rotation skipped a version");
-        }
-        Err(e) => {
-            shown(e);
-        }
+    if let Ok(v) = &r {
+        check_root(v);
+        assert_eq!(v.root().version, 2, "rotation skipped a version");
     }
     Verdict::of(&r)
 }
