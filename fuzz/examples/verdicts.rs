@@ -4,13 +4,19 @@
 //! ```text
 //! cargo run --release --manifest-path fuzz/Cargo.toml --example verdicts -- verify fuzz/corpus/verify
 //! ```
+//!
+//! With `--each` first, it also prints `verdict<TAB>path` for every input.
 
 use std::collections::BTreeMap;
 
 use cuda_aot_fuzz::Verdict;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let each = args.first().is_some_and(|a| a == "--each");
+    if each {
+        args.remove(0);
+    }
     let Some((target, dirs)) = args.split_first() else {
         eprintln!("usage: verdicts TARGET DIR...");
         std::process::exit(2);
@@ -29,7 +35,8 @@ fn main() {
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
     for dir in dirs {
         for entry in std::fs::read_dir(dir).unwrap() {
-            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
             let key = match run(&bytes) {
                 Verdict::Accepted => "accepted".to_string(),
                 Verdict::Refused(e) => match e.strip_prefix('[').and_then(|r| r.split_once(']')) {
@@ -37,6 +44,9 @@ fn main() {
                     None => "refused: (parser message)".to_string(),
                 },
             };
+            if each {
+                println!("{key}\t{}", path.display());
+            }
             *tally.entry(key).or_default() += 1;
         }
     }
