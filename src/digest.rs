@@ -25,6 +25,29 @@ impl Digest {
     }
 }
 
+/// Checks bytes against the size and blake3 a signed document lists for them: size first,
+/// then the digest. The one such check of the workspace (verifier, publisher, signer).
+pub fn check_blob(what: &str, bytes: &[u8], size: u64, digest: &Digest) -> crate::Result<()> {
+    let got = bytes.len() as u64;
+    if got != size {
+        return Err(Error::SizeMismatch {
+            what: what.into(),
+            expected: size,
+            actual: got,
+            at_least: got > size,
+        });
+    }
+    let actual = Digest::of(bytes);
+    if actual != *digest {
+        return Err(Error::DigestMismatch {
+            what: what.into(),
+            expected: digest.to_string(),
+            actual: actual.to_string(),
+        });
+    }
+    Ok(())
+}
+
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "blake3:{}", self.hex())

@@ -19,8 +19,8 @@ pub enum PayloadType {
     Index,
     /// The timestamp (publisher).
     Timestamp,
-    /// A module manifest (builder).
-    Manifest,
+    /// A build statement over every manifest of one build (builder).
+    Build,
     /// A promotion record (reviewer).
     Promotion,
 }
@@ -32,7 +32,7 @@ impl PayloadType {
             PayloadType::Root => "application/vnd.cuda-aot.root.v1+json",
             PayloadType::Index => "application/vnd.cuda-aot.index.v1+json",
             PayloadType::Timestamp => "application/vnd.cuda-aot.timestamp.v1+json",
-            PayloadType::Manifest => "application/vnd.cuda-aot.manifest.v1+json",
+            PayloadType::Build => "application/vnd.cuda-aot.build.v1+json",
             PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
         }
     }
@@ -91,21 +91,26 @@ impl Envelope {
             payload: B64.encode(payload),
             signatures: vec![],
         };
+        let message = pae(&env.payload_type, payload);
         for k in keys {
-            env.add_signature(k);
+            env.push_signature(k, &message);
         }
         env
     }
 
-    /// Adds one more signature (e.g. a second root key, or a reviewer co-signing).
-    pub fn add_signature(&mut self, key: &SecretKey) {
-        let payload = B64
-            .decode(&self.payload)
-            .expect("envelope built by this crate holds valid base64");
-        let sig = key.sign(&pae(&self.payload_type, &payload));
+    /// Adds one more signature (e.g. a second root key co-signing a rotation). Fails when
+    /// the payload of a parsed envelope is not base64.
+    pub fn add_signature(&mut self, key: &SecretKey) -> Result<()> {
+        let payload = self.payload_bytes("envelope")?;
+        let message = pae(&self.payload_type, &payload);
+        self.push_signature(key, &message);
+        Ok(())
+    }
+
+    fn push_signature(&mut self, key: &SecretKey, message: &[u8]) {
         self.signatures.push(Signature {
             keyid: key.public().key_id().hex(),
-            sig: B64.encode(sig),
+            sig: B64.encode(key.sign(message)),
         });
     }
 
@@ -152,10 +157,10 @@ mod tests {
     #[test]
     fn wrong_payload_type_is_refused() {
         let k = SecretKey::from_seed([1; 32]);
-        let env = Envelope::sign(PayloadType::Manifest, b"{}", &[&k]);
+        let env = Envelope::sign(PayloadType::Build, b"{}", &[&k]);
         let err =
             Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Index, "index").unwrap_err();
         assert!(matches!(err, Error::WrongPayloadType { .. }), "{err}");
-        assert!(Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Manifest, "m").is_ok());
+        assert!(Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Build, "m").is_ok());
     }
 }

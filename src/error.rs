@@ -6,7 +6,9 @@ use std::path::PathBuf;
 ///
 /// Variants carry the evidence (file, module, SM, key, versions, digests). [`Error::fix`]
 /// says what to do about it; a CLI prints it as `Fix: ...` under the error.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the message and the advice (what `fn main() -> Result<(), Error>` shows).
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Reading or writing a file failed.
@@ -61,6 +63,14 @@ pub enum Error {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// A file that must be a regular file is a FIFO, a device, a folder or a socket.
+    #[error("{path}: is {kind}, not a regular file")]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
     /// A registry file or folder is a symbolic link.
     #[error("{path}: is a symbolic link; registry files must be regular files")]
     Symlink {
@@ -87,8 +97,9 @@ pub enum Error {
     },
     /// Not enough distinct keys of the required role signed.
     #[error(
-        "{what}: signed by {valid} of the {threshold} required {role} key(s){}",
-        describe_foreign(.foreign)
+        "{what}: signed by {valid} of the {threshold} required {role} key(s){}{}",
+        describe_foreign(.foreign),
+        describe_other_root(*.valid, .foreign, .trusted, role)
     )]
     Threshold {
         /// What was signed.
@@ -101,6 +112,8 @@ pub enum Error {
         threshold: u32,
         /// Signatures by keys that are not keys of the role: `(key id, what the key is)`.
         foreign: Vec<(String, String)>,
+        /// The key ids of the role in the trust root used.
+        trusted: Vec<String>,
     },
     /// A trust root is inconsistent (threshold above key count, a key shared by builder and reviewer).
     #[error("trust root v{version}: {reason}")]
@@ -131,6 +144,50 @@ pub enum Error {
         now: String,
         /// The allowed clock skew in seconds.
         skew_secs: u64,
+    },
+    /// A document expires further ahead than the trust root allows (freeze bound).
+    #[error(
+        "{what}: expires {expires}, later than trust root v{root} allows ({bound_days} days from now, {latest})"
+    )]
+    FreezeBound {
+        /// The document.
+        what: String,
+        /// Its expiry.
+        expires: String,
+        /// The root version whose bound applies.
+        root: u64,
+        /// The bound in days.
+        bound_days: u32,
+        /// The latest expiry allowed now.
+        latest: String,
+    },
+    /// A version number would overflow (a stolen key may have published version u64::MAX).
+    #[error("{what}: version {version} cannot be incremented")]
+    VersionOverflow {
+        /// What is versioned.
+        what: String,
+        /// The current version.
+        version: u64,
+    },
+    /// A manifest listed in the index is not attested by the build statement it names.
+    #[error("{what}: not attested by build statement {statement}")]
+    NotAttested {
+        /// The manifest (module, target, file).
+        what: String,
+        /// The statement named.
+        statement: String,
+    },
+    /// A production-channel module without a valid promotion record.
+    #[error("{module} {target}: manifest {manifest} is not promoted for production: {reason}")]
+    NotPromoted {
+        /// The module.
+        module: String,
+        /// The target.
+        target: String,
+        /// The manifest digest.
+        manifest: String,
+        /// What is missing.
+        reason: String,
     },
     /// A version lower than one already seen (replay / rollback).
     #[error("{what}: version {got} is older than version {seen} already seen (rollback refused)")]
@@ -212,6 +269,42 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A blob signed as PTX is not PTX text.
+    #[error("{what}: not PTX text: {reason}")]
+    NotPtx {
+        /// What was parsed.
+        what: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// PTX whose `.target` is not the compute target its manifest signs.
+    #[error("{module} {claimed}: the PTX says .target {actual}")]
+    PtxTargetMismatch {
+        /// The module.
+        module: String,
+        /// The target the manifest claims (`compute_90`).
+        claimed: String,
+        /// The PTX `.target` (`sm_80`).
+        actual: String,
+    },
+    /// The kernels a blob holds (or their launch ABI) are not the ones its manifest signs.
+    #[error("{what}: {reason}")]
+    FunctionMismatch {
+        /// Module and target.
+        what: String,
+        /// What differs.
+        reason: String,
+    },
+    /// A kernel name matches more than one kernel of a module.
+    #[error("{module}: kernel name {name:?} is ambiguous: it matches {candidates}")]
+    AmbiguousKernel {
+        /// The module.
+        module: String,
+        /// The name asked for.
+        name: String,
+        /// The kernels it matches, by demangled signature.
+        candidates: String,
+    },
     /// A CUDA driver call failed, or there is no driver on this host.
     #[error(transparent)]
     Cuda(#[from] crate::cuda::CudaError),
@@ -277,6 +370,42 @@ pub enum Error {
     },
 }
 
+/// When no key of the role signed and every signature came from a key the trust root does
+/// not know, the registry was most likely signed under another trust root: name both sets.
+fn describe_other_root(
+    valid: usize,
+    foreign: &[(String, String)],
+    trusted: &[String],
+    role: &str,
+) -> String {
+    if valid > 0 || foreign.is_empty() || foreign.iter().any(|(_, is)| is != "unknown key") {
+        return String::new();
+    }
+    let signed: Vec<&str> = foreign.iter().map(|(id, _)| id.as_str()).collect();
+    format!(
+        ". It looks signed under another trust root: signed by {}, while this trust root's {role} key(s) are {}",
+        signed.join(", "),
+        trusted.join(", ")
+    )
+}
+
+/// Escapes control characters (ANSI escape sequences included) in text that comes from an
+/// untrusted file, before it can reach a terminal or a log.
+pub fn escape_untrusted(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 fn describe_foreign(foreign: &[(String, String)]) -> String {
     if foreign.is_empty() {
         return String::new();
@@ -286,6 +415,12 @@ fn describe_foreign(foreign: &[(String, String)]) -> String {
         .map(|(id, is)| format!("{id} ({is})"))
         .collect();
     format!("; also signed by {}", parts.join(", "))
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}\nFix: {}", self.fix())
+    }
 }
 
 impl Error {
@@ -305,15 +440,29 @@ impl Error {
             Error::InvalidName { .. } => {
                 "module names are 1-64 characters of a-z, 0-9 and _, starting with a letter; targets look like sm_90, sm_90a or compute_90".into()
             }
+            Error::NotRegular { .. } => "point at the registry folder or file itself; registry files and trust roots must be regular files (not pipes, devices or folders)".into(),
             Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
             Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),
             Error::BadKey { .. } => "regenerate the key with cargo xtask keygen and list its printed public key in the trust root".into(),
+            Error::Threshold { role, valid: 0, foreign, .. }
+                if !foreign.is_empty() && foreign.iter().all(|(_, is)| is == "unknown key") =>
+            {
+                format!(
+                    "verify with the trust root this registry was published under (--trust), or republish the registry signed with {role} keys of this trust root"
+                )
+            }
             Error::Threshold { role, .. } => format!(
                 "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
             ),
             Error::BadRoot { .. } => "fix the trust root: threshold at most the number of keys, distinct keys, builder and reviewer keys disjoint".into(),
             Error::RootRotation { .. } => "a new root must be signed by a threshold of the previous root's root keys and of its own root keys, with version exactly one higher".into(),
             Error::Expired { .. } => "publish again to refresh the timestamp (cargo xtask publish), or correct this machine's clock; a skew allowance can be set explicitly".into(),
+            Error::FreezeBound { .. } => "publish again with an expiry within the trust root's bound (cargo xtask publish --timestamp-days); if the document was not published by you, treat the publisher key as compromised and rotate it".into(),
+            Error::VersionOverflow { .. } => "the version was exhausted, most likely by a stolen publisher key: rotate the publisher key in a new trust root (cargo xtask trust-root --previous); clients then discard the inflated versions".into(),
+            Error::NotAttested { .. } => "publish the manifest together with the build statement that attests it (cargo xtask sign, then publish)".into(),
+            Error::NotPromoted { module, .. } => format!(
+                "promote the module (cargo xtask promote {module}: parity on a GPU host, resource review, reviewer signatures; docs/review.md) and publish it with its promotion record"
+            ),
             Error::Rollback { .. } => "the registry is serving old metadata (replay or stale mirror): point at an up-to-date registry; delete the trust state file only if you deliberately reset this machine".into(),
             Error::VersionMismatch { .. } | Error::MixAndMatch { .. } | Error::DuplicateEntry { .. } => {
                 "the registry mixes files of different releases: republish, or fetch the registry again as one snapshot".into()
@@ -325,6 +474,12 @@ impl Error {
                 "rebuild {module} for the SM it claims; the blob was built for {actual} (cargo xtask build)"
             ),
             Error::NotCubin { .. } => "rebuild the module with cargo xtask build; the bytes are not a CUDA ELF".into(),
+            Error::NotPtx { .. } => "rebuild the module with cargo xtask build; a blob signed as PTX must be the PTX text nvcc wrote (a cubin is published under kind cubin)".into(),
+            Error::PtxTargetMismatch { module, actual, .. } => format!(
+                "rebuild {module}'s PTX for the compute target it claims; the text was generated for {actual} (cargo xtask build)"
+            ),
+            Error::FunctionMismatch { .. } => "the manifest was not written for these bytes: rebuild and re-sign the module (cargo xtask release)".into(),
+            Error::AmbiguousKernel { .. } => "name the kernel by its full demangled signature or by its symbol, as listed above".into(),
             Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {
                 let mut s = format!("add {device_sm} to the targets in manifests/release.toml and release again (cargo xtask release)");

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use crate::digest::Digest;
 use crate::error::Error;
-use crate::name::{FunctionName, ModuleName, Target};
+use crate::name::{FunctionName, KernelName, ModuleName, Target};
 
 /// What kind of blob a module is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -135,6 +135,9 @@ pub struct Identity {
     pub host_toolchain: String,
     /// The exact nvcc flags, in order.
     pub flags: Vec<String>,
+    /// Include folders (`-I`), in search order, as written in the spec: relative to the spec
+    /// file, never an absolute path of the build machine.
+    pub include_dirs: Vec<String>,
     /// blake3 over the normalised source and every header it includes.
     pub source_digest: Digest,
     /// Proof-protocol / ABI version the kernels implement.
@@ -155,15 +158,145 @@ impl Identity {
     }
 }
 
+/// One kernel parameter as the launch ABI lays it out: its byte offset in the parameter
+/// buffer and its size (8 for a pointer, 4 for an `unsigned int`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Param {
+    /// Byte offset in the parameter buffer.
+    pub offset: u32,
+    /// Size in bytes.
+    pub size: u32,
+}
+
+/// A kernel's launch ABI, read from the built blob and signed with the manifest: the
+/// parameter layout and (for cubins) the resources the kernel uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchAbi {
+    /// Parameters in declaration order (cubin: `EIATTR_KPARAM_INFO`; PTX: `.param` lines).
+    pub params: Vec<Param>,
+    /// Total bytes of the parameter buffer (cubin: `EIATTR_PARAM_CBANK`).
+    pub param_bytes: u32,
+    /// Registers per thread (cubin: `EIATTR_REGCOUNT`); unknown for PTX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<u32>,
+    /// Static shared memory per block in bytes: the size of the cubin's
+    /// `.nv.shared.<kernel>` section (from sm_90 on it includes the 1 KiB the toolkit
+    /// reserves per block); unknown for PTX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_bytes: Option<u32>,
+    /// Local memory (stack frame) per thread in bytes (cubin: `EIATTR_FRAME_SIZE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_bytes: Option<u32>,
+    /// Largest block the kernel was compiled for (`__launch_bounds__`, cubin
+    /// `EIATTR_MAX_THREADS`, PTX `.maxntid`); `None` when the source sets no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads: Option<u32>,
+}
+
+impl LaunchAbi {
+    /// `(offset, size)` pairs, e.g. for messages: `0:8 8:8 16:4`.
+    pub fn describe_params(&self) -> String {
+        let v: Vec<String> = self
+            .params
+            .iter()
+            .map(|p| format!("{}:{}", p.offset, p.size))
+            .collect();
+        v.join(" ")
+    }
+}
+
 /// One kernel entry point of a module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Function {
-    /// The symbol name.
-    pub name: FunctionName,
-    /// Total parameter bytes, where the cubin records it.
+    /// The symbol the driver looks up: `_ZN3ntt7bit_revI6gl64_tEEvPT_j` for a C++ kernel,
+    /// the plain name for an `extern "C"` one.
+    pub symbol: FunctionName,
+    /// The C++ name without parameters or return type (`ntt::bit_rev<gl64_t>`); the symbol
+    /// itself for `extern "C"` kernels.
+    pub name: KernelName,
+    /// The full demangled signature without the return type
+    /// (`ntt::bit_rev<gl64_t>(gl64_t*, unsigned int)`), for C++ kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub param_bytes: Option<u32>,
+    pub signature: Option<KernelName>,
+    /// The signed launch ABI: parameter layout and resource use.
+    pub abi: LaunchAbi,
+}
+
+impl Function {
+    /// The name to show: the demangled name (the symbol for `extern "C"` kernels).
+    pub fn display_name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Whether `query` names this kernel: its exact symbol, its demangled name without
+    /// parameters, or its full demangled signature (with or without a leading return type).
+    /// Names are compared with C++ whitespace normalised (`a<4, true>` = `a<4,true>`).
+    pub fn matches(&self, query: &str) -> bool {
+        if query == self.symbol.as_str() {
+            return true;
+        }
+        let q = normalise_cpp(query);
+        if q == normalise_cpp(self.name.as_str()) {
+            return true;
+        }
+        let Some(sig) = &self.signature else {
+            return false;
+        };
+        let sig = normalise_cpp(sig.as_str());
+        q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
+    }
+}
+
+/// Resolves `query` to exactly one of `functions` ([`Function::matches`]); an exact symbol
+/// wins outright. `Err(candidates)`: every kernel that matched (empty when none did).
+pub fn resolve_function<'a>(
+    functions: &'a [Function],
+    query: &str,
+) -> Result<&'a Function, Vec<&'a Function>> {
+    if let Some(f) = functions.iter().find(|f| f.symbol.as_str() == query) {
+        return Ok(f);
+    }
+    let hits: Vec<&Function> = functions.iter().filter(|f| f.matches(query)).collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        _ => Err(hits),
+    }
+}
+
+/// How a kernel is listed in messages: `name` for C kernels, `signature` for C++ ones.
+pub fn describe_functions<'a>(functions: impl IntoIterator<Item = &'a Function>) -> String {
+    let v: Vec<&str> = functions
+        .into_iter()
+        .map(|f| f.signature.as_ref().unwrap_or(&f.name).as_str())
+        .collect();
+    if v.is_empty() {
+        "(none)".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// C++ names with whitespace normalised: a space is kept only between two identifier
+/// characters (`unsigned int`), so `ns::k<4, true>` and `ns::k<4,true>` compare equal.
+pub fn normalise_cpp(s: &str) -> String {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(s.len());
+    let mut pending_space = false;
+    for c in s.trim().chars() {
+        if c.is_whitespace() {
+            pending_space = true;
+            continue;
+        }
+        if pending_space && ident(c) && out.chars().last().is_some_and(ident) {
+            out.push(' ');
+        }
+        pending_space = false;
+        out.push(c);
+    }
+    out
 }
 
 /// The payload of a signed module manifest: the identity plus what the build produced.
@@ -215,6 +348,7 @@ pub(crate) mod tests {
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec!["-cubin".into(), "-arch=sm_90".into()],
+            include_dirs: vec!["../include".into()],
             source_digest: Digest::of(b"src"),
             protocol: "goldilocks-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
@@ -235,6 +369,9 @@ pub(crate) mod tests {
         variants.push(v);
         let mut v = base.clone();
         v.toolkit.digest = Digest::of(b"other");
+        variants.push(v);
+        let mut v = base.clone();
+        v.include_dirs.push("../third_party".into());
         variants.push(v);
         let mut v = base.clone();
         v.host_toolchain = "g++ 13".into();
@@ -262,8 +399,15 @@ pub(crate) mod tests {
             module_digest: Digest::of(b"blob"),
             size: 4,
             functions: vec![Function {
-                name: FunctionName::new("ntt_butterfly").unwrap(),
-                param_bytes: Some(24),
+                symbol: FunctionName::new("ntt_butterfly").unwrap(),
+                name: KernelName::new("ntt_butterfly").unwrap(),
+                signature: None,
+                abi: LaunchAbi {
+                    params: vec![Param { offset: 0, size: 8 }, Param { offset: 8, size: 8 }],
+                    param_bytes: 16,
+                    registers: Some(24),
+                    ..Default::default()
+                },
             }],
             channel: Channel::Dev,
         };
@@ -277,5 +421,52 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("unknown field"), "{err}");
         assert_eq!(DriverVersion::from_cuda(13000).to_string(), "13.0");
         assert_eq!(DriverVersion::from_cuda(12080).to_string(), "12.8");
+    }
+
+    fn cpp(symbol: &str, name: &str, signature: &str) -> Function {
+        Function {
+            symbol: FunctionName::new(symbol).unwrap(),
+            name: KernelName::new(name).unwrap(),
+            signature: Some(KernelName::new(signature).unwrap()),
+            abi: LaunchAbi::default(),
+        }
+    }
+
+    #[test]
+    fn kernels_resolve_by_symbol_name_or_signature() {
+        let fs = [
+            cpp(
+                "_ZN3ntt1kILi4ELb1EEEvPmi",
+                "ntt::k<4, true>",
+                "ntt::k<4, true>(unsigned long*, int)",
+            ),
+            cpp(
+                "_ZN3ntt1kILi8ELb1EEEvPmi",
+                "ntt::k<8, true>",
+                "ntt::k<8, true>(unsigned long*, int)",
+            ),
+            cpp("_Z3sumPi", "sum", "sum(int*)"),
+            cpp("_Z3sumPf", "sum", "sum(float*)"),
+        ];
+        let sym = |q: &str| {
+            resolve_function(&fs, q)
+                .map(|f| f.symbol.as_str())
+                .map_err(|c| c.len())
+        };
+        assert_eq!(sym("ntt::k<4, true>"), Ok("_ZN3ntt1kILi4ELb1EEEvPmi"));
+        assert_eq!(sym("ntt::k<4,true>"), Ok("_ZN3ntt1kILi4ELb1EEEvPmi"));
+        assert_eq!(sym(" ntt::k< 8 , true >"), Ok("_ZN3ntt1kILi8ELb1EEEvPmi"));
+        assert_eq!(
+            sym("void ntt::k<8, true>(unsigned long*, int)"),
+            Ok("_ZN3ntt1kILi8ELb1EEEvPmi")
+        );
+        assert_eq!(sym("_Z3sumPf"), Ok("_Z3sumPf"));
+        assert_eq!(sym("sum(int*)"), Ok("_Z3sumPi"));
+        // Overloads share a name: ambiguous, both candidates returned.
+        assert_eq!(sym("sum"), Err(2));
+        assert_eq!(sym("ntt::k"), Err(0));
+        // `unsigned long` keeps its space; `unsignedlong` is another name.
+        assert_eq!(sym("ntt::k<4, true>(unsignedlong*, int)"), Err(0));
+        assert_eq!(describe_functions(&fs[2..]), "sum(int*), sum(float*)");
     }
 }

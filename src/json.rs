@@ -21,7 +21,8 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8], limit: u64, what: &str) -> Resul
     check_no_duplicate_keys(bytes, what)?;
     serde_json::from_slice(bytes).map_err(|e| Error::Json {
         what: what.into(),
-        message: e.to_string(),
+        // Field names and values in the message come from the file.
+        message: crate::error::escape_untrusted(&e.to_string()),
     })
 }
 
@@ -53,7 +54,7 @@ fn check_no_duplicate_keys(bytes: &[u8], what: &str) -> Result<()> {
                 }
                 None => Err(Error::Json {
                     what: what.into(),
-                    message: msg,
+                    message: crate::error::escape_untrusted(&msg),
                 }),
             }
         }

@@ -1,6 +1,7 @@
 //! ed25519 keys: public keys in a one-line text form, key ids derived by the verifier,
 //! and the signing half used by the tools.
 
+use curve25519_dalek::edwards::CompressedEdwardsY;
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
@@ -8,7 +9,12 @@ use std::str::FromStr;
 
 use crate::error::Error;
 
-/// An ed25519 public key, written `ed25519:<64 hex>`. Weak (small-order) keys are refused.
+/// An ed25519 public key, written `ed25519:<64 hex>`.
+///
+/// Only canonically encoded, torsion-free points are accepted, so one secret key has exactly
+/// one public key that verifies its signatures: a key plus a small-order point would
+/// otherwise pass `verify_strict` as a second, "distinct" key and let one secret meet a
+/// threshold of two alone.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PublicKey(VerifyingKey);
 
@@ -35,18 +41,30 @@ impl fmt::Display for KeyId {
 }
 
 impl PublicKey {
-    /// Parses 32 raw bytes; refuses invalid points and weak keys.
+    /// Parses 32 raw bytes; refuses invalid, non-canonical, weak (small-order) and
+    /// torsioned points.
     pub fn from_bytes(bytes: &[u8; 32]) -> Result<Self, Error> {
-        let vk = VerifyingKey::from_bytes(bytes).map_err(|e| Error::BadKey {
-            what: "public key".into(),
-            reason: e.to_string(),
-        })?;
-        if vk.is_weak() {
-            return Err(Error::BadKey {
-                what: "public key".into(),
-                reason: "weak (small-order) key".into(),
-            });
+        let bad = |reason: &str| Error::BadKey {
+            what: format!("public key ed25519:{}", hex::encode(bytes)),
+            reason: reason.into(),
+        };
+        let point = CompressedEdwardsY(*bytes)
+            .decompress()
+            .ok_or_else(|| bad("not a point on the curve"))?;
+        if point.compress().as_bytes() != bytes {
+            return Err(bad(
+                "not canonically encoded (another encoding of the same point)",
+            ));
         }
+        if point.is_small_order() {
+            return Err(bad("weak (small-order) key"));
+        }
+        if !point.is_torsion_free() {
+            return Err(bad(
+                "has a small-order (torsion) component: the same secret key would count as two keys",
+            ));
+        }
+        let vk = VerifyingKey::from_bytes(bytes).map_err(|e| bad(&e.to_string()))?;
         Ok(PublicKey(vk))
     }
     /// The key id, derived from the key bytes.
@@ -150,6 +168,69 @@ mod tests {
         let sig = k.sign(b"msg");
         assert!(p.verify_strict(b"msg", &sig));
         assert!(!p.verify_strict(b"msh", &sig));
+    }
+
+    /// Issue 10, finding 1: a key A and A plus the point of order 2 both verify signatures
+    /// made with A's secret (for about half of all messages, verify_strict included): one
+    /// secret would count as two keys. The twin must never be accepted as a key.
+    #[test]
+    fn issue_10_a_key_plus_a_torsion_point_is_refused() {
+        use curve25519_dalek::constants::{ED25519_BASEPOINT_POINT, EIGHT_TORSION};
+        use curve25519_dalek::scalar::{Scalar, clamp_integer};
+        use sha2::{Digest as _, Sha512};
+        let seed = [9u8; 32];
+        let k = SecretKey::from_seed(seed);
+        let h = Sha512::digest(seed);
+        let a = Scalar::from_bytes_mod_order(clamp_integer(h[..32].try_into().unwrap()));
+        let a_point = CompressedEdwardsY(*k.public().0.as_bytes())
+            .decompress()
+            .unwrap();
+        assert_eq!(a_point, ED25519_BASEPOINT_POINT * a);
+        let twin = (a_point + EIGHT_TORSION[4]).compress().to_bytes();
+        // Sign "as the twin" with A's secret: the challenge hashes the twin's encoding.
+        let sign_as_twin = |m: &[u8]| {
+            let wide = |parts: &[&[u8]]| {
+                let mut d = Sha512::new();
+                for p in parts {
+                    d.update(p);
+                }
+                Scalar::from_bytes_mod_order_wide(&d.finalize().into())
+            };
+            let r = wide(&[&h[32..], m]);
+            let big_r = (ED25519_BASEPOINT_POINT * r).compress().to_bytes();
+            let c = wide(&[&big_r, &twin, m]);
+            let mut sig = [0u8; 64];
+            sig[..32].copy_from_slice(&big_r);
+            sig[32..].copy_from_slice((r + c * a).as_bytes());
+            ed25519_dalek::Signature::from_bytes(&sig)
+        };
+        let vk = VerifyingKey::from_bytes(&twin).unwrap();
+        let verified = (0u32..64)
+            .filter(|i| {
+                vk.verify_strict(&i.to_le_bytes(), &sign_as_twin(&i.to_le_bytes()))
+                    .is_ok()
+            })
+            .count();
+        assert!(
+            verified > 0,
+            "the attack should work against a bare verify_strict (it verified none of 64)"
+        );
+        let err = PublicKey::from_bytes(&twin).unwrap_err();
+        assert!(err.to_string().contains("torsion"), "{err}");
+        assert!(PublicKey::from_bytes(k.public().0.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_non_canonical_encoding_is_refused() {
+        // y = p + 1 (non-canonical encoding of y = 1, the identity, with an unreduced y).
+        let mut b = [0xffu8; 32];
+        b[0] = 0xee;
+        b[31] = 0x7f;
+        let err = PublicKey::from_bytes(&b).unwrap_err();
+        assert!(
+            err.to_string().contains("canonical") || err.to_string().contains("weak"),
+            "{err}"
+        );
     }
 
     #[test]

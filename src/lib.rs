@@ -3,8 +3,10 @@
 //! Provers link this crate. At startup [`Runtime::open`] checks the signed bundle of a
 //! registry against a trust root (root → timestamp → index → manifests), picks each
 //! module's cubin for exactly the device's SM, checks blobs (size first, then blake3, then
-//! the cubin's ELF SM) and the driver floor; [`Runtime::preload`] then hands each module
-//! to the driver once per process. Nothing is compiled or fetched at request time.
+//! their content: ELF SM or PTX `.target`, kernels and their signed launch ABI) and the
+//! driver floor; [`Runtime::preload`] then hands each module to the driver once per
+//! process. Kernels are looked up by symbol or demangled C++ name, and launches are checked
+//! against the signed launch ABI. Nothing is compiled or fetched at request time.
 //!
 //! ```no_run
 //! use cuda_aot::{Policy, Runtime};
@@ -35,17 +37,23 @@
 //! # Ok(()) }
 //! ```
 
+#![deny(unsafe_code)]
+
+pub mod content;
+#[allow(unsafe_code)]
 pub mod cuda;
 pub mod digest;
 pub mod elf;
 pub mod envelope;
 pub mod error;
+pub mod fs;
 pub mod identity;
 pub mod json;
 pub mod keys;
 pub mod limits;
 pub mod metadata;
 pub mod name;
+pub mod ptx;
 pub mod runtime;
 pub mod source;
 pub mod state;
@@ -54,8 +62,10 @@ pub mod verify;
 
 pub use digest::Digest;
 pub use error::{Error, Result};
-pub use identity::{Channel, DriverVersion, Function, Identity, Kind, Manifest, Toolkit};
+pub use identity::{
+    Channel, DriverVersion, Function, Identity, Kind, LaunchAbi, Manifest, Param, Toolkit,
+};
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
-pub use name::{FunctionName, ModuleName, Target};
+pub use name::{FunctionName, KernelName, ModuleName, Target};
 pub use runtime::{Counters, Module, Policy, Runtime};

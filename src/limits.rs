@@ -12,8 +12,10 @@ pub struct Limits {
     pub timestamp: u64,
     /// One bundle index.
     pub index: u64,
-    /// One signed module manifest.
+    /// One module manifest.
     pub manifest: u64,
+    /// One signed build statement.
+    pub statement: u64,
     /// One signed promotion record.
     pub promotion: u64,
     /// One cubin or PTX blob.
@@ -31,6 +33,7 @@ impl Default for Limits {
             timestamp: 16 * 1024,
             index: 8 * 1024 * 1024,
             manifest: 256 * 1024,
+            statement: 8 * 1024 * 1024,
             promotion: 64 * 1024,
             blob: 512 * 1024 * 1024,
             state: 16 * 1024,

@@ -6,56 +6,85 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::digest::Digest;
+use crate::envelope::PayloadType;
 use crate::identity::{Channel, Kind};
 use crate::keys::PublicKey;
 use crate::name::{ModuleName, Target};
 
-/// A point in time, written in RFC 3339 UTC (`2027-01-01T00:00:00Z`), second precision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Time(pub SystemTime);
+/// A point in time, written in RFC 3339 UTC (`2027-01-01T00:00:00Z`), whole seconds since
+/// the Unix epoch. Arithmetic saturates and formatting never panics, whatever the clock or
+/// a document says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(u64);
+
+/// The last second RFC 3339 can write (9999-12-31T23:59:59Z).
+const RFC3339_MAX: u64 = 253_402_300_799;
 
 impl Time {
-    /// Now, truncated to whole seconds.
+    /// Now, truncated to whole seconds (0 for a clock before 1970).
     pub fn now() -> Self {
-        Time::from_unix(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-        )
+        Time::from(SystemTime::now())
     }
     /// From seconds since the Unix epoch.
     pub fn from_unix(secs: u64) -> Self {
-        Time(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        Time(secs)
     }
-    /// This time plus `d`.
+    /// Seconds since the Unix epoch.
+    pub fn unix(&self) -> u64 {
+        self.0
+    }
+    /// This time plus `d`, saturating at the largest representable time.
     pub fn plus(&self, d: Duration) -> Self {
-        Time(self.0 + d)
+        Time(self.0.saturating_add(d.as_secs()))
+    }
+    /// How long after `earlier` this is (zero if it is not after it).
+    pub fn since(&self, earlier: Time) -> Duration {
+        Duration::from_secs(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl From<SystemTime> for Time {
+    fn from(t: SystemTime) -> Self {
+        Time(
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        )
     }
 }
 
 impl fmt::Display for Time {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", humantime::format_rfc3339_seconds(self.0))
+        if self.0 > RFC3339_MAX {
+            return write!(f, "@{} (after year 9999)", self.0);
+        }
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(self.0);
+        write!(f, "{}", humantime::format_rfc3339_seconds(t))
     }
 }
 
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0 > RFC3339_MAX {
+            return Err(serde::ser::Error::custom(
+                "time after year 9999 cannot be written",
+            ));
+        }
         s.collect_str(self)
     }
 }
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let t = humantime::parse_rfc3339(&s)
-            .map(Time)
-            .map_err(|e| serde::de::Error::custom(format!("bad time {s:?}: {e}")))?;
+        let t = humantime::parse_rfc3339(&s).map(Time::from).map_err(|e| {
+            serde::de::Error::custom(format!("bad time {:?}: {e}", s.escape_debug().to_string()))
+        })?;
         // One spelling per instant: whole seconds, as written. A fraction would be signed
-        // but lost when the time is shown or written again (found by fuzzing).
+        // but dropped when the time is read, shown or written again (found by fuzzing).
         if t.to_string() != s {
             return Err(serde::de::Error::custom(format!(
-                "bad time {s:?}: expected whole seconds in UTC, e.g. {t}"
+                "bad time {:?}: expected whole seconds in UTC, e.g. {t}",
+                s.escape_debug().to_string()
             )));
         }
         Ok(t)
@@ -162,6 +191,29 @@ pub struct Root {
     pub channel: Channel,
     /// Role keys and thresholds.
     pub roles: Roles,
+    /// How far ahead of the verifier's clock timestamps and indexes may expire (the freeze
+    /// bound): a document expiring later is refused, so a stolen publisher key cannot make a
+    /// release that never expires.
+    pub max_expiry: MaxExpiry,
+}
+
+/// The freeze bound of a trust root, in days from the verifier's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxExpiry {
+    /// Longest a timestamp may be valid.
+    pub timestamp_days: u32,
+    /// Longest an index may be valid.
+    pub index_days: u32,
+}
+
+impl MaxExpiry {
+    /// The defaults of `cargo xtask trust-root`: 31 days for timestamps (published with 7),
+    /// 400 for indexes (published with 365).
+    pub const DEFAULT: MaxExpiry = MaxExpiry {
+        timestamp_days: 31,
+        index_days: 400,
+    };
 }
 
 impl Root {
@@ -200,6 +252,16 @@ impl Timestamp {
     pub const SCHEMA: &'static str = "cuda-aot/timestamp/v1";
 }
 
+/// A reference to another signed document by its exact file bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocRef {
+    /// blake3 of the file.
+    pub digest: Digest,
+    /// Size of the file in bytes.
+    pub size: u64,
+}
+
 /// One module manifest listed in an index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,12 +272,14 @@ pub struct IndexEntry {
     pub sm: Target,
     /// cubin or ptx.
     pub kind: Kind,
-    /// blake3 of the signed manifest file; names `manifests/blake3/<hex>.json`.
+    /// blake3 of the manifest file; names `manifests/blake3/<hex>.json`.
     pub manifest: Digest,
-    /// Size of the signed manifest file.
+    /// Size of the manifest file.
     pub manifest_size: u64,
     /// The module's identity digest (for caches).
     pub identity: Digest,
+    /// The build statement (listed in [`Index::statements`]) that attests this manifest.
+    pub statement: Digest,
     /// Index version in which this manifest was first published.
     pub since: u64,
 }
@@ -232,16 +296,58 @@ pub struct Index {
     pub expires: Time,
     /// Channel of every manifest listed.
     pub channel: Channel,
+    /// The builder-signed build statements that attest the entries' manifests
+    /// (`statements/blake3/<hex>.json`); usually one per release.
+    pub statements: Vec<DocRef>,
+    /// The reviewer-signed promotion records of production modules
+    /// (`promotions/blake3/<hex>.json`).
+    pub promotions: Vec<DocRef>,
     /// The modules.
     pub entries: Vec<IndexEntry>,
 }
 
 impl Index {
     /// The schema tag.
-    pub const SCHEMA: &'static str = "cuda-aot/index/v1";
+    pub const SCHEMA: &'static str = "cuda-aot/index/v2";
 }
 
-/// A reviewer's promotion record: a research kernel's AOT build passed parity.
+/// A manifest as a build statement attests it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attested {
+    /// Module name.
+    pub module: ModuleName,
+    /// Exact target.
+    pub sm: Target,
+    /// cubin or ptx.
+    pub kind: Kind,
+    /// blake3 of the manifest file.
+    pub manifest: Digest,
+    /// Size of the manifest file.
+    pub manifest_size: u64,
+}
+
+/// The builder's one signed statement over a whole build: "these manifests (and through
+/// their digests, these blobs) came out of this build". Opening a bundle costs one builder
+/// signature check per statement, however many modules it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildStatement {
+    /// Always [`BuildStatement::SCHEMA`].
+    pub schema: String,
+    /// The channel of every manifest attested.
+    pub channel: Channel,
+    /// Every manifest of the build, sorted by module, target and kind.
+    pub manifests: Vec<Attested>,
+}
+
+impl BuildStatement {
+    /// The schema tag.
+    pub const SCHEMA: &'static str = "cuda-aot/build/v1";
+}
+
+/// A reviewer's promotion record: a research kernel's AOT build passed parity and review,
+/// and may be loaded by production provers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Promotion {
@@ -249,16 +355,52 @@ pub struct Promotion {
     pub schema: String,
     /// The promoted module.
     pub module: ModuleName,
-    /// The source digest the reviewer looked at.
-    pub source_digest: Digest,
-    /// Free-text parity evidence (device, command, result).
-    pub parity: String,
+    /// The schedule version reviewed (the launch contract).
+    pub schedule_version: u32,
+    /// blake3 of every manifest file promoted (one per target).
+    pub manifests: Vec<Digest>,
+    /// blake3 of the parity report the reviewer read.
+    pub parity_report: Digest,
+    /// The reviewer's note (what was checked, by whom).
+    pub note: String,
 }
 
 impl Promotion {
     /// The schema tag.
     pub const SCHEMA: &'static str = "cuda-aot/promotion/v1";
 }
+
+/// A kind of signed document: its payload type, schema tag and the role that signs it.
+/// [`crate::trust::VerifiedRoot::open`] opens any of them in the same numbered steps.
+pub trait Document: serde::de::DeserializeOwned + Serialize {
+    /// The envelope payload type.
+    const PAYLOAD_TYPE: PayloadType;
+    /// The schema tag every payload of this kind carries.
+    const SCHEMA: &'static str;
+    /// The role whose threshold must sign it.
+    const SIGNER: RoleName;
+    /// The schema tag this payload carries.
+    fn schema(&self) -> &str;
+}
+
+macro_rules! document {
+    ($t:ty, $pt:expr, $role:expr) => {
+        impl Document for $t {
+            const PAYLOAD_TYPE: PayloadType = $pt;
+            const SCHEMA: &'static str = <$t>::SCHEMA;
+            const SIGNER: RoleName = $role;
+            fn schema(&self) -> &str {
+                &self.schema
+            }
+        }
+    };
+}
+
+document!(Root, PayloadType::Root, RoleName::Root);
+document!(Timestamp, PayloadType::Timestamp, RoleName::Publisher);
+document!(Index, PayloadType::Index, RoleName::Publisher);
+document!(BuildStatement, PayloadType::Build, RoleName::Builder);
+document!(Promotion, PayloadType::Promotion, RoleName::Reviewer);
 
 #[cfg(test)]
 mod tests {
@@ -272,7 +414,7 @@ mod tests {
             serde_json::to_string(&t).unwrap(),
             "\"2027-01-01T00:00:00Z\""
         );
-        // Regression (fuzz/regressions/timestamp/fractional-seconds-expiry): a fraction
+        // Regression (fuzz/regressions/timestamp/bad-fractional-seconds-expiry): a fraction
         // parsed, then vanished when the time was written again.
         for bad in [
             "2027-01-01T00:00:00.5Z",

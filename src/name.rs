@@ -44,11 +44,14 @@ impl ModuleName {
     }
 }
 
-/// A kernel entry point name: a C identifier of at most 256 characters.
+/// A kernel symbol: a C identifier (an `extern "C"` name or an Itanium-mangled C++ name)
+/// of at most [`FunctionName::MAX`] characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FunctionName(String);
 
 impl FunctionName {
+    /// Longest accepted symbol (mangled template names grow long).
+    pub const MAX: usize = 4096;
     /// Validates `s` as a C identifier.
     pub fn new(s: &str) -> Result<Self, Error> {
         let ok_start = s
@@ -56,14 +59,41 @@ impl FunctionName {
             .first()
             .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
         let ok_rest = s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !ok_start || !ok_rest || s.len() > 256 {
+        if !ok_start || !ok_rest || s.len() > Self::MAX {
             return Err(Error::InvalidName {
                 kind: "function name",
                 value: s.escape_debug().to_string(),
-                reason: "must be a C identifier of at most 256 characters",
+                reason: "must be a C identifier of at most 4096 characters",
             });
         }
         Ok(FunctionName(s.to_string()))
+    }
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A demangled C++ kernel name or signature (`ntt::bit_rev<gl64_t>`,
+/// `ntt::bit_rev<gl64_t>(gl64_t*, unsigned int)`): 1 to 4096 printable ASCII characters, so
+/// it can carry no terminal escape, newline or NUL.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelName(String);
+
+impl KernelName {
+    /// Validates `s`.
+    pub fn new(s: &str) -> Result<Self, Error> {
+        if s.is_empty()
+            || s.len() > FunctionName::MAX
+            || !s.bytes().all(|b| (0x20..0x7f).contains(&b))
+        {
+            return Err(Error::InvalidName {
+                kind: "kernel name",
+                value: s.escape_debug().to_string(),
+                reason: "must be 1 to 4096 printable ASCII characters",
+            });
+        }
+        Ok(KernelName(s.to_string()))
     }
     /// The name as a string.
     pub fn as_str(&self) -> &str {
@@ -81,6 +111,11 @@ pub struct Target {
     pub minor: u32,
     /// The arch-specific variant (`a` suffix): runs only on exactly this compute capability.
     pub arch_specific: bool,
+    /// The family-specific variant (`f` suffix, CUDA 12.9+: `sm_100f`, `sm_103f`,
+    /// `sm_120f`): runs on devices of the same major version with at least this minor.
+    /// A cubin's ELF header does not record it (it reads as the plain SM), so only the
+    /// signed manifest says a build is `f`.
+    pub family_specific: bool,
     /// A virtual architecture (`compute_XX`), i.e. PTX.
     pub virtual_arch: bool,
 }
@@ -92,7 +127,17 @@ impl Target {
             major,
             minor,
             arch_specific: false,
+            family_specific: false,
             virtual_arch: false,
+        }
+    }
+    /// The same target without its `a`/`f` suffix (`sm_90a` → `sm_90`): what a cubin's ELF
+    /// header can record for a family build.
+    pub fn base(&self) -> Self {
+        Target {
+            arch_specific: false,
+            family_specific: false,
+            ..*self
         }
     }
     /// The SM number as written in names (90 for 9.0, 120 for 12.0).
@@ -100,9 +145,16 @@ impl Target {
         self.major * 10 + self.minor
     }
     /// Whether a binary for this target is an exact match for a device of compute
-    /// capability `major.minor`: the same SM (sm_90 or sm_90a on a 9.0 device).
+    /// capability `major.minor`: the same SM (sm_90 or sm_90a on a 9.0 device). A family
+    /// build (`sm_100f`) is never exact: see [`Target::is_family_for`].
     pub fn is_exact_for(&self, major: u32, minor: u32) -> bool {
-        !self.virtual_arch && self.major == major && self.minor == minor
+        !self.virtual_arch && !self.family_specific && self.major == major && self.minor == minor
+    }
+    /// Whether this is a family cubin (`sm_100f`) that runs on a device of compute
+    /// capability `major.minor`: the same major version, a minor at least the target's
+    /// (`sm_100f` on 10.0 and 10.3, `sm_103f` only on 10.3, `sm_120f` on 12.0 and 12.1).
+    pub fn is_family_for(&self, major: u32, minor: u32) -> bool {
+        !self.virtual_arch && self.family_specific && self.major == major && self.minor <= minor
     }
     /// Whether PTX for this virtual architecture can be JIT-compiled by the driver for a
     /// device of compute capability `major.minor`: `compute_XX` for any device from XX
@@ -112,6 +164,8 @@ impl Target {
         self.virtual_arch
             && if self.arch_specific {
                 self.number() == device
+            } else if self.family_specific {
+                self.major == major && self.minor <= minor
             } else {
                 self.number() <= device
             }
@@ -121,7 +175,11 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let prefix = if self.virtual_arch { "compute" } else { "sm" };
-        let suffix = if self.arch_specific { "a" } else { "" };
+        let suffix = match (self.arch_specific, self.family_specific) {
+            (true, _) => "a",
+            (false, true) => "f",
+            (false, false) => "",
+        };
         write!(f, "{prefix}_{}{suffix}", self.number())
     }
 }
@@ -141,9 +199,12 @@ impl FromStr for Target {
         } else {
             return Err(bad("must start with sm_ or compute_"));
         };
-        let (digits, arch_specific) = match rest.strip_suffix('a') {
-            Some(d) => (d, true),
-            None => (rest, false),
+        let (digits, arch_specific, family_specific) = if let Some(d) = rest.strip_suffix('a') {
+            (d, true, false)
+        } else if let Some(d) = rest.strip_suffix('f') {
+            (d, false, true)
+        } else {
+            (rest, false, false)
         };
         if digits.len() < 2
             || digits.len() > 3
@@ -151,14 +212,20 @@ impl FromStr for Target {
             || digits.starts_with('0')
         {
             return Err(bad(
-                "expected 2 or 3 digits, e.g. sm_90, sm_90a, sm_120, compute_90",
+                "expected 2 or 3 digits, e.g. sm_90, sm_90a, sm_100f, sm_120, compute_90",
             ));
         }
         let n: u32 = digits.parse().map_err(|_| bad("not a number"))?;
+        if family_specific && n < 100 {
+            return Err(bad(
+                "family targets (f suffix) exist from sm_100 on (CUDA 12.9+), e.g. sm_100f, sm_120f",
+            ));
+        }
         Ok(Target {
             major: n / 10,
             minor: n % 10,
             arch_specific,
+            family_specific,
             virtual_arch,
         })
     }
@@ -181,9 +248,15 @@ macro_rules! string_serde {
 }
 string_serde!(ModuleName, ModuleName::new);
 string_serde!(FunctionName, FunctionName::new);
+string_serde!(KernelName, KernelName::new);
 string_serde!(Target, Target::from_str);
 
 impl fmt::Display for ModuleName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl fmt::Display for KernelName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -258,6 +331,33 @@ mod tests {
         let ptx90a: Target = "compute_90a".parse().unwrap();
         assert!(ptx90a.can_jit_on(9, 0) && !ptx90a.can_jit_on(10, 0));
         assert!(!"sm_80".parse::<Target>().unwrap().can_jit_on(9, 0));
+    }
+
+    #[test]
+    fn family_targets_parse_and_run_only_in_their_family() {
+        for s in ["sm_100f", "sm_103f", "sm_120f", "compute_100f"] {
+            assert_eq!(s.parse::<Target>().unwrap().to_string(), s);
+        }
+        assert!(
+            "sm_90f".parse::<Target>().is_err(),
+            "no family targets before sm_100"
+        );
+        let f100: Target = "sm_100f".parse().unwrap();
+        assert!(f100.family_specific && !f100.arch_specific);
+        assert_eq!(f100.base().to_string(), "sm_100");
+        assert!(
+            !f100.is_exact_for(10, 0),
+            "a family build is never the exact cubin"
+        );
+        assert!(f100.is_family_for(10, 0) && f100.is_family_for(10, 3));
+        assert!(!f100.is_family_for(12, 0) && !f100.is_family_for(9, 0));
+        let f103: Target = "sm_103f".parse().unwrap();
+        assert!(f103.is_family_for(10, 3) && !f103.is_family_for(10, 0));
+        let f120: Target = "sm_120f".parse().unwrap();
+        assert!(f120.is_family_for(12, 1) && !f120.is_family_for(10, 0));
+        assert!(!"sm_100".parse::<Target>().unwrap().is_family_for(10, 0));
+        let p: Target = "compute_100f".parse().unwrap();
+        assert!(p.can_jit_on(10, 3) && !p.can_jit_on(12, 0));
     }
 
     #[test]

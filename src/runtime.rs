@@ -9,15 +9,32 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
-use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule};
+use crate::cuda::{
+    CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, ParamInfo, SignedAbi,
+};
 use crate::error::{Error, Result};
-use crate::identity::{Channel, DriverVersion, Kind, Manifest};
+use crate::identity::{
+    Channel, DriverVersion, Kind, Manifest, describe_functions, resolve_function,
+};
 use crate::limits::Limits;
 use crate::metadata::IndexEntry;
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};
 use crate::state::TrustState;
-use crate::verify::{Options, VerifiedModule, verify_index_for};
+use crate::verify::{Freshness, Options, VerifiedModule, verify_metadata};
+
+/// Where the runtime keeps its rollback-protection state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackState {
+    /// The per-user default ([`TrustState::default_path`]): one file per registry under
+    /// `$XDG_STATE_HOME/cuda-aot/trust/` (or `~/.local/state/cuda-aot/trust/`).
+    PerUser,
+    /// This file.
+    File(PathBuf),
+    /// No state is kept: rollback is only caught against [`Policy::minimum_versions`].
+    /// Explicit, and logged as a warning at every open.
+    Disabled,
+}
 
 /// What a runtime accepts and how it loads.
 #[derive(Debug, Clone)]
@@ -33,11 +50,17 @@ pub struct Policy {
     pub load_api: LoadApi,
     /// CUDA device ordinal.
     pub device: usize,
-    /// Rollback-protection state file; `None` keeps no state (then rollback is only
-    /// detected within one process).
-    pub state_file: Option<PathBuf>,
+    /// Rollback protection: on by default, with the state in a per-user file.
+    pub rollback: RollbackState,
+    /// Versions below which nothing is accepted even without saved state (a prover can
+    /// compile in the release it was built against).
+    pub minimum_versions: TrustState,
     /// Accepted clock skew past expiry (explicit; logged at open).
     pub clock_skew: Duration,
+    /// Offline grace: an expired timestamp is still accepted this long after the last
+    /// fresh verification recorded in the rollback state, with a warning naming the
+    /// deadline. Zero by default.
+    pub offline_grace: Duration,
     /// Byte caps.
     pub limits: Limits,
 }
@@ -51,8 +74,10 @@ impl Policy {
             prefer_arch_specific: true,
             load_api: LoadApi::Module,
             device: 0,
-            state_file: None,
+            rollback: RollbackState::PerUser,
+            minimum_versions: TrustState::default(),
             clock_skew: Duration::ZERO,
+            offline_grace: Duration::ZERO,
             limits: Limits::default(),
         }
     }
@@ -68,6 +93,42 @@ impl Policy {
         Policy {
             allow_ptx: true,
             ..self
+        }
+    }
+    /// The same policy keeping its rollback state in `path`.
+    pub fn with_state_file(self, path: impl Into<PathBuf>) -> Policy {
+        Policy {
+            rollback: RollbackState::File(path.into()),
+            ..self
+        }
+    }
+    /// The same policy keeping no rollback state (logged as a warning at every open).
+    pub fn without_rollback_protection(self) -> Policy {
+        Policy {
+            rollback: RollbackState::Disabled,
+            ..self
+        }
+    }
+    /// The same policy with an offline grace period for expired timestamps.
+    pub fn with_offline_grace(self, grace: Duration) -> Policy {
+        Policy {
+            offline_grace: grace,
+            ..self
+        }
+    }
+    /// The rollback-state file this policy uses for `registry`, if any.
+    pub fn state_path(&self, registry: &Path) -> Result<Option<PathBuf>> {
+        match &self.rollback {
+            RollbackState::File(p) => Ok(Some(p.clone())),
+            RollbackState::Disabled => Ok(None),
+            RollbackState::PerUser => {
+                TrustState::default_path(registry)
+                    .map(Some)
+                    .ok_or_else(|| Error::Missing {
+                        what: "per-user folder for the rollback state (HOME is not set)".into(),
+                        path: "$XDG_STATE_HOME or $HOME".into(),
+                    })
+            }
         }
     }
 }
@@ -89,6 +150,9 @@ pub struct Counters {
     pub driver_time: Duration,
     /// Modules loaded as PTX through the driver JIT (compatibility mode).
     pub compat_loads: u64,
+    /// Signed documents whose signature threshold was checked at open (constant in the
+    /// number of modules).
+    pub signatures_checked: u64,
 }
 
 #[derive(Default)]
@@ -100,6 +164,7 @@ struct AtomicCounters {
     verify_ns: AtomicU64,
     driver_ns: AtomicU64,
     compat_loads: AtomicU64,
+    signatures_checked: AtomicU64,
 }
 
 /// One module slot of the process-wide cache, keyed by device and identity.
@@ -147,28 +212,47 @@ impl Module {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
-    /// A kernel of this module; unknown names list the module's entry points.
+    /// A kernel of this module by its symbol, its demangled C++ name without parameters
+    /// (`ntt::bit_rev<gl64_t>`) or its full demangled signature, matched against the names
+    /// the signed manifest records (no demangler runs here). The kernel carries its signed
+    /// launch ABI, which every launch is checked against; the driver's own report of the
+    /// parameter layout must equal it. An unknown name lists the module's kernels by their
+    /// demangled names; a name matching several kernels (overloads, template instances of
+    /// one name) lists the candidates.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
-        if !self
-            .manifest
-            .functions
-            .iter()
-            .any(|f| f.name.as_str() == name)
-        {
-            let available = self
-                .manifest
-                .functions
+        let module = &self.manifest.identity.module;
+        let f = resolve_function(&self.manifest.functions, name).map_err(|candidates| {
+            if candidates.is_empty() {
+                Error::Unknown {
+                    kind: "kernel",
+                    name: format!("{module}::{name}"),
+                    available: describe_functions(&self.manifest.functions),
+                }
+            } else {
+                Error::AmbiguousKernel {
+                    module: module.to_string(),
+                    name: name.to_string(),
+                    candidates: describe_functions(candidates),
+                }
+            }
+        })?;
+        let abi = SignedAbi {
+            display_name: f.display_name().to_string(),
+            params: f
+                .abi
+                .params
                 .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(Error::Unknown {
-                kind: "kernel",
-                name: format!("{}::{name}", self.manifest.identity.module),
-                available,
-            });
-        }
-        Ok(self.loaded.function(name)?)
+                .map(|p| ParamInfo {
+                    offset: p.offset as usize,
+                    size: p.size as usize,
+                })
+                .collect(),
+            max_threads: f.abi.max_threads,
+        };
+        Ok(self
+            .loaded
+            .function(f.symbol.as_str())?
+            .with_signed_abi(abi)?)
     }
     /// True when this module runs as PTX through the driver JIT (compatibility mode).
     pub fn is_compatibility_mode(&self) -> bool {
@@ -187,111 +271,157 @@ pub struct Runtime {
 
 impl Runtime {
     /// Verifies the registry at `registry` against the trust root file bytes `trust_root`
-    /// (one pass: root chain, timestamp, index, every manifest), probes the device,
-    /// selects each module's binary for exactly this device, checks the driver floor and
-    /// verifies the selected blobs (size, blake3, ELF SM). Nothing is loaded yet; see
-    /// [`Runtime::preload`] and [`Runtime::module`].
+    /// (one pass: root chain, timestamp, index, build statements, promotions) while the
+    /// device's primary context is created, then selects each module's binary for exactly
+    /// this device, checks the driver floor and verifies the selected manifests and blobs
+    /// (size, blake3, ELF SM). A registry or verification error is reported before any
+    /// driver error, so a host without a GPU still learns that its registry is wrong.
+    /// Nothing is loaded yet; see [`Runtime::preload`] and [`Runtime::module`].
     pub fn open(registry: impl AsRef<Path>, trust_root: &[u8], policy: Policy) -> Result<Runtime> {
-        // The driver first: without one, fail with a clear error before any work.
-        let device = Device::open(policy.device)?;
-        let info = device.info().clone();
+        let device = policy.device;
+        let mut v = Runtime::open_devices(registry, trust_root, policy, &[device])?;
+        Ok(v.remove(0))
+    }
+
+    /// [`Runtime::open`] for several devices of one process: the registry is verified
+    /// once, every device's primary context is created in parallel (and in parallel with
+    /// verification), then each device gets its own selection, driver-floor check, modules
+    /// (each loaded exactly once per device) and counters. Blobs shared by devices of the
+    /// same SM are read and hashed once. `policy.device` is ignored.
+    pub fn open_devices(
+        registry: impl AsRef<Path>,
+        trust_root: &[u8],
+        policy: Policy,
+        devices: &[usize],
+    ) -> Result<Vec<Runtime>> {
         let started = Instant::now();
-        let src = DirSource::new(registry.as_ref());
-        let seen = match &policy.state_file {
-            Some(p) => TrustState::load(p, policy.limits.state)?,
-            None => TrustState::default(),
-        };
-        let opts = Options {
-            skew: policy.clock_skew,
-            limits: policy.limits,
-            required_channel: Some(policy.channel),
-            ..Options::default()
-        };
-        log::info!(
-            "cuda-aot: verifying {} (channel {}, clock skew allowance {}s)",
-            src.describe(),
-            policy.channel,
-            policy.clock_skew.as_secs()
-        );
-        // One pass over the metadata; builder signatures and blobs only for the modules
-        // selected for this device (the index signature covers every entry's digest).
-        let cc = (info.cc_major, info.cc_minor);
-        let pick = |entries: &[IndexEntry]| -> Result<Vec<usize>> {
-            let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for (i, e) in entries.iter().enumerate() {
-                by_module.entry(e.module.as_str()).or_default().push(i);
-            }
-            by_module
+        let registry = registry.as_ref();
+        let (verified, opened) = std::thread::scope(|s| {
+            let handles: Vec<_> = devices
                 .iter()
-                .map(|(name, idx)| {
-                    let cands: Vec<(Target, Kind)> = idx
-                        .iter()
-                        .map(|i| (entries[*i].sm, entries[*i].kind))
-                        .collect();
-                    select(name, &cands, cc, &info.name, &policy).map(|j| idx[j])
-                })
-                .collect()
-        };
-        let index = verify_index_for(&src, trust_root, seen, &opts, &pick)?;
-        let counters = AtomicCounters::default();
-        counters
-            .modules_verified
-            .store(index.manifests().len() as u64, Ordering::Relaxed);
-        let driver = DriverVersion::from_cuda(info.driver_version);
-        let mut modules = BTreeMap::new();
-        for chosen in index.manifests() {
-            let name = chosen.manifest().identity.module.to_string();
-            let man = chosen.manifest();
-            check_driver_floor(man, driver)?;
-            let module = index.load_module(&src, chosen, &policy.limits)?;
-            counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
-            if man.identity.kind == Kind::Ptx {
-                log::warn!(
-                    "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on {}",
-                    man.label(),
-                    info.sm()
+                .map(|&d| s.spawn(move || Device::open(d)))
+                .collect();
+            let verified = verify_registry_metadata(registry, trust_root, &policy);
+            let opened: Vec<_> = handles
+                .into_iter()
+                .map(|h| h.join().expect("device thread"))
+                .collect();
+            (verified, opened)
+        });
+        // Registry and verification errors first, then driver errors.
+        let (index, state_path, metadata_time) = verified?;
+        let devices = opened
+            .into_iter()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let src = DirSource::new(registry);
+        let mut manifests: HashMap<usize, crate::verify::VerifiedManifest> = HashMap::new();
+        let mut blobs: HashMap<usize, VerifiedModule> = HashMap::new();
+        let mut runtimes = Vec::with_capacity(devices.len());
+        for device in devices {
+            let t = Instant::now();
+            let info = device.info().clone();
+            let cc = (info.cc_major, info.cc_minor);
+            let picked = pick_for_device(&index.index().entries, cc, &info.name, &policy)?;
+            let driver = DriverVersion::from_cuda(info.driver_version);
+            let counters = AtomicCounters::default();
+            let mut modules = BTreeMap::new();
+            for i in picked {
+                if let std::collections::hash_map::Entry::Vacant(slot) = manifests.entry(i) {
+                    slot.insert(index.verify_entry(&src, &index.index().entries[i])?);
+                }
+                let chosen = &manifests[&i];
+                let man = chosen.manifest();
+                check_driver_floor(man, driver)?;
+                if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(i) {
+                    slot.insert(index.load_module(&src, chosen, &policy.limits)?);
+                    counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
+                }
+                let module = blobs[&i].clone();
+                if man.identity.kind == Kind::Ptx {
+                    log::warn!(
+                        "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on device {} ({})",
+                        man.label(),
+                        info.ordinal,
+                        info.sm()
+                    );
+                }
+                // The verifier checked the entry's identity digest against the manifest.
+                let key = (info.ordinal, chosen.entry().identity, man.module_digest);
+                modules.insert(
+                    man.identity.module.to_string(),
+                    Selected {
+                        manifest: Arc::new(module.manifest().clone()),
+                        module,
+                        slot: shared_slot(key),
+                    },
                 );
             }
-            // The verifier checked the entry's identity digest against the manifest.
-            let key = (info.ordinal, chosen.entry().identity, man.module_digest);
-            modules.insert(
-                name,
-                Selected {
-                    manifest: Arc::new(module.manifest().clone()),
-                    module,
-                    slot: shared_slot(key),
-                },
+            counters
+                .modules_verified
+                .store(modules.len() as u64, Ordering::Relaxed);
+            counters
+                .signatures_checked
+                .store(index.signature_checks(), Ordering::Relaxed);
+            let verify_time = metadata_time + t.elapsed();
+            counters
+                .verify_ns
+                .store(verify_time.as_nanos() as u64, Ordering::Relaxed);
+            log::info!(
+                "cuda-aot: verified index v{} ({} modules for device {} {} {}, {} signature checks) in {:?}",
+                index.index().version,
+                modules.len(),
+                info.ordinal,
+                info.name,
+                info.sm(),
+                index.signature_checks(),
+                verify_time
             );
+            runtimes.push(Runtime {
+                device,
+                policy: policy.clone(),
+                index_version: index.index().version,
+                modules,
+                counters,
+            });
         }
-        if let Some(p) = &policy.state_file {
+        // Everything every device uses passed: only now is the state saved.
+        if let Some(p) = &state_path {
             index.state().save(p)?;
         }
-        counters
-            .verify_ns
-            .store(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         log::info!(
-            "cuda-aot: verified index v{} ({} modules for {} {}) in {:?}",
-            index.index().version,
-            modules.len(),
-            info.name,
-            info.sm(),
+            "cuda-aot: {} device(s) ready to load in {:?}",
+            runtimes.len(),
             started.elapsed()
         );
-        Ok(Runtime {
-            device,
-            policy,
-            index_version: index.index().version,
-            modules,
-            counters,
-        })
+        Ok(runtimes)
+    }
+
+    /// [`Runtime::preload`] for every runtime of [`Runtime::open_devices`], one thread per
+    /// device.
+    pub fn preload_all(runtimes: &[Runtime]) -> Result<()> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = runtimes.iter().map(|rt| s.spawn(|| rt.preload())).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("preload thread"))
+                .collect::<Result<Vec<()>>>()
+        })?;
+        Ok(())
     }
 
     /// Loads every selected module now (at startup, before the first request).
     pub fn preload(&self) -> Result<()> {
-        for name in self.modules.keys() {
-            self.module(name)?;
-        }
-        Ok(())
+        // One clock around every load: a clock read can cost a system call on a virtual
+        // machine, a visible share of a 40 µs module load.
+        let started = Instant::now();
+        let loaded = self
+            .modules
+            .values()
+            .try_for_each(|sel| self.ensure_loaded(sel, false).map(drop));
+        self.counters
+            .driver_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        loaded
     }
 
     /// The loaded module `name`, loading it on first use: exactly once per process and
@@ -302,44 +432,48 @@ impl Runtime {
             name: name.to_string(),
             available: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
         })?;
-        let manifest = sel.manifest.clone();
+        Ok(Module {
+            manifest: sel.manifest.clone(),
+            loaded: self.ensure_loaded(sel, true)?,
+        })
+    }
+
+    /// The driver's handle of `sel`, loading it from the verified bytes if no live runtime
+    /// of this process has (the slot's lock makes concurrent first uses load once). With
+    /// `clock`, the load's time is added to the driver-time counter here.
+    fn ensure_loaded(&self, sel: &Selected, clock: bool) -> Result<Arc<LoadedModule>> {
         let mut slot = sel.slot.lock().expect("module slot lock");
         if let Some(loaded) = slot.as_ref() {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(Module {
-                manifest,
-                loaded: loaded.clone(),
-            });
+            return Ok(loaded.clone());
         }
-        let started = Instant::now();
-        let ctx = self.device.context();
-        let bytes = sel.module.bytes();
-        let loaded = match manifest.identity.kind {
-            Kind::Cubin => {
-                LoadedModule::load_cubin_shared(ctx, bytes.clone(), self.policy.load_api)
-            }
-            Kind::Ptx => {
-                self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
-                log::warn!(
-                    "cuda-aot: loading {} through the driver JIT (PTX compatibility mode)",
-                    manifest.label()
-                );
-                LoadedModule::load_ptx(ctx, bytes, self.policy.load_api)
-            }
-        };
-        self.counters
-            .driver_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let manifest = &sel.manifest;
+        if manifest.identity.kind == Kind::Ptx {
+            self.counters.compat_loads.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "cuda-aot: loading {} through the driver JIT (PTX compatibility mode)",
+                manifest.label()
+            );
+        }
+        let started = clock.then(Instant::now);
+        let loaded =
+            LoadedModule::load_verified(self.device.context(), &sel.module, self.policy.load_api);
+        if let Some(t) = started {
+            self.counters
+                .driver_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
         let loaded = Arc::new(loaded.map_err(|source| Error::Load {
             what: manifest.label(),
             source,
         })?);
         self.counters.modules_loaded.fetch_add(1, Ordering::Relaxed);
         *slot = Some(loaded.clone());
-        Ok(Module { manifest, loaded })
+        Ok(loaded)
     }
 
-    /// A kernel `function` of module `module`.
+    /// A kernel of module `module`, named by symbol, demangled name or full signature
+    /// ([`Module::kernel`]).
     pub fn kernel(&self, module: &str, function: &str) -> Result<Kernel> {
         self.module(module)?.kernel(function)
     }
@@ -381,14 +515,97 @@ impl Runtime {
             verify_time: Duration::from_nanos(get(&c.verify_ns)),
             driver_time: Duration::from_nanos(get(&c.driver_ns)),
             compat_loads: get(&c.compat_loads),
+            signatures_checked: get(&c.signatures_checked),
         }
     }
 }
 
+/// Steps 1-5 of verification for `registry` under `policy` (no device needed): the
+/// verified metadata, the rollback-state file to save once the blobs passed, and the time
+/// it took.
+fn verify_registry_metadata(
+    registry: &Path,
+    trust_root: &[u8],
+    policy: &Policy,
+) -> Result<(crate::verify::VerifiedIndex, Option<PathBuf>, Duration)> {
+    let started = Instant::now();
+    let src = DirSource::new(registry);
+    let state_path = policy.state_path(registry)?;
+    let seen = match &state_path {
+        Some(p) => TrustState::load(p, policy.limits.state)?,
+        None => {
+            log::warn!(
+                "cuda-aot: rollback protection is OFF for {} (Policy::without_rollback_protection): an older release would be accepted",
+                src.describe()
+            );
+            TrustState::default()
+        }
+    }
+    .max(policy.minimum_versions);
+    let opts = Options {
+        skew: policy.clock_skew,
+        offline_grace: policy.offline_grace,
+        limits: policy.limits,
+        required_channel: Some(policy.channel),
+        ..Options::default()
+    };
+    log::info!(
+        "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",
+        src.describe(),
+        policy.channel,
+        policy.clock_skew.as_secs(),
+        policy.offline_grace.as_secs()
+    );
+    let index = verify_metadata(&src, trust_root, seen, &opts)?;
+    if let Some(old) = index.discarded_state() {
+        log::warn!(
+            "cuda-aot: the trust root rotated the publisher keys: discarded saved timestamp v{} and index v{}",
+            old.timestamp,
+            old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        log::warn!(
+            "cuda-aot: {}: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline} (last fresh verification {}). Sync the registry before then.",
+            src.describe(),
+            index
+                .state()
+                .fresh_at
+                .map_or_else(|| "unknown".to_string(), |t| t.to_string())
+        );
+    }
+    Ok((index, state_path, started.elapsed()))
+}
+
+/// The index entries to load on a device of compute capability `cc`: one per module (see
+/// [`select`]).
+fn pick_for_device(
+    entries: &[IndexEntry],
+    cc: (u32, u32),
+    device: &str,
+    policy: &Policy,
+) -> Result<Vec<usize>> {
+    let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        by_module.entry(e.module.as_str()).or_default().push(i);
+    }
+    by_module
+        .iter()
+        .map(|(name, idx)| {
+            let cands: Vec<(Target, Kind)> = idx
+                .iter()
+                .map(|i| (entries[*i].sm, entries[*i].kind))
+                .collect();
+            select(name, &cands, cc, device, policy).map(|j| idx[j])
+        })
+        .collect()
+}
+
 /// Picks the binary of `module` for a device of compute capability `cc`: a cubin for
-/// exactly its SM (the `a` variant first when preferred), else, only if the policy allows,
-/// the newest PTX the device can JIT. Never another SM's cubin. Returns an index into
-/// `candidates`.
+/// exactly its SM (the `a` variant first when preferred); else a family cubin of the
+/// device's family (`sm_100f` on a 10.3 device; the closest, i.e. highest, minor first);
+/// else, only if the policy allows, the newest PTX the device can JIT. Never another SM's
+/// plain cubin. Returns an index into `candidates`.
 fn select(
     module: &str,
     candidates: &[(Target, Kind)],
@@ -409,6 +626,12 @@ fn select(
         .or(exact.first())
     {
         return Ok(*i);
+    }
+    if let Some((i, _, _)) = ids()
+        .filter(|(_, t, k)| *k == Kind::Cubin && t.is_family_for(major, minor))
+        .max_by_key(|(_, t, _)| t.minor)
+    {
+        return Ok(i);
     }
     let ptx: Vec<(usize, Target)> = ids()
         .filter(|(_, t, k)| *k == Kind::Ptx && t.can_jit_on(major, minor))
@@ -522,6 +745,32 @@ mod tests {
             "ntt sm_90a"
         );
         assert!(pick(&set, (10, 0), &Policy::development()).is_err());
+    }
+
+    #[test]
+    fn family_cubins_come_after_an_exact_cubin_and_only_in_their_family() {
+        let p = Policy::development();
+        let set = [
+            m("sm_100", Kind::Cubin),
+            m("sm_100f", Kind::Cubin),
+            m("sm_103f", Kind::Cubin),
+            m("sm_120f", Kind::Cubin),
+        ];
+        // Exact first: a 10.0 device takes sm_100, not sm_100f.
+        assert_eq!(pick(&set, (10, 0), &p).unwrap(), "ntt sm_100");
+        // A 10.3 device has no exact cubin: the closest family build, sm_103f.
+        assert_eq!(pick(&set, (10, 3), &p).unwrap(), "ntt sm_103f");
+        assert_eq!(pick(&set[..2], (10, 3), &p).unwrap(), "ntt sm_100f");
+        // sm_120f on 12.0 and 12.1; never on another family.
+        assert_eq!(pick(&set, (12, 1), &p).unwrap(), "ntt sm_120f");
+        assert!(pick(&set, (9, 0), &p).is_err());
+        assert!(pick(&set[1..3], (12, 0), &p).is_err());
+        // sm_103f does not run on 10.0.
+        let err = pick(&set[2..3], (10, 0), &p).unwrap_err();
+        assert!(
+            matches!(&err, Error::NoExactTarget { available, .. } if available == "sm_103f"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,10 +1,9 @@
 //! Where registry files come from: the registry layout (paths) and the [`RegistrySource`]
 //! trait, with the local-directory implementation the runtime uses.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::digest::Digest;
+use crate::digest::{Digest, check_blob};
 use crate::error::{Error, Result};
 
 /// Paths of the registry layout, relative to the registry root. The same layout serves a
@@ -26,6 +25,10 @@ pub mod layout {
     pub fn manifest(d: &Digest) -> String {
         format!("manifests/blake3/{}.json", d.hex())
     }
+    /// `statements/blake3/<hex>.json`
+    pub fn statement(d: &Digest) -> String {
+        format!("statements/blake3/{}.json", d.hex())
+    }
     /// `promotions/blake3/<hex>.json`
     pub fn promotion(d: &Digest) -> String {
         format!("promotions/blake3/{}.json", d.hex())
@@ -37,8 +40,8 @@ pub mod layout {
     }
 }
 
-/// Read access to a registry. Implementations must never follow symbolic links and must
-/// stop reading at `max + 1` bytes.
+/// Read access to a registry. Implementations must never follow symbolic links, read only
+/// regular files, never block on a file, and stop reading at `max + 1` bytes.
 pub trait RegistrySource {
     /// Reads `path` (a [`layout`] path). Returns `Ok(None)` when the file does not exist,
     /// otherwise at most `max + 1` bytes, so the caller can tell "too long" from "exact".
@@ -87,23 +90,7 @@ pub fn read_exact_signed(
         }
         Some(b) => b,
     };
-    let got = bytes.len() as u64;
-    if got != size {
-        return Err(Error::SizeMismatch {
-            what: what.into(),
-            expected: size,
-            actual: got,
-            at_least: got > size,
-        });
-    }
-    let actual = Digest::of(&bytes);
-    if actual != *digest {
-        return Err(Error::DigestMismatch {
-            what: what.into(),
-            expected: digest.to_string(),
-            actual: actual.to_string(),
-        });
-    }
+    check_blob(what, &bytes, size, digest)?;
     Ok(bytes)
 }
 
@@ -160,15 +147,9 @@ impl RegistrySource for DirSource {
                 Err(e) => return Err(Error::Io { path: p, source: e }),
             }
         }
-        let f = std::fs::File::open(&p).map_err(|e| Error::Io {
-            path: p.clone(),
-            source: e,
-        })?;
-        let mut out = Vec::new();
-        f.take(max.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(|e| Error::Io { path: p, source: e })?;
-        Ok(Some(out))
+        // The open itself refuses a link swapped in since, a FIFO or a device, without
+        // blocking, and the read stops at max + 1.
+        crate::fs::read_at_most(&p, max)
     }
 
     fn describe(&self) -> String {

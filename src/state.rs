@@ -1,10 +1,17 @@
-//! The local trust state: the highest versions this machine has seen, so an older
-//! timestamp, index or root served later is refused as a rollback.
+//! The local trust state: the highest versions this machine has seen and when it last saw
+//! the registry fresh, so an older timestamp, index or root served later is refused as a
+//! rollback, and an offline host knows how long its last fresh release stays loadable.
+//!
+//! Where it lives by default (one file per registry location):
+//! `$CUDA_AOT_STATE_DIR/<key>.json`, else `$XDG_STATE_HOME/cuda-aot/trust/<key>.json`, else
+//! `~/.local/state/cuda-aot/trust/<key>.json`, where `<key>` is a digest of the registry's
+//! absolute path.
 
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::metadata::Time;
 
 /// Last-seen versions for one registry and trust anchor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,46 +23,97 @@ pub struct TrustState {
     pub timestamp: u64,
     /// Highest index version seen.
     pub index: u64,
+    /// When a verification last passed with an unexpired timestamp (the start of the
+    /// offline grace period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_at: Option<Time>,
 }
 
 impl TrustState {
-    /// Loads the state at `path`; a missing file is a fresh state (all zero).
+    /// Loads the state at `path`; a missing file is a fresh state (all zero). Only a
+    /// regular file is read, within `limit` bytes.
     pub fn load(path: &Path, limit: u64) -> Result<TrustState> {
-        match std::fs::read(path) {
-            Ok(b) => crate::json::parse(&b, limit, &format!("trust state {}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TrustState::default()),
-            Err(e) => Err(Error::Io {
-                path: path.into(),
-                source: e,
-            }),
+        match crate::fs::read_at_most(path, limit)? {
+            None => Ok(TrustState::default()),
+            Some(b) => crate::json::parse(
+                b.as_slice(),
+                limit,
+                &format!("trust state {}", path.display()),
+            ),
         }
     }
 
-    /// Saves atomically (temporary file in the same folder, fsync, rename).
+    /// Saves atomically (temporary file in the same folder, fsync, rename, fsync of the
+    /// folder).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let io = |e| Error::Io {
+        crate::fs::write_atomic(path, &crate::json::to_vec(self)).map_err(|e| Error::Io {
             path: path.into(),
             source: e,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io)?;
-            f.write_all(&crate::json::to_vec(self)).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        std::fs::rename(&tmp, path).map_err(io)
+        })
     }
 
-    /// The component-wise maximum of two states.
+    /// The component-wise maximum of two states (the later `fresh_at`).
     pub fn max(self, other: TrustState) -> TrustState {
         TrustState {
             root: self.root.max(other.root),
             timestamp: self.timestamp.max(other.timestamp),
             index: self.index.max(other.index),
+            fresh_at: self.fresh_at.max(other.fresh_at),
         }
+    }
+
+    /// The default state file for the registry at `registry` (see the module docs), or
+    /// `None` when no per-user folder can be found (no `HOME`).
+    pub fn default_path(registry: &Path) -> Option<PathBuf> {
+        let dir = match std::env::var_os("CUDA_AOT_STATE_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => std::env::var_os("XDG_STATE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state"))
+                })?
+                .join("cuda-aot/trust"),
+        };
+        let abs = std::fs::canonicalize(registry).unwrap_or_else(|_| registry.to_path_buf());
+        let mut h = blake3::Hasher::new();
+        h.update(b"cuda-aot trust state v1\n");
+        h.update(abs.as_os_str().as_encoded_bytes());
+        let key = h.finalize().to_hex();
+        Some(dir.join(format!("{}.json", &key[..24])))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_and_a_missing_file_is_fresh() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s/state.json");
+        assert_eq!(TrustState::load(&p, 4096).unwrap(), TrustState::default());
+        let s = TrustState {
+            root: 2,
+            timestamp: 7,
+            index: 5,
+            fresh_at: Some(Time::from_unix(1_800_000_000)),
+        };
+        s.save(&p).unwrap();
+        assert_eq!(TrustState::load(&p, 4096).unwrap(), s);
+        assert_eq!(
+            s.max(TrustState {
+                timestamp: 9,
+                ..TrustState::default()
+            }),
+            TrustState { timestamp: 9, ..s }
+        );
+    }
+
+    #[test]
+    fn the_default_path_is_per_registry() {
+        let a = TrustState::default_path(Path::new("/srv/a")).unwrap();
+        let b = TrustState::default_path(Path::new("/srv/b")).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a, TrustState::default_path(Path::new("/srv/a")).unwrap());
     }
 }

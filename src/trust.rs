@@ -1,15 +1,15 @@
-//! Signature thresholds (counted here and nowhere else), trust-root validation and root
-//! rotation.
+//! Signature thresholds (counted here and nowhere else), the one opener of signed
+//! documents, trust-root validation and root rotation.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use std::collections::BTreeSet;
 
-use crate::envelope::{Envelope, PayloadType, pae};
-use crate::error::{Error, Result};
+use crate::envelope::{Envelope, pae};
+use crate::error::{Error, Result, escape_untrusted};
 use crate::keys::KeyId;
 use crate::limits::Limits;
-use crate::metadata::{Role, RoleName, Root};
+use crate::metadata::{Document, Role, RoleName, Root};
 
 /// A trust root whose signatures and consistency were checked. Only this module makes one.
 #[derive(Debug, Clone)]
@@ -36,6 +36,55 @@ impl VerifiedRoot {
     pub fn verify_role(&self, env: &Envelope, role: RoleName, what: &str) -> Result<Signed> {
         verify_threshold(&self.root, env, role, what)
     }
+
+    /// Opens a signed document of kind `T` from its file bytes, in four steps:
+    ///
+    /// 1. envelope: bounded strict JSON, payload type exactly `T`'s;
+    /// 2. signatures: a threshold of `T`'s signing role over the exact payload bytes (before
+    ///    the payload is parsed at all);
+    /// 3. payload: bounded strict JSON (duplicated keys and unknown fields refused) as `T`;
+    /// 4. schema tag exactly `T`'s.
+    pub fn open<T: Document>(&self, bytes: &[u8], limit: u64, what: &str) -> Result<Opened<T>> {
+        let env = Envelope::parse(bytes, limit, T::PAYLOAD_TYPE, what)?;
+        let signed = verify_threshold(&self.root, &env, T::SIGNER, what)?;
+        let doc = parse_payload::<T>(&signed.payload, limit, what)?;
+        Ok(Opened {
+            doc,
+            signers: signed.signers,
+        })
+    }
+}
+
+/// A signed document whose threshold was met, parsed.
+#[derive(Debug, Clone)]
+pub struct Opened<T> {
+    /// The document.
+    pub doc: T,
+    /// The distinct keys of the signing role whose signatures verified.
+    pub signers: Vec<KeyId>,
+}
+
+/// Steps 3 and 4 of [`VerifiedRoot::open`]: strict JSON as `T`, schema tag checked.
+fn parse_payload<T: Document>(payload: &[u8], limit: u64, what: &str) -> Result<T> {
+    let doc: T = crate::json::parse(payload, limit, what)?;
+    if doc.schema() != T::SCHEMA {
+        return Err(Error::Json {
+            what: what.into(),
+            message: format!(
+                "schema {:?}, expected {:?}",
+                escape_untrusted(doc.schema()),
+                T::SCHEMA
+            ),
+        });
+    }
+    Ok(doc)
+}
+
+/// Parses a signed document of kind `T` WITHOUT checking its signatures: for a publisher
+/// reading back what it wrote itself, never for a decision a client relies on.
+pub fn decode_unverified<T: Document>(bytes: &[u8], limit: u64, what: &str) -> Result<T> {
+    let env = Envelope::parse(bytes, limit, T::PAYLOAD_TYPE, what)?;
+    parse_payload(&env.payload_bytes(what)?, limit, what)
 }
 
 /// A payload whose signature threshold was met.
@@ -53,6 +102,13 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
     let wanted: &Role = root.roles.get(role);
     let mut valid: BTreeSet<KeyId> = BTreeSet::new();
     let mut foreign = Vec::new();
+    if env.signatures.len() > MAX_SIGNATURES {
+        return Err(Error::TooLarge {
+            what: format!("{what} signatures"),
+            limit: MAX_SIGNATURES as u64,
+            actual: env.signatures.len() as u64,
+        });
+    }
     for s in &env.signatures {
         let candidate = wanted.keys.iter().find(|k| k.key_id().hex() == s.keyid);
         let sig = B64.decode(&s.sig).unwrap_or_default();
@@ -62,7 +118,8 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
             }
             Some(k) => foreign.push((k.key_id().short(), format!("{role} key, invalid signature"))),
             None => {
-                let short = s.keyid.chars().take(12).collect::<String>();
+                // The key id is only a hint from the file: escaped before it is shown.
+                let short = escape_untrusted(&s.keyid.chars().take(12).collect::<String>());
                 let other = RoleName::ALL.into_iter().find(|r| {
                     root.roles
                         .get(*r)
@@ -85,6 +142,7 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
             valid: valid.len(),
             threshold: wanted.threshold,
             foreign,
+            trusted: wanted.keys.iter().map(|k| k.key_id().short()).collect(),
         });
     }
     Ok(Signed {
@@ -93,8 +151,11 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
     })
 }
 
+/// At most this many signatures are looked at in one envelope (each costs a verification).
+const MAX_SIGNATURES: usize = 64;
+
 /// Checks a root's internal consistency: schema, thresholds, distinct keys, builder and
-/// reviewer keys disjoint.
+/// reviewer keys disjoint, a freeze bound.
 fn check_consistent(root: &Root) -> Result<()> {
     let bad = |reason: String| {
         Err(Error::BadRoot {
@@ -123,6 +184,9 @@ fn check_consistent(root: &Root) -> Result<()> {
             ));
         }
     }
+    if root.max_expiry.timestamp_days == 0 || root.max_expiry.index_days == 0 {
+        return bad("max_expiry must allow at least one day".into());
+    }
     let builders: BTreeSet<KeyId> = root.roles.builder.keys.iter().map(|k| k.key_id()).collect();
     if let Some(shared) = root
         .roles
@@ -142,9 +206,9 @@ fn check_consistent(root: &Root) -> Result<()> {
 /// Verifies a trust root given out of band (the client's configured trust anchor): it must
 /// be consistent and signed by a threshold of its own root keys.
 pub fn verify_anchor(bytes: &[u8], limits: &Limits, what: &str) -> Result<VerifiedRoot> {
-    let env = Envelope::parse(bytes, limits.root, PayloadType::Root, what)?;
-    let payload = env.payload_bytes(what)?;
-    let root: Root = crate::json::parse(&payload, limits.root, what)?;
+    let env = Envelope::parse(bytes, limits.root, Root::PAYLOAD_TYPE, what)?;
+    // Self-signed: the keys that verify it are in the payload, so it is parsed first.
+    let root: Root = parse_payload(&env.payload_bytes(what)?, limits.root, what)?;
     check_consistent(&root)?;
     verify_threshold(&root, &env, RoleName::Root, what)?;
     Ok(VerifiedRoot {
@@ -162,15 +226,18 @@ pub fn rotate(
     what: &str,
 ) -> Result<VerifiedRoot> {
     let from = trusted.root.version;
-    let env = Envelope::parse(next, limits.root, PayloadType::Root, what)?;
-    let payload = env.payload_bytes(what)?;
-    let root: Root = crate::json::parse(&payload, limits.root, what)?;
+    let env = Envelope::parse(next, limits.root, Root::PAYLOAD_TYPE, what)?;
+    let root: Root = parse_payload(&env.payload_bytes(what)?, limits.root, what)?;
     let to = root.version;
-    if to != from + 1 {
+    let want = from.checked_add(1).ok_or_else(|| Error::VersionOverflow {
+        what: "trust root".into(),
+        version: from,
+    })?;
+    if to != want {
         return Err(Error::RootRotation {
             from,
             to,
-            reason: format!("version must be exactly {}", from + 1),
+            reason: format!("version must be exactly {want}"),
         });
     }
     check_consistent(&root)?;

@@ -16,7 +16,7 @@ use harness::Verdict;
 type Target = fn(&[u8]) -> Verdict;
 
 /// Every fuzz target and the harness function it runs.
-const TARGETS: [(&str, Target); 8] = [
+const TARGETS: [(&str, Target); 9] = [
     ("envelope", harness::envelope),
     ("trust_root", harness::trust_root),
     ("rotate", harness::rotate),
@@ -24,15 +24,13 @@ const TARGETS: [(&str, Target); 8] = [
     ("index", harness::index),
     ("timestamp", harness::timestamp),
     ("elf", harness::elf),
+    ("ptx", harness::ptx),
     ("verify", harness::verify),
 ];
 
-/// Regression inputs that still panic on this branch, with the test that replays each
-/// (ignored until the fix lands). Remove an entry together with its `#[ignore]`.
-const KNOWN_CRASHES: &[(&str, &str)] = &[
-    ("elf", "name-table-offset-overflow"),
-    ("verify", "anchor-version-u64-max"),
-];
+/// Regression inputs that still panic on this branch, `(target, file)`, each replayed by
+/// its own `#[ignore]`d test until the fix lands. Remove an entry with its `#[ignore]`.
+const KNOWN_CRASHES: &[(&str, &str)] = &[];
 
 fn fuzz_dir(kind: &str, target: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,24 +57,46 @@ fn inputs(kind: &str, target: &str) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// One input of `fuzz/<kind>/<target>/`.
+fn input(kind: &str, target: &str, name: &str) -> Vec<u8> {
+    let path = fuzz_dir(kind, target).join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Runs `inputs` through `run`: `ok-*` must be accepted, `bad-*` refused.
+fn judge(kind: &str, target: &str, run: Target, skip: &[(&str, &str)]) -> usize {
+    let mut ok = 0;
+    for (name, bytes) in inputs(kind, target) {
+        if skip.contains(&(target, name.as_str())) {
+            continue;
+        }
+        let verdict = run(&bytes);
+        if name.starts_with("ok-") {
+            assert_eq!(verdict, Verdict::Accepted, "{kind}/{target}/{name}");
+            ok += 1;
+        } else {
+            assert!(
+                name.starts_with("bad-"),
+                "{kind}/{target}/{name}: name it ok-* or bad-*"
+            );
+            assert!(!verdict.accepted(), "{kind}/{target}/{name} was accepted");
+        }
+    }
+    ok
+}
+
 #[test]
 fn seeds_from_the_real_release_are_judged_as_their_names_say() {
     for (target, run) in TARGETS {
-        let seeds = inputs("seeds", target);
-        let ok = seeds.iter().filter(|(n, _)| n.starts_with("ok-")).count();
+        let ok = judge("seeds", target, run, &[]);
         assert!(ok > 0, "{target}: no ok-* seed in fuzz/seeds/{target}");
-        for (name, bytes) in &seeds {
-            let verdict = run(bytes);
-            if name.starts_with("ok-") {
-                assert_eq!(verdict, Verdict::Accepted, "{target}/{name}");
-            } else {
-                assert!(
-                    name.starts_with("bad-"),
-                    "{target}/{name}: seeds are named ok-* or bad-*"
-                );
-                assert!(!verdict.accepted(), "{target}/{name} was accepted");
-            }
-        }
+    }
+}
+
+#[test]
+fn every_regression_input_is_judged_as_its_name_says_without_a_panic() {
+    for (target, run) in TARGETS {
+        judge("regressions", target, run, KNOWN_CRASHES);
     }
 }
 
@@ -95,77 +115,64 @@ fn committed_corpus_replays_without_a_panic() {
 }
 
 #[test]
-fn every_regression_input_is_refused_without_a_panic() {
-    for (target, run) in TARGETS {
-        for (name, bytes) in inputs("regressions", target) {
-            if KNOWN_CRASHES.contains(&(target, name.as_str())) {
-                continue;
-            }
-            let verdict = run(&bytes);
-            assert!(!verdict.accepted(), "{target}/{name} was accepted");
-        }
-    }
-}
-
-/// Issue 10 item 5: a section-name-table offset near `u64::MAX` overflowed in
-/// `src/elf.rs` (`names + name`). `src/elf.rs` is being rewritten on branch `kernels`.
-#[test]
-#[ignore = "known crash, fixed on branch kernels"]
-fn elf_name_table_offset_near_u64_max_is_refused() {
-    let input =
-        std::fs::read(fuzz_dir("regressions", "elf").join("name-table-offset-overflow")).unwrap();
-    assert!(!harness::elf(&input).accepted());
-    let err = cuda_aot::elf::inspect(&input).unwrap_err();
-    assert!(!err.is_empty());
-}
-
-/// A trust anchor at version `u64::MAX` overflows `version + 1` while walking the
-/// rotation chain (`src/verify.rs`, `walk_root_chain`; `src/trust.rs` `rotate` has the
-/// same `from + 1`). Issue 10 item 2: every version arithmetic is checked.
-#[test]
-#[ignore = "known crash in src/verify.rs (issue 10 item 2), being fixed by the lead"]
-fn verify_anchor_at_version_u64_max_is_refused() {
-    let input =
-        std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max")).unwrap();
-    assert!(!harness::verify(&input).accepted());
-}
-
-/// The same anchor given to `trust::rotate` directly: `from + 1` in `src/trust.rs`.
-#[test]
-#[ignore = "known crash in src/trust.rs (issue 10 item 2), being fixed by the lead"]
-fn rotate_from_a_root_at_version_u64_max_is_refused() {
-    let input =
-        std::fs::read(fuzz_dir("regressions", "verify").join("anchor-version-u64-max")).unwrap();
-    let files = harness::Files::build(&input);
-    let limits = cuda_aot::Limits::default();
-    let trusted = cuda_aot::trust::verify_anchor(files.get("anchor").unwrap(), &limits, "anchor")
-        .expect("verify_anchor accepts any version");
-    let (_, v2) = inputs("seeds", "rotate")
-        .into_iter()
-        .find(|(n, _)| n == "ok-v2")
-        .expect("rotate seed");
-    let next = harness::Files::build(&v2);
-    let next = next.get("next").unwrap();
-    assert!(cuda_aot::trust::rotate(&trusted, next, &limits, "next").is_err());
-}
-
-/// A clock-skew allowance of `u64::MAX` seconds overflows `expires + skew`
-/// (`src/verify.rs`, `check_not_expired`). Issue 10 item 6. The verify fuzz target caps
-/// the skew at `MAX_SKEW_SECS` so its runs explore past this; here it is passed as is.
-#[test]
-#[ignore = "known crash in src/verify.rs (issue 10 item 6), being fixed by the lead"]
-fn verify_with_a_skew_of_u64_max_secs_refuses_an_expired_registry() {
-    let input = std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
-    assert!(!harness::verify_with(&input, u64::MAX).accepted());
-}
-
-#[test]
 fn known_crashes_name_files_that_exist() {
     for (target, name) in KNOWN_CRASHES {
         assert!(
             fuzz_dir("regressions", target).join(name).is_file(),
             "{target}/{name}"
         );
+    }
+}
+
+/// Issue 10 item 5: a section-name-table offset near `u64::MAX` overflowed in the old
+/// `src/elf.rs` (`names + name`). The new reader refuses it, and so does the loader's
+/// structure check.
+#[test]
+fn elf_name_table_offset_near_u64_max_is_refused() {
+    let bytes = input("regressions", "elf", "bad-name-table-offset-overflow");
+    assert!(!harness::elf(&bytes).accepted());
+    assert!(cuda_aot::elf::check_structure(&bytes).is_err());
+}
+
+/// Issue 10 item 2: a trust anchor at version `u64::MAX` overflowed `version + 1` while
+/// walking the rotation chain (`src/verify.rs`), and `from + 1` in `trust::rotate`.
+#[test]
+fn a_trust_anchor_at_version_u64_max_is_refused_without_overflow() {
+    let bytes = input("regressions", "verify", "bad-anchor-version-u64-max");
+    assert!(!harness::verify(&bytes).accepted());
+    let files = harness::Files::build(&bytes);
+    let limits = cuda_aot::Limits::default();
+    let anchor = files.get("anchor").unwrap();
+    let trusted = cuda_aot::trust::verify_anchor(anchor, &limits, "anchor")
+        .expect("an anchor may have any version");
+    assert_eq!(trusted.root().version, u64::MAX);
+    let next = harness::Files::build(&input("seeds", "rotate", "ok-v2"));
+    let next = next.get("next").unwrap();
+    assert!(cuda_aot::trust::rotate(&trusted, next, &limits, "next").is_err());
+}
+
+/// Issue 10 item 6: a clock-skew allowance of `u64::MAX` seconds overflowed
+/// `expires + skew` (`src/verify.rs`). With a clock at 9999-12-31, that skew accepts the
+/// expired registry, as asked, and nothing panics; a zero skew refuses it.
+#[test]
+fn the_largest_clock_skew_and_grace_do_not_panic() {
+    let bytes = input("regressions", "verify", "ok-skew-u64-max");
+    assert_eq!(harness::verify(&bytes), Verdict::Accepted);
+    let seed = input("seeds", "verify", "ok-release");
+    for options in [
+        "253402300799 0 0",
+        "18446744073709551615 0 18446744073709551615",
+        "18446744073709551615 18446744073709551615 18446744073709551615",
+    ] {
+        let mut with = seed.clone();
+        with.extend_from_slice(format!("\n%%file o raw - options\n{options}").as_bytes());
+        let verdict = harness::verify(&with);
+        if options.starts_with("253402300799 0") {
+            match verdict {
+                Verdict::Refused(e) => assert!(e.contains("expired"), "{e}"),
+                Verdict::Accepted => panic!("expired registry accepted without skew"),
+            }
+        }
     }
 }
 
@@ -188,21 +195,4 @@ fn the_container_format_resolves_references_and_signs() {
     assert_eq!(harness::trust_root(input.as_bytes()), Verdict::Accepted);
     let input = format!("%%file a root 1 anchor\n{anchor}");
     assert!(!harness::trust_root(input.as_bytes()).accepted());
-}
-
-#[test]
-fn the_verify_target_caps_the_skew_and_still_refuses_expired_metadata() {
-    let input = std::fs::read(fuzz_dir("regressions", "verify").join("skew-u64-max")).unwrap();
-    // Clock at 9999-12-31, skew capped at 100 years: the 2030 expiries are past.
-    match harness::verify(&input) {
-        Verdict::Refused(e) => assert!(e.contains("expired"), "{e}"),
-        Verdict::Accepted => panic!("expired registry accepted"),
-    }
-    // The seed it is made from verifies at the harness's own clock.
-    let seed = inputs("seeds", "verify")
-        .into_iter()
-        .find(|(n, _)| n == "ok-release")
-        .expect("verify seed")
-        .1;
-    assert_eq!(harness::verify_with(&seed, 0), Verdict::Accepted);
 }

@@ -9,7 +9,7 @@ use cuda_aot::metadata::{Index, IndexEntry, Role, Time, Timestamp};
 use cuda_aot::source::layout;
 use cuda_aot::verify::Options;
 use cuda_aot::{Channel, Digest, Error, json};
-use cuda_aot_registry::{PublishOptions, SignedModule};
+use cuda_aot_registry::PublishOptions;
 use std::time::Duration;
 
 fn current_index(f: &Fixture) -> (Timestamp, Index) {
@@ -82,13 +82,21 @@ fn a_blob_longer_than_its_manifest_is_read_only_to_size_plus_one() {
 }
 
 #[test]
-fn a_manifest_signed_by_an_unknown_key_is_refused() {
+fn a_build_statement_signed_by_an_unknown_key_is_refused() {
     let f = Fixture::new();
-    let blob = cubin("sm_90");
     let stranger = key();
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    let signed = SignedModule::new(sign_manifest(&m, &[&stranger]), blob).unwrap();
-    f.publish(&[signed], PublishOptions::default());
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&stranger]);
+    // The real publisher refuses to publish it ...
+    let err = f
+        .publish(build, vec![], PublishOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(&err, cuda_aot_registry::Error::Core(Error::Threshold { role, .. }) if role == "builder"),
+        "{err}"
+    );
+    // ... and a verifier refuses it when a publisher key alone put it in the index.
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&stranger]);
+    f.forge(&build, &[]);
     let err = f.verify().unwrap_err();
     match &err {
         Error::Threshold {
@@ -97,9 +105,10 @@ fn a_manifest_signed_by_an_unknown_key_is_refused() {
             threshold: 1,
             foreign,
             what,
+            ..
         } => {
             assert_eq!(role, "builder");
-            assert!(what.contains("add sm_90"), "{what}");
+            assert!(what.contains("build statement"), "{what}");
             assert_eq!(
                 foreign,
                 &vec![(
@@ -172,7 +181,7 @@ fn the_same_key_twice_does_not_reach_a_threshold_of_two() {
         matches!(&err, Error::Threshold { valid: 1, threshold: 2, role, .. } if role == "root"),
         "{err}"
     );
-    env.add_signature(&other);
+    env.add_signature(&other).unwrap();
     assert!(cuda_aot::trust::verify_anchor(&env.to_bytes(), &Default::default(), "root").is_ok());
 }
 
@@ -202,7 +211,7 @@ fn a_manifest_swapped_for_another_file_is_refused() {
 }
 
 #[test]
-fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
+fn an_index_entry_pointing_at_another_sms_manifest_is_not_attested() {
     let f = Fixture::new();
     f.publish_sms(&["sm_80", "sm_90"]);
     let (ts, mut idx) = current_index(&f);
@@ -224,7 +233,21 @@ fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
     republish_index(&f, &ts, &idx);
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::MixAndMatch { listed, found, .. } if listed.starts_with("add sm_90") && found.starts_with("add sm_80")),
+        matches!(&err, Error::NotAttested { what, .. } if what.contains("add sm_90")),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_index_entry_with_another_identity_digest_is_mix_and_match() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let (ts, mut idx) = current_index(&f);
+    idx.entries[0].identity = Digest::of(b"another build's identity");
+    republish_index(&f, &ts, &idx);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::MixAndMatch { listed, found, .. } if listed.starts_with("add sm_90") && found.starts_with("add sm_90")),
         "{err}"
     );
 }
@@ -233,29 +256,7 @@ fn an_index_entry_pointing_at_another_sms_manifest_is_mix_and_match() {
 fn republish_index(f: &Fixture, ts: &Timestamp, idx: &Index) {
     let mut idx = idx.clone();
     idx.version = ts.index.version + 1;
-    let file = Envelope::sign(
-        PayloadType::Index,
-        &json::to_vec(&idx),
-        &[&f.keys.publisher],
-    )
-    .to_bytes();
-    f.write(&layout::index(idx.version), &file);
-    let mut ts = ts.clone();
-    ts.version += 1;
-    ts.index = cuda_aot::metadata::IndexRef {
-        version: idx.version,
-        digest: Digest::of(&file),
-        size: file.len() as u64,
-    };
-    f.write(
-        layout::TIMESTAMP,
-        &Envelope::sign(
-            PayloadType::Timestamp,
-            &json::to_vec(&ts),
-            &[&f.keys.publisher],
-        )
-        .to_bytes(),
-    );
+    f.write_index(&idx, ts.version + 1);
 }
 
 #[test]
@@ -279,18 +280,12 @@ fn an_older_index_replayed_after_a_newer_one_was_seen_is_refused() {
 #[test]
 fn an_expired_timestamp_is_refused_unless_within_the_explicit_skew() {
     let f = Fixture::new();
-    let past = Time::now().plus(Duration::ZERO);
     let opts = PublishOptions {
-        now: Time(past.0 - Duration::from_secs(3600)),
+        now: Time::from_unix(Time::now().unix() - 3600),
         timestamp_ttl: Duration::from_secs(60),
         ..Default::default()
     };
-    let blob = cubin("sm_90");
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        opts,
-    );
+    f.publish_modules(&[add_module("sm_90", Channel::Dev)], opts);
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::Expired { what, skew_secs: 0, .. } if what == "timestamp v1"),
@@ -352,14 +347,25 @@ fn root_rotation_needs_old_and_new_root_keys() {
 #[test]
 fn a_module_name_with_dot_dot_slash_is_refused() {
     let f = Fixture::new();
-    let blob = cubin("sm_90");
-    let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    let text = String::from_utf8(json::to_vec(&m))
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    // A builder-signed statement whose text names "../add".
+    let env: Envelope = serde_json::from_slice(&build.statement).unwrap();
+    let text = String::from_utf8(env.payload_bytes("st").unwrap())
         .unwrap()
         .replace("\"module\": \"add\"", "\"module\": \"../add\"");
     assert!(text.contains("../add"));
-    let env = Envelope::sign(PayloadType::Manifest, text.as_bytes(), &[&f.keys.builder]).to_bytes();
-    let err = SignedModule::new(env, blob).unwrap_err();
+    let statement =
+        Envelope::sign(PayloadType::Build, text.as_bytes(), &[&f.keys.builder]).to_bytes();
+    let err = f
+        .publish(
+            Build {
+                statement,
+                files: build.files,
+            },
+            vec![],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
     assert!(
         err.to_string().contains("invalid module name \"../add\""),
         "{err}"
@@ -371,10 +377,7 @@ fn an_sm80_cubin_claimed_as_sm90_is_refused_by_the_elf_check() {
     let f = Fixture::new();
     let blob = cubin("sm_80");
     let m = manifest("add", "sm_90", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        PublishOptions::default(),
-    );
+    f.publish_modules(&[(m, blob)], PublishOptions::default());
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::ElfSmMismatch { module, claimed, actual } if module == "add" && claimed == "sm_90" && actual == "sm_80"),
@@ -384,10 +387,7 @@ fn an_sm80_cubin_claimed_as_sm90_is_refused_by_the_elf_check() {
     let f = Fixture::new();
     let blob = cubin("sm_90");
     let m = manifest("add", "sm_90a", &blob, Channel::Dev);
-    f.publish(
-        &[SignedModule::new(sign_manifest(&m, &[&f.keys.builder]), blob).unwrap()],
-        PublishOptions::default(),
-    );
+    f.publish_modules(&[(m, blob)], PublishOptions::default());
     let err = f.verify().unwrap_err();
     assert!(
         matches!(&err, Error::ElfSmMismatch { claimed, actual, .. } if claimed == "sm_90a" && actual == "sm_90"),
@@ -503,4 +503,598 @@ fn nothing_is_saved_when_a_blob_check_fails() {
         (1, 1),
         "state must stay at the last fully verified versions"
     );
+}
+
+// ---- Issue 10: what the adversarial review found -------------------------------------------
+
+fn now_minus(secs: u64) -> Time {
+    Time::from_unix(Time::now().unix() - secs)
+}
+
+/// Finding 1: one secret counts once. A root listing a key and the same key plus a
+/// small-order point is refused when it is loaded.
+#[test]
+fn issue_10_a_root_listing_a_key_and_its_torsion_twin_is_refused() {
+    use curve25519_dalek::constants::EIGHT_TORSION;
+    use curve25519_dalek::edwards::CompressedEdwardsY;
+    let f = Fixture::new();
+    let a = f.keys.builder.public();
+    let a_hex = a.to_string();
+    let point = CompressedEdwardsY(
+        hex::decode(a_hex.strip_prefix("ed25519:").unwrap())
+            .unwrap()
+            .try_into()
+            .unwrap(),
+    )
+    .decompress()
+    .unwrap();
+    let twin = format!(
+        "ed25519:{}",
+        hex::encode((point + EIGHT_TORSION[4]).compress().as_bytes())
+    );
+    // Builder threshold 2 over [A, A + T]: one builder secret would meet it alone.
+    let mut root = root_payload(&f.keys, 1, Channel::Dev);
+    root.roles.builder.threshold = 2;
+    let text = String::from_utf8(json::to_vec(&root))
+        .unwrap()
+        .replace(&format!("\"{a_hex}\""), &format!("\"{a_hex}\", \"{twin}\""));
+    let file = Envelope::sign(PayloadType::Root, text.as_bytes(), &[&f.keys.root]).to_bytes();
+    let err = cuda_aot::trust::verify_anchor(&file, &Default::default(), "root").unwrap_err();
+    assert!(
+        matches!(&err, Error::Json { message, .. } if message.contains("torsion")),
+        "{err}"
+    );
+}
+
+/// Finding 2: a stolen publisher key inflates the versions to u64::MAX. Without a
+/// rotation a legitimate publish is refused with a clear error (no overflow panic); after
+/// the root rotates the publisher key, the publisher starts a new version line and clients
+/// discard the inflated versions they saved.
+#[test]
+fn issue_10_a_stolen_publisher_key_is_recovered_from_by_rotation() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    f.verify().unwrap();
+    // The thief re-publishes the current release at version u64::MAX.
+    let (_, mut idx) = current_index(&f);
+    idx.version = u64::MAX;
+    f.write_index(&idx, u64::MAX);
+    let (v, _) = f.verify().unwrap();
+    assert_eq!((v.state().timestamp, v.state().index), (u64::MAX, u64::MAX));
+    // The legitimate publisher cannot go past u64::MAX: a clear error, nothing written.
+    let before = f.read(layout::TIMESTAMP);
+    let err = f
+        .publish(
+            Build::new(&[add_module("sm_80", Channel::Dev)], &[&f.keys.builder]),
+            vec![],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            cuda_aot_registry::Error::Core(Error::VersionOverflow {
+                version: u64::MAX,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.fix().contains("rotate the publisher key"),
+        "{}",
+        err.fix()
+    );
+    assert_eq!(f.read(layout::TIMESTAMP), before);
+    // Root v2 replaces the publisher key.
+    let new_publisher = key();
+    let mut v2 = root_payload(&f.keys, 2, Channel::Dev);
+    v2.roles.publisher = Role {
+        keys: vec![new_publisher.public()],
+        threshold: 1,
+    };
+    f.write(&layout::root(2), &sign_root(&v2, &[&f.keys.root]));
+    let root = cuda_aot::trust::verify_anchor(&f.root_file, &Default::default(), "r").unwrap();
+    let build = Build::new(&[add_module("sm_80", Channel::Dev)], &[&f.keys.builder]);
+    let release = cuda_aot_registry::Release {
+        build: cuda_aot_registry::SignedBuild::new(&root, build.statement, build.files).unwrap(),
+        promotions: vec![],
+    };
+    // The old key is refused by the registry's newest root ...
+    let err = f
+        .registry()
+        .publish(
+            &f.root_file,
+            &release,
+            &[&f.keys.publisher],
+            &Default::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, cuda_aot_registry::Error::NotPublisher { root: 2, .. }),
+        "{err}"
+    );
+    // ... the new one starts a new version line.
+    let p = f
+        .registry()
+        .publish(
+            &f.root_file,
+            &release,
+            &[&new_publisher],
+            &Default::default(),
+        )
+        .unwrap();
+    assert!(p.recovered && p.index_version == 2, "{p:?}");
+    // The client that saved u64::MAX accepts it and says what it discarded.
+    let (v, mods) = f.verify().unwrap();
+    assert_eq!(v.index().version, 2);
+    assert_eq!(v.discarded_state().unwrap().timestamp, u64::MAX);
+    assert_eq!(mods[0].manifest().identity.sm.to_string(), "sm_80");
+    assert_eq!((v.state().root, v.state().index), (2, 2));
+    // The thief's timestamp, replayed, no longer verifies.
+    f.write(layout::TIMESTAMP, &before);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::Threshold { role, valid: 0, .. } if role == "publisher"),
+        "{err}"
+    );
+}
+
+/// Finding 3: a FIFO in place of a registry file is refused at once, not waited on.
+#[test]
+fn issue_10_a_fifo_in_place_of_a_registry_file_is_refused_without_blocking() {
+    for victim in ["timestamp", "blob"] {
+        let f = Fixture::new();
+        f.publish_sms(&["sm_90"]);
+        let path = match victim {
+            "timestamp" => f.reg_path().join(layout::TIMESTAMP),
+            _ => f.blob_path("sm_90"),
+        };
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = f.verify().unwrap_err();
+        assert!(
+            matches!(&err, Error::NotRegular { kind, .. } if kind.contains("FIFO")),
+            "{victim}: {err}"
+        );
+    }
+}
+
+/// Finding 4: with saved state, deleting the root rotation (to bring back a revoked
+/// publisher key) is a rollback.
+#[test]
+fn issue_10_deleting_a_root_rotation_after_it_was_seen_is_a_rollback() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    f.write(
+        &layout::root(2),
+        &sign_root(&root_payload(&f.keys, 2, Channel::Dev), &[&f.keys.root]),
+    );
+    let (v, _) = f.verify().unwrap();
+    assert_eq!(v.state().root, 2);
+    std::fs::remove_file(f.reg_path().join(layout::root(2))).unwrap();
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::Rollback { what, seen: 2, got: 1 } if what == "trust root"),
+        "{err}"
+    );
+}
+
+/// Finding 4: the production and development policies keep rollback state by default,
+/// per user and per registry; turning it off is explicit.
+#[test]
+fn issue_10_rollback_protection_is_on_by_default() {
+    use cuda_aot::runtime::RollbackState;
+    for p in [
+        cuda_aot::Policy::production(),
+        cuda_aot::Policy::development(),
+    ] {
+        assert_eq!(p.rollback, RollbackState::PerUser);
+        let a = p
+            .state_path(std::path::Path::new("/srv/a"))
+            .unwrap()
+            .unwrap();
+        let b = p
+            .state_path(std::path::Path::new("/srv/b"))
+            .unwrap()
+            .unwrap();
+        assert!(a.to_string_lossy().contains("cuda-aot") && a != b, "{a:?}");
+        assert_eq!(
+            p.without_rollback_protection()
+                .state_path(std::path::Path::new("/srv/a"))
+                .unwrap(),
+            None
+        );
+    }
+}
+
+/// Finding 6: no clock or skew value panics the verifier.
+#[test]
+fn issue_10_extreme_clocks_and_skews_do_not_panic() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let opts = Options {
+        skew: Duration::from_secs(u64::MAX),
+        ..Options::default()
+    };
+    f.verify_with(&opts).unwrap();
+    let opts = Options {
+        now: Time::from_unix(u64::MAX),
+        ..Options::default()
+    };
+    let err = f.verify_with(&opts).unwrap_err();
+    assert!(
+        matches!(&err, Error::Expired { now, .. } if now.contains("after year 9999")),
+        "{err}"
+    );
+}
+
+/// Finding 7: text from unsigned files (key id hints, field names) is escaped before it
+/// can reach a terminal.
+#[test]
+fn issue_10_escape_sequences_from_files_never_reach_the_terminal() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let mut env: Envelope = serde_json::from_slice(&f.read(layout::TIMESTAMP)).unwrap();
+    env.signatures[0].keyid = "\u{1b}[2J\u{1b}[31mPWNED".into();
+    env.signatures[0].sig = "AAAA".into();
+    f.write(layout::TIMESTAMP, &env.to_bytes());
+    let err = f.verify().unwrap_err();
+    let text = format!("{err} {}", err.fix());
+    assert!(matches!(&err, Error::Threshold { .. }), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.contains("\\u{1b}"), "{text:?}");
+    // A field name carrying an escape sequence, in a publisher-signed timestamp.
+    let (ts, _) = current_index(&f);
+    let mut v: serde_json::Value = serde_json::from_slice(&json::to_vec(&ts)).unwrap();
+    v["\u{1b}]0;owned\u{7}"] = 1.into();
+    let forged = Envelope::sign(
+        PayloadType::Timestamp,
+        &serde_json::to_vec(&v).unwrap(),
+        &[&f.keys.publisher],
+    );
+    f.write(layout::TIMESTAMP, &forged.to_bytes());
+    let err = f.verify().unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(&err, Error::Json { .. }), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+}
+
+/// Finding 9: the trust root bounds how far ahead timestamps and indexes may expire.
+#[test]
+fn issue_10_metadata_expiring_past_the_freeze_bound_is_refused() {
+    let f = Fixture::new();
+    let far = PublishOptions {
+        timestamp_ttl: Duration::from_secs(40 * 86_400),
+        ..Default::default()
+    };
+    f.publish_modules(&[add_module("sm_90", Channel::Dev)], far);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::FreezeBound { what, bound_days: 31, root: 1, .. } if what == "timestamp v1"),
+        "{err}"
+    );
+    // Year 9999 for the index.
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let (ts, mut idx) = current_index(&f);
+    idx.expires = "9999-12-31T00:00:00Z".parse::<FakeTime>().unwrap().0;
+    republish_index(&f, &ts, &idx);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::FreezeBound { what, bound_days: 400, .. } if what == "index v2"),
+        "{err}"
+    );
+}
+
+/// Parses an RFC 3339 time the way documents carry it.
+struct FakeTime(Time);
+impl std::str::FromStr for FakeTime {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        serde_json::from_value::<Time>(serde_json::Value::String(s.into()))
+            .map(FakeTime)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Finding 10: an expired timestamp is accepted within the offline grace counted from the
+/// last fresh verification, and refused one second after it.
+#[test]
+fn issue_10_offline_grace_holds_up_to_its_deadline_and_not_a_second_longer() {
+    let f = Fixture::new();
+    let t0 = now_minus(10 * 86_400);
+    let opts = PublishOptions {
+        now: t0,
+        timestamp_ttl: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    f.publish_modules(&[add_module("sm_90", Channel::Dev)], opts);
+    let at = |secs: u64, grace_days: u64| Options {
+        now: t0.plus(Duration::from_secs(secs)),
+        offline_grace: Duration::from_secs(grace_days * 86_400),
+        ..Options::default()
+    };
+    // Fresh at t0 + 10 s: recorded.
+    let (v, _) = f.verify_with(&at(10, 2)).unwrap();
+    assert_eq!(v.freshness(), cuda_aot::verify::Freshness::Fresh);
+    assert_eq!(v.state().fresh_at, Some(t0.plus(Duration::from_secs(10))));
+    let deadline = 10 + 2 * 86_400;
+    assert_eq!(
+        v.loadable_until(Duration::from_secs(2 * 86_400)),
+        t0.plus(Duration::from_secs(deadline))
+    );
+    // Expired, without grace: refused.
+    let err = f.verify_with(&at(7200, 0)).unwrap_err();
+    assert!(matches!(&err, Error::Expired { .. }), "{err}");
+    // Expired, within the grace: accepted, with the deadline named.
+    let (v, _) = f.verify_with(&at(7200, 2)).unwrap();
+    assert!(
+        matches!(v.freshness(), cuda_aot::verify::Freshness::Grace { deadline: d, .. } if d == t0.plus(Duration::from_secs(deadline))),
+        "{:?}",
+        v.freshness()
+    );
+    assert_eq!(
+        v.state().fresh_at,
+        Some(t0.plus(Duration::from_secs(10))),
+        "a grace verification does not move the start of the grace"
+    );
+    // Exactly at the deadline: accepted; one second later: refused.
+    f.verify_with(&at(deadline, 2)).unwrap();
+    let err = f.verify_with(&at(deadline + 1, 2)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Expired { what, .. } if what == "timestamp v1"),
+        "{err}"
+    );
+}
+
+/// Issue 11: a registry signed under another trust root says so and names both key sets.
+#[test]
+fn issue_11_a_registry_of_another_trust_root_names_both_key_sets() {
+    let ours = Fixture::new();
+    ours.publish_sms(&["sm_90"]);
+    let theirs = Fixture::new();
+    let src = cuda_aot::source::DirSource::new(ours.reg_path());
+    let err = cuda_aot::verify::verify_index(
+        &src,
+        &theirs.root_file,
+        Default::default(),
+        &Options::default(),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("another trust root"), "{text}");
+    assert!(
+        text.contains(&ours.keys.publisher.public().key_id().short()),
+        "{text}"
+    );
+    assert!(
+        text.contains(&theirs.keys.publisher.public().key_id().short()),
+        "{text}"
+    );
+    assert!(err.fix().contains("--trust"), "{}", err.fix());
+}
+
+// ---- Issue 11: the registry holds exactly what the release says ---------------------------
+
+#[test]
+fn issue_11_the_index_holds_exactly_the_release_and_since_survives_republishing() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    f.publish_sms(&["sm_80", "sm_90"]);
+    let (_, idx) = current_index(&f);
+    let since = |sm: &str| {
+        idx.entries
+            .iter()
+            .find(|e| e.sm.to_string() == sm)
+            .map(|e| e.since)
+    };
+    assert_eq!(
+        (idx.version, since("sm_90"), since("sm_80")),
+        (2, Some(1), Some(2))
+    );
+    // sm_80 dropped from the release: gone from the next index.
+    let p = f.publish_sms(&["sm_90"]);
+    assert_eq!((p.index_version, p.entries, p.removed), (3, 1, 1));
+    let (_, idx) = current_index(&f);
+    assert_eq!(idx.entries.len(), 1);
+    assert_eq!(idx.entries[0].since, 1);
+    // The same release again: nothing committed.
+    let p = f.publish_sms(&["sm_90"]);
+    assert!(p.unchanged && p.index_version == 3, "{p:?}");
+    // Keeping unlisted entries is explicit.
+    let keep = PublishOptions {
+        keep_unlisted: true,
+        ..Default::default()
+    };
+    let p = f.publish_modules(&[add_module("sm_120", Channel::Dev)], keep);
+    assert_eq!((p.index_version, p.entries, p.removed), (4, 2, 0));
+    let (v, mods) = f.verify().unwrap();
+    assert_eq!(
+        v.index().statements.len(),
+        2,
+        "each kept entry keeps its statement"
+    );
+    assert_eq!(mods.len(), 2);
+}
+
+// ---- Issue 12: signature checks per open are constant -------------------------------------
+
+#[test]
+fn issue_12_signature_checks_are_the_same_at_3_and_at_30_modules() {
+    let checks = |n: usize| {
+        let f = Fixture::new();
+        let mods: Vec<_> = (0..n)
+            .map(|i| {
+                let (mut m, b) = add_module("sm_90", Channel::Dev);
+                m.identity.module = cuda_aot::ModuleName::new(&format!("m{i}")).unwrap();
+                (m, b)
+            })
+            .collect();
+        f.publish_modules(&mods, PublishOptions::default());
+        let (v, loaded) = f.verify().unwrap();
+        assert_eq!(loaded.len(), n);
+        v.signature_checks()
+    };
+    let (three, thirty) = (checks(3), checks(30));
+    assert_eq!(three, thirty);
+    // Anchor, timestamp, index, one build statement.
+    assert_eq!(three, 4);
+}
+
+// ---- Issue 7: production requires promotion --------------------------------------------------
+
+fn production() -> (Fixture, Build) {
+    let f = Fixture::with_channel(Channel::Production);
+    let build = Build::new(
+        &[add_module("sm_90", Channel::Production)],
+        &[&f.keys.builder],
+    );
+    (f, build)
+}
+
+#[test]
+fn issue_7_a_promoted_production_release_verifies_and_names_its_reviewers() {
+    let f = Fixture::with_channel(Channel::Production);
+    f.publish_sms(&["sm_80", "sm_90"]);
+    let (v, mods) = f.verify().unwrap();
+    assert_eq!(mods.len(), 2);
+    // Anchor, timestamp, index, one statement, one promotion record.
+    assert_eq!(v.signature_checks(), 5);
+    assert!(
+        v.manifests()
+            .iter()
+            .all(|m| m.promoted_by() == [f.keys.reviewer.public().key_id()])
+    );
+}
+
+#[test]
+fn issue_7_a_production_module_without_a_promotion_is_refused() {
+    let (f, build) = production();
+    let d = build.manifest_digests()[0];
+    // The publisher refuses it early ...
+    let err = f
+        .publish(
+            Build::new(
+                &[add_module("sm_90", Channel::Production)],
+                &[&f.keys.builder],
+            ),
+            vec![],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, cuda_aot_registry::Error::Core(Error::NotPromoted { module, .. }) if module == "add"),
+        "{err}"
+    );
+    // ... and a verifier refuses it when a publisher key alone served it.
+    f.forge(&build, &[]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::NotPromoted { module, target, manifest, reason }
+            if module == "add" && target == "sm_90" && *manifest == d.to_string() && reason.contains("no promotion record")),
+        "{err}"
+    );
+    assert!(
+        err.fix().contains("cargo xtask promote add"),
+        "{}",
+        err.fix()
+    );
+}
+
+#[test]
+fn issue_7_a_promotion_replayed_against_another_manifest_is_refused() {
+    let (f, build) = production();
+    let other = Digest::of(b"the manifest the reviewer looked at");
+    let p = promotion("add", vec![other], &[&f.keys.reviewer]);
+    f.forge(&build, &[p]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::NotPromoted { reason, .. } if reason.contains("cover other manifests")),
+        "{err}"
+    );
+}
+
+#[test]
+fn issue_7_a_promotion_of_another_schedule_version_is_refused() {
+    let (f, build) = production();
+    let mut p: cuda_aot::metadata::Promotion = {
+        let file = promotion("add", build.manifest_digests(), &[&f.keys.reviewer]);
+        let env: Envelope = serde_json::from_slice(&file).unwrap();
+        json::parse(&env.payload_bytes("p").unwrap(), 1 << 16, "p").unwrap()
+    };
+    p.schedule_version = 2;
+    f.forge(&build, &[sign_doc(&p, &[&f.keys.reviewer])]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::NotPromoted { reason, .. } if reason.contains("schedule version 2")),
+        "{err}"
+    );
+}
+
+#[test]
+fn issue_7_a_builder_key_signing_as_reviewer_is_refused() {
+    let (f, build) = production();
+    let p = promotion("add", build.manifest_digests(), &[&f.keys.builder]);
+    let err = f
+        .publish(
+            Build::new(
+                &[add_module("sm_90", Channel::Production)],
+                &[&f.keys.builder],
+            ),
+            vec![p.clone()],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, cuda_aot_registry::Error::Core(Error::Threshold { role, .. }) if role == "reviewer"),
+        "{err}"
+    );
+    f.forge(&build, &[p]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::Threshold { role, valid: 0, foreign, .. }
+            if role == "reviewer" && foreign[0].1 == "a builder key, not a reviewer key"),
+        "{err}"
+    );
+}
+
+#[test]
+fn issue_7_one_signature_under_a_reviewer_threshold_of_two_is_refused() {
+    let keys = Keys::new();
+    let second = key();
+    let mut root = root_payload(&keys, 1, Channel::Production);
+    root.roles.reviewer = Role {
+        keys: vec![keys.reviewer.public(), second.public()],
+        threshold: 2,
+    };
+    let root_file = sign_root(&root, &[&keys.root]);
+    let f = Fixture::with_root(keys, root_file, Channel::Production);
+    let build = Build::new(
+        &[add_module("sm_90", Channel::Production)],
+        &[&f.keys.builder],
+    );
+    let one = promotion("add", build.manifest_digests(), &[&f.keys.reviewer]);
+    f.forge(&build, &[one]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::Threshold { role, valid: 1, threshold: 2, .. } if role == "reviewer"),
+        "{err}"
+    );
+    let both = promotion(
+        "add",
+        build.manifest_digests(),
+        &[&f.keys.reviewer, &second],
+    );
+    f.forge(&build, &[both]);
+    f.verify().unwrap();
 }

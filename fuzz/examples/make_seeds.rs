@@ -5,10 +5,12 @@
 //! cargo run --manifest-path fuzz/Cargo.toml --example make_seeds -- .cuda-aot/registry fuzz/seeds
 //! ```
 //!
-//! Only public metadata is copied: signed files, their payloads, cubins and PTX. Seeds for
-//! the signed-document targets are containers ([`cuda_aot_fuzz::Files`]) whose payloads are
-//! the release's own, with the release keys replaced by `{{key:N}}` placeholders and
-//! digests and sizes by references, so the harness re-signs them with its fuzzing keys.
+//! Only public metadata is copied: signed files, their payloads, manifests, cubins and PTX.
+//! Seeds for the signed-document targets are containers ([`cuda_aot_fuzz::Files`]) whose
+//! payloads are the release's own, with the release keys replaced by `{{key:N}}`
+//! placeholders and digests and sizes by references, so the harness re-signs them with
+//! its fuzzing keys. Their expiries are set relative to the harness's clock (`FUZZ_NOW`),
+//! within the release root's freeze bound.
 //! File names say what the replay test expects: `ok-*` is accepted, `bad-*` refused.
 
 use std::collections::BTreeMap;
@@ -20,7 +22,10 @@ use cuda_aot::source::layout;
 use cuda_aot::{Manifest, json};
 use serde_json::Value;
 
-const FAR: &str = "2030-01-01T00:00:00Z";
+/// Expiries of the verify seeds: after `cuda_aot_fuzz::FUZZ_NOW` (2027-01-15), within the
+/// release root's freeze bound (31 days for a timestamp, 400 for an index).
+const TS_EXPIRES: &str = "2027-02-01T00:00:00Z";
+const INDEX_EXPIRES: &str = "2027-06-01T00:00:00Z";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -82,10 +87,11 @@ impl Seeds {
         ];
         let manifest_of = |e: &IndexEntry| -> (Vec<u8>, Manifest) {
             let path = layout::manifest(&e.manifest);
-            let p = self.payload(&path, PayloadType::Manifest);
-            let m = json::parse(&p, u64::MAX, &path).unwrap();
-            (p, m)
+            let bytes = self.read(&path);
+            let m = json::parse(&bytes, u64::MAX, &path).unwrap();
+            (bytes, m)
         };
+        let statement_path = layout::statement(&picked[0].statement);
 
         // envelope: the release's signed files as they are, behind the type selector byte.
         let sel = |t: PayloadType, bytes: &[u8]| {
@@ -93,7 +99,7 @@ impl Seeds {
                 PayloadType::Root,
                 PayloadType::Index,
                 PayloadType::Timestamp,
-                PayloadType::Manifest,
+                PayloadType::Build,
                 PayloadType::Promotion,
             ]
             .iter()
@@ -101,52 +107,55 @@ impl Seeds {
             .unwrap() as u8;
             [&[n][..], bytes].concat()
         };
-        self.write(
-            "envelope",
-            "ok-root",
-            &sel(PayloadType::Root, &self.read(&layout::root(1))),
-        );
+        let root_file = self.read(&layout::root(1));
+        self.write("envelope", "ok-root", &sel(PayloadType::Root, &root_file));
+        let ts_file = self.read(layout::TIMESTAMP);
         self.write(
             "envelope",
             "ok-timestamp",
-            &sel(PayloadType::Timestamp, &self.read(layout::TIMESTAMP)),
+            &sel(PayloadType::Timestamp, &ts_file),
         );
+        let ix_file = self.read(&ix_path);
+        self.write("envelope", "ok-index", &sel(PayloadType::Index, &ix_file));
+        let st_file = self.read(&statement_path);
         self.write(
             "envelope",
-            "ok-index",
-            &sel(PayloadType::Index, &self.read(&ix_path)),
+            "ok-build-statement",
+            &sel(PayloadType::Build, &st_file),
         );
-        for e in &picked[..2] {
-            self.write(
-                "envelope",
-                &format!("ok-manifest-{}-{}", e.module, e.sm),
-                &sel(
-                    PayloadType::Manifest,
-                    &self.read(&layout::manifest(&e.manifest)),
-                ),
-            );
-        }
         self.write(
             "envelope",
             "bad-timestamp-as-index",
-            &sel(PayloadType::Index, &self.read(layout::TIMESTAMP)),
+            &sel(PayloadType::Index, &ts_file),
         );
 
-        // manifest, index, timestamp: the payloads.
+        // manifest, index, timestamp: the files and payloads.
         for e in &picked[..4] {
-            let (p, _) = manifest_of(e);
-            self.write("manifest", &format!("ok-{}-{}", e.module, e.sm), &p);
+            let (bytes, _) = manifest_of(e);
+            self.write("manifest", &format!("ok-{}-{}", e.module, e.sm), &bytes);
         }
         self.write("index", "ok-release", &ix_payload);
         self.write("timestamp", "ok-release", &ts_payload);
 
-        // elf: real cubins (and PTX, which is not an ELF).
+        // elf and ptx: real cubins and PTX (each refused by the other reader).
         for e in &picked {
             let (_, m) = manifest_of(e);
             let blob = self.read(&layout::blob(&m.module_digest));
-            let ok = if e.sm.virtual_arch { "bad" } else { "ok" };
-            self.write("elf", &format!("{ok}-{}-{}", e.module, e.sm), &blob);
+            let (ok, bad) = match e.sm.virtual_arch {
+                true => ("ptx", "elf"),
+                false => ("elf", "ptx"),
+            };
+            self.write(ok, &format!("ok-{}-{}", e.module, e.sm), &blob);
+            if e.module.as_str() == "field_ops" {
+                self.write(bad, &format!("bad-{}-{}", e.module, e.sm), &blob);
+            }
         }
+        let ntt_ptx = manifest_of(entry("ntt", "compute_80")).1;
+        self.write(
+            "ptx",
+            "ok-ntt-compute_80",
+            &self.read(&layout::blob(&ntt_ptx.module_digest)),
+        );
 
         // trust_root: the real signed root, and the same payload re-keyed for the harness.
         let keys: BTreeMap<String, usize> = [
@@ -167,11 +176,7 @@ impl Seeds {
             text
         };
         let root_v1 = rekey(&root_payload);
-        self.write(
-            "trust_root",
-            "ok-release-root",
-            &self.read(&layout::root(1)),
-        );
+        self.write("trust_root", "ok-release-root", &root_file);
         let anchor = record("anchor", "root", "0", "anchor", root_v1.as_bytes());
         self.write("trust_root", "ok-rekeyed", &anchor);
         self.write(
@@ -196,7 +201,9 @@ impl Seeds {
             &record("next", "root", "4", "next", v2.as_bytes()),
         );
 
-        // verify: a small registry with the release's payloads (a cubin, an a-variant, PTX).
+        // verify: a small registry with the release's own files (a cubin, an a-variant,
+        // PTX): blobs, manifests, one build statement (builder key 1), index and timestamp
+        // (publisher key 3).
         let make_registry = |picks: &[&IndexEntry]| -> Vec<u8> {
             let mut reg = anchor.clone();
             reg.extend(record(
@@ -206,7 +213,7 @@ impl Seeds {
                 "root/1.root.json",
                 root_v1.as_bytes(),
             ));
-            let mut entries = Vec::new();
+            let (mut attested, mut entries) = (Vec::new(), Vec::new());
             for (i, e) in picks.iter().enumerate() {
                 let (_, m) = manifest_of(e);
                 let blob = self.read(&layout::blob(&m.module_digest));
@@ -222,8 +229,8 @@ impl Seeds {
                 mv["size"] = format!("@@{{{{size:b{i}}}}}@@").into();
                 reg.extend(record(
                     &format!("m{i}"),
-                    "manifest",
-                    "1",
+                    "raw",
+                    "-",
                     &format!("manifests/blake3/{{{{hex:m{i}}}}}.json"),
                     unquote(&serde_json::to_string_pretty(&mv).unwrap()).as_bytes(),
                 ));
@@ -231,11 +238,31 @@ impl Seeds {
                 ev["manifest"] = format!("{{{{digest:m{i}}}}}").into();
                 ev["manifest_size"] = format!("@@{{{{size:m{i}}}}}@@").into();
                 ev["identity"] = format!("{{{{identity:m{i}}}}}").into();
+                ev["statement"] = "{{digest:st}}".into();
+                let mut av = ev.clone();
+                for k in ["identity", "statement", "since"] {
+                    av.as_object_mut().unwrap().remove(k);
+                }
+                attested.push(av);
                 entries.push(ev);
             }
+            let st = serde_json::json!({
+                "schema": "cuda-aot/build/v1",
+                "channel": ix.channel,
+                "manifests": attested,
+            });
+            reg.extend(record(
+                "st",
+                "build",
+                "1",
+                "statements/blake3/{{hex:st}}.json",
+                unquote(&serde_json::to_string_pretty(&st).unwrap()).as_bytes(),
+            ));
             let mut iv: Value = serde_json::to_value(&ix).unwrap();
             iv["entries"] = entries.into();
-            iv["expires"] = FAR.into();
+            iv["statements"] =
+                serde_json::json!([{ "digest": "{{digest:st}}", "size": "@@{{size:st}}@@" }]);
+            iv["expires"] = INDEX_EXPIRES.into();
             let index_text = unquote(&serde_json::to_string_pretty(&iv).unwrap());
             reg.extend(record(
                 "index",
@@ -245,7 +272,7 @@ impl Seeds {
                 index_text.as_bytes(),
             ));
             let mut tv: Value = serde_json::to_value(&ts).unwrap();
-            tv["expires"] = FAR.into();
+            tv["expires"] = TS_EXPIRES.into();
             tv["index"]["digest"] = "{{digest:index}}".into();
             tv["index"]["size"] = "@@{{size:index}}@@".into();
             let ts_text = unquote(&serde_json::to_string_pretty(&tv).unwrap());
@@ -287,15 +314,17 @@ impl Seeds {
 
         // Past the timestamp's expiry.
         let mut expired = reg.clone();
-        expired.extend(record("options", "raw", "-", "options", b"1900000000 0"));
+        expired.extend(record("options", "raw", "-", "options", b"1900000000 0 0"));
         self.write("verify", "bad-expired", &expired);
 
-        // The publisher signs a manifest: a threshold of builder keys is missing.
-        self.write(
-            "verify",
-            "bad-manifest-by-publisher",
-            &reg_with_signer(&reg, "m1", "3"),
-        );
+        // The publisher signs the build statement: a threshold of builder keys is missing.
+        let needle = b"%%file st build 1 ";
+        let at = reg
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("statement record");
+        let by_publisher = [&reg[..at], b"%%file st build 3 ", &reg[at + needle.len()..]].concat();
+        self.write("verify", "bad-statement-by-publisher", &by_publisher);
     }
 }
 
@@ -310,15 +339,4 @@ fn record(name: &str, ty: &str, signers: &str, path: &str, content: &[u8]) -> Ve
 /// Turns `"@@{{size:x}}@@"` (a JSON string) into `{{size:x}}` (a number once substituted).
 fn unquote(text: &str) -> String {
     text.replace("\"@@", "").replace("@@\"", "")
-}
-
-/// The container with record `name`'s signers replaced.
-fn reg_with_signer(reg: &[u8], name: &str, signers: &str) -> Vec<u8> {
-    let needle = format!("%%file {name} manifest 1 ");
-    let with = format!("%%file {name} manifest {signers} ");
-    let at = reg
-        .windows(needle.len())
-        .position(|w| w == needle.as_bytes())
-        .expect("record present");
-    [&reg[..at], with.as_bytes(), &reg[at + needle.len()..]].concat()
 }

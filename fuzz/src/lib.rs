@@ -17,11 +17,11 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Index, Promotion, Root, Time, Timestamp};
+use cuda_aot::metadata::{BuildStatement, Index, Promotion, Root, Time, Timestamp};
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::{VerifiedRoot, rotate as rotate_root, verify_anchor};
-use cuda_aot::verify::{Options, verify_index};
+use cuda_aot::verify::{Freshness, Options, verify_index};
 use cuda_aot::{Digest, Kind, Limits, Manifest, PublicKey, SecretKey, json};
 
 /// What a parser made of one input.
@@ -66,7 +66,7 @@ const TYPES: [PayloadType; 5] = [
     PayloadType::Root,
     PayloadType::Index,
     PayloadType::Timestamp,
-    PayloadType::Manifest,
+    PayloadType::Build,
     PayloadType::Promotion,
 ];
 
@@ -101,14 +101,15 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::Root => parse_doc::<Root>(payload, limit, "root"),
         PayloadType::Index => parse_doc::<Index>(payload, limit, "index"),
         PayloadType::Timestamp => parse_doc::<Timestamp>(payload, limit, "timestamp"),
-        PayloadType::Manifest => parse_doc::<Manifest>(payload, limit, "manifest"),
+        PayloadType::Build => parse_doc::<BuildStatement>(payload, limit, "build statement"),
         PayloadType::Promotion => parse_doc::<Promotion>(payload, limit, "promotion"),
     }
 }
 
 /// Target `envelope`: the first byte picks a document type; the rest is an envelope file
 /// (`Envelope::parse`, base64 payload, then the payload as that type's strict JSON). The
-/// same bytes are also parsed directly as every document type and as the trust state.
+/// same bytes are also parsed directly as every signed document type, as a manifest and
+/// as the trust state.
 pub fn envelope(data: &[u8]) -> Verdict {
     let Some((&sel, rest)) = data.split_first() else {
         return Verdict::Refused("empty".into());
@@ -118,6 +119,7 @@ pub fn envelope(data: &[u8]) -> Verdict {
     for t in TYPES {
         parse_payload(t, rest, limit);
     }
+    parse_doc::<Manifest>(rest, limit, "manifest");
     parse_doc::<TrustState>(rest, limit, "trust state");
     let env = match Envelope::parse(rest, limit, ty, "fuzz envelope") {
         Ok(env) => env,
@@ -133,7 +135,8 @@ pub fn envelope(data: &[u8]) -> Verdict {
     }
 }
 
-/// Target `manifest`: a manifest payload (strict JSON), its identity digest and label.
+/// Target `manifest`: a manifest file (strict JSON, attested by a build statement), its
+/// identity digest and label.
 pub fn manifest(data: &[u8]) -> Verdict {
     let r = json::parse::<Manifest>(data, Limits::default().manifest, "manifest");
     if let Ok(m) = &r {
@@ -185,11 +188,18 @@ pub fn timestamp(data: &[u8]) -> Verdict {
     Verdict::of(&r)
 }
 
-/// Target `elf`: `cuda_aot::elf::inspect` on arbitrary bytes.
+/// Target `elf`: `cuda_aot::elf::inspect` (the one cubin reader of the builder and the
+/// verifier) and `elf::check_structure` (the loader's check before the driver sees the
+/// bytes) on arbitrary bytes.
 pub fn elf(data: &[u8]) -> Verdict {
+    let structure = cuda_aot::elf::check_structure(data);
     let r = cuda_aot::elf::inspect(data);
     if let Ok(info) = &r {
         assert!(info.sm >= 10, "an SM below 10 was accepted: {info:?}");
+        assert!(
+            structure.is_ok(),
+            "inspect accepted a cubin the loader's structure check refuses: {structure:?}"
+        );
         let t = info.target();
         assert_eq!(
             t.to_string().parse::<cuda_aot::Target>().ok(),
@@ -198,6 +208,28 @@ pub fn elf(data: &[u8]) -> Verdict {
         );
         assert_eq!(
             cuda_aot::elf::inspect(data).as_ref(),
+            Ok(info),
+            "not deterministic"
+        );
+    }
+    match r {
+        Ok(_) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(e),
+    }
+}
+
+/// Target `ptx`: `cuda_aot::ptx::inspect`, the one PTX reader (its `.target` and kernels
+/// with their launch ABI), on arbitrary bytes.
+pub fn ptx(data: &[u8]) -> Verdict {
+    let r = cuda_aot::ptx::inspect(data);
+    if let Ok(info) = &r {
+        assert!(!info.target.is_empty(), "PTX accepted without a target");
+        assert!(
+            !data.starts_with(b"\x7fELF"),
+            "an ELF image was accepted as PTX"
+        );
+        assert_eq!(
+            cuda_aot::ptx::inspect(data).as_ref(),
             Ok(info),
             "not deterministic"
         );
@@ -241,13 +273,13 @@ pub const RECORD: &[u8] = b"%%file ";
 /// ```
 ///
 /// - `TYPE` is `blob` (bytes as they are), `raw` (placeholders substituted, not signed),
-///   or a document type `root`, `index`, `timestamp`, `manifest`, `promotion`: the content
+///   or a document type `root`, `index`, `timestamp`, `build`, `promotion`: the content
 ///   (placeholders substituted) becomes the payload of an envelope of that type.
 /// - `SIGNERS` is `-` or comma-separated fuzzing key numbers (`0,4`) that sign it.
 /// - Placeholders, resolved against earlier records by `NAME`: `{{key:N}}` (public key N),
 ///   `{{digest:NAME}}`, `{{hex:NAME}}`, `{{hex2:NAME}}` (first two hex digits),
 ///   `{{size:NAME}}` of that record's final bytes, and `{{identity:NAME}}` (the identity
-///   digest of that record's manifest payload). `PATH` may use them too, including the
+///   digest of that record's manifest). `PATH` may use them too, including the
 ///   record's own `NAME`. Unresolved placeholders stay as written.
 #[derive(Debug, Default, Clone)]
 pub struct Files {
@@ -354,7 +386,7 @@ fn payload_type(name: &str) -> Option<PayloadType> {
         "root" => PayloadType::Root,
         "index" => PayloadType::Index,
         "timestamp" => PayloadType::Timestamp,
-        "manifest" => PayloadType::Manifest,
+        "build" => PayloadType::Build,
         "promotion" => PayloadType::Promotion,
         _ => return None,
     })
@@ -411,7 +443,8 @@ pub fn anchor_payload(version: u64) -> String {
     let role = |n: usize| format!(r#"{{ "keys": ["{}"], "threshold": 1 }}"#, k(n));
     format!(
         r#"{{ "schema": "{}", "version": {version}, "expires": "2099-01-01T00:00:00Z", "channel": "dev",
-  "roles": {{ "root": {}, "builder": {}, "reviewer": {}, "publisher": {} }} }}"#,
+  "roles": {{ "root": {}, "builder": {}, "reviewer": {}, "publisher": {} }},
+  "max_expiry": {{ "timestamp_days": 3650, "index_days": 3650 }} }}"#,
         Root::SCHEMA,
         role(0),
         role(1),
@@ -484,21 +517,12 @@ impl RegistrySource for MemSource<'_> {
 /// 2027-01-15T08:00:00Z.
 pub const FUZZ_NOW: u64 = 1_800_000_000;
 
-/// Largest clock-skew allowance the `verify` target passes (an `options` record can ask
-/// for more). Skews that overflow the expiry arithmetic are a known crash (issue 10 item
-/// 6, `fuzz/regressions/verify/`), kept out of the long runs so they explore past it.
-pub const MAX_SKEW_SECS: u64 = 100 * 365 * 86_400;
-
 /// Target `verify`: the whole offline verifier (`verify_index`, then `load_module` for
 /// every manifest) over the container's files as an in-memory registry, anchored at its
-/// `anchor` file, with the saved versions of its `state` file (strict JSON of
-/// [`TrustState`]) and the clock and skew of its `options` file (`NOW_UNIX SKEW_SECS`).
+/// `anchor` file, with the saved state of its `state` file (strict JSON of
+/// [`TrustState`]) and the clock, skew and offline grace of its `options` file
+/// (`NOW_UNIX SKEW_SECS GRACE_SECS`, any of them as large as `u64::MAX`).
 pub fn verify(data: &[u8]) -> Verdict {
-    verify_with(data, MAX_SKEW_SECS)
-}
-
-/// [`verify`] with the skew allowance capped at `max_skew` seconds.
-pub fn verify_with(data: &[u8], max_skew: u64) -> Verdict {
     let files = Files::build(data);
     let Some(anchor) = files.get("anchor") else {
         return Verdict::Refused("no anchor record".into());
@@ -508,18 +532,20 @@ pub fn verify_with(data: &[u8], max_skew: u64) -> Verdict {
         .get("state")
         .and_then(|b| json::parse::<TrustState>(b, limits.state, "state").ok())
         .unwrap_or_default();
-    let (mut now, mut skew) = (FUZZ_NOW, 0);
+    let mut numbers = [FUZZ_NOW, 0, 0];
     if let Some(o) = files.get("options") {
         let text = String::from_utf8_lossy(o);
-        let mut it = text.split_whitespace().map(|w| w.parse::<u64>().ok());
-        now = it.next().flatten().unwrap_or(now);
-        skew = it.next().flatten().unwrap_or(0).min(max_skew);
+        for (slot, word) in numbers.iter_mut().zip(text.split_whitespace()) {
+            if let Ok(n) = word.parse::<u64>() {
+                *slot = n;
+            }
+        }
     }
-    // The clock comes from a fuzz input too; SystemTime cannot hold every u64 of seconds.
-    now = now.min(253_402_300_799); // 9999-12-31T23:59:59Z
+    let [now, skew, grace] = numbers;
     let opts = Options {
         now: Time::from_unix(now),
         skew: Duration::from_secs(skew),
+        offline_grace: Duration::from_secs(grace),
         limits,
         required_channel: None,
     };
@@ -535,26 +561,26 @@ pub fn verify_with(data: &[u8], max_skew: u64) -> Verdict {
         verified.root().root(),
     );
     let state = verified.state();
-    assert!(
-        state.root >= seen.root && state.timestamp >= seen.timestamp && state.index >= seen.index,
-        "verification accepted a rollback: saw {seen:?}, accepted {state:?}"
-    );
+    let late = |expires: Time| now > expires.unix().saturating_add(skew);
+    assert!(state.root >= seen.root, "root rollback accepted");
+    if verified.discarded_state().is_none() {
+        assert!(
+            state.timestamp >= seen.timestamp && state.index >= seen.index,
+            "verification accepted a rollback: saw {seen:?}, accepted {state:?}"
+        );
+    }
     assert_eq!(
         ix.version, ts.index.version,
         "index is not the one the timestamp names"
     );
-    assert!(
-        opts.now.0 <= ts.expires.0 + opts.skew,
-        "expired timestamp accepted"
-    );
-    assert!(
-        opts.now.0 <= ix.expires.0 + opts.skew,
-        "expired index accepted"
-    );
-    assert!(
-        opts.now.0 <= root.expires.0 + opts.skew,
-        "expired root accepted"
-    );
+    match verified.freshness() {
+        Freshness::Fresh => assert!(!late(ts.expires), "expired timestamp accepted as fresh"),
+        Freshness::Grace { deadline, .. } => {
+            assert!(now <= deadline.unix(), "timestamp accepted past the grace")
+        }
+    }
+    assert!(!late(ix.expires), "expired index accepted");
+    assert!(!late(root.expires), "expired root accepted");
     check_root(verified.root());
     let ix_bytes = files
         .get(&layout::index(ix.version))
@@ -586,11 +612,7 @@ pub fn verify_with(data: &[u8], max_skew: u64) -> Verdict {
                 assert_eq!(module.bytes().len() as u64, man.size, "blob size");
                 if man.identity.kind == Kind::Cubin {
                     let info = cuda_aot::elf::inspect(module.bytes()).expect("verified cubin");
-                    assert_eq!(
-                        info.target(),
-                        man.identity.sm,
-                        "cubin of another SM accepted"
-                    );
+                    assert_eq!(info.sm, man.identity.sm.number(), "cubin of another SM");
                 }
             }
             Err(e) => refused = Some(shown(&e)),

@@ -3,13 +3,13 @@
 //!
 //! The launches are `unsafe` underneath (the driver cannot check argument types); here
 //! each wrapper fixes the argument list of one entry point and checks every length, so
-//! the calls are safe.
+//! the calls are safe. Every launch goes through [`Kernel::launch_args`], which compares
+//! each argument's size with the kernel's signed launch ABI before the driver is called:
+//! a wrapper out of step with its kernel is an error, not memory corruption.
 
 #![allow(unsafe_code)]
 
-use std::ffi::c_void;
-
-use cuda_aot::cuda::{CUdeviceptr, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Kernel};
+use cuda_aot::cuda::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Kernel, KernelArg};
 use cuda_aot::{Error, Module, Result, Runtime};
 
 /// Largest grid the wrappers launch; the kernels use grid-stride loops.
@@ -50,11 +50,12 @@ fn check_len(what: &str, got: usize, want: usize) -> Result<()> {
     }
 }
 
-fn arg<T>(v: &mut T) -> *mut c_void {
-    (v as *mut T).cast()
+fn arg<T: Copy>(v: &mut T) -> KernelArg<'_> {
+    KernelArg::new(v)
 }
 
-/// Launches `k` with `params` on `stream`.
+/// Launches `k` with `params` on `stream`, each argument's size checked against the
+/// kernel's signed launch ABI first.
 ///
 /// # Safety
 /// `params` must match `k`'s signature and every device pointer in it must be valid for
@@ -64,10 +65,10 @@ unsafe fn launch(
     stream: &CudaStream,
     grid: (u32, u32, u32),
     block: u32,
-    params: &mut [*mut c_void],
+    params: &mut [KernelArg<'_>],
 ) -> Result<()> {
     // SAFETY: forwarded from this function's contract.
-    unsafe { k.launch(stream, grid, (block, 1, 1), 0, params) }.map_err(Error::from)
+    unsafe { k.launch_args(stream, grid, (block, 1, 1), 0, params) }.map_err(Error::from)
 }
 
 /// Goldilocks vector operations (`field_ops`: gl_add, gl_mul, gl_axpy).
@@ -104,23 +105,11 @@ impl FieldOps {
         let (mut pa, _ga) = a.device_ptr(stream);
         let (mut pb, _gb) = b.device_ptr(stream);
         let (mut po, _go) = out.device_ptr_mut(stream);
-        let mut params = [
-            arg::<CUdeviceptr>(&mut pa),
-            arg(&mut pb),
-            arg(&mut po),
-            arg(&mut n),
-        ];
+        let g = grid(u64::from(n), self.block);
+        let mut params = [arg(&mut pa), arg(&mut pb), arg(&mut po), arg(&mut n)];
         // SAFETY: (const u64*, const u64*, u64*, unsigned) as the kernel declares; all three
         // buffers hold n elements on this stream; the guards live until the launch is queued.
-        unsafe {
-            launch(
-                k,
-                stream,
-                grid(u64::from(n), self.block),
-                self.block,
-                &mut params,
-            )
-        }
+        unsafe { launch(k, stream, g, self.block, &mut params) }
     }
 
     /// out = a + b (mod p), element-wise.
@@ -161,23 +150,16 @@ impl FieldOps {
         let (mut px, _gx) = x.device_ptr(stream);
         let (mut py, _gy) = y.device_ptr(stream);
         let (mut po, _go) = out.device_ptr_mut(stream);
+        let g = grid(u64::from(n), self.block);
         let mut params = [
             arg(&mut alpha),
-            arg::<CUdeviceptr>(&mut px),
+            arg(&mut px),
             arg(&mut py),
             arg(&mut po),
             arg(&mut n),
         ];
         // SAFETY: (u64, const u64*, const u64*, u64*, unsigned) as declared; n elements each.
-        unsafe {
-            launch(
-                &self.axpy,
-                stream,
-                grid(u64::from(n), self.block),
-                self.block,
-                &mut params,
-            )
-        }
+        unsafe { launch(&self.axpy, stream, g, self.block, &mut params) }
     }
 }
 
@@ -225,7 +207,7 @@ impl Ntt {
         let n = data.len() as u64;
         {
             let (mut pd, _g) = data.device_ptr_mut(stream);
-            let mut params = [arg::<CUdeviceptr>(&mut pd), arg(&mut log_n)];
+            let mut params = [arg(&mut pd), arg(&mut log_n)];
             // SAFETY: (u64*, unsigned log_n) as declared; data holds 2^log_n elements.
             unsafe {
                 launch(
@@ -241,12 +223,7 @@ impl Ntt {
             let (mut stage, mut log_n) = (stage, log_n);
             let (mut pd, _g) = data.device_ptr_mut(stream);
             let (mut pt, _gt) = twiddles.device_ptr(stream);
-            let mut params = [
-                arg::<CUdeviceptr>(&mut pd),
-                arg::<CUdeviceptr>(&mut pt),
-                arg(&mut log_n),
-                arg(&mut stage),
-            ];
+            let mut params = [arg(&mut pd), arg(&mut pt), arg(&mut log_n), arg(&mut stage)];
             // SAFETY: (u64*, const u64*, unsigned, unsigned) as declared; data holds n and
             // twiddles n/2 elements; one thread per butterfly (n/2).
             unsafe {
@@ -284,17 +261,10 @@ impl Ntt {
         let mut factor = crate::ntt::inverse_scale(log_n);
         let mut n = data.len() as u32;
         let (mut pd, _g) = data.device_ptr_mut(stream);
-        let mut params = [arg::<CUdeviceptr>(&mut pd), arg(&mut factor), arg(&mut n)];
+        let g = grid(u64::from(n), self.block);
+        let mut params = [arg(&mut pd), arg(&mut factor), arg(&mut n)];
         // SAFETY: (u64*, u64, unsigned) as declared; data holds n elements.
-        unsafe {
-            launch(
-                &self.scale,
-                stream,
-                grid(u64::from(n), self.block),
-                self.block,
-                &mut params,
-            )
-        }
+        unsafe { launch(&self.scale, stream, g, self.block, &mut params) }
     }
 }
 
@@ -331,21 +301,10 @@ impl Merkle {
         let mut n = len_u32("parents", parents.len() / 32)?;
         let (mut pc, _gc) = children.device_ptr(stream);
         let (mut pp, _gp) = parents.device_ptr_mut(stream);
-        let mut params = [
-            arg::<CUdeviceptr>(&mut pc),
-            arg::<CUdeviceptr>(&mut pp),
-            arg(&mut n),
-        ];
+        let g = grid(u64::from(n), self.block);
+        let mut params = [arg(&mut pc), arg(&mut pp), arg(&mut n)];
         // SAFETY: (const u8*, u8*, unsigned) as declared; children holds 64 n and parents 32 n
         // bytes (checked above); cudarc allocations are 256-byte aligned.
-        unsafe {
-            launch(
-                &self.layer,
-                stream,
-                grid(u64::from(n), self.block),
-                self.block,
-                &mut params,
-            )
-        }
+        unsafe { launch(&self.layer, stream, g, self.block, &mut params) }
     }
 }

@@ -26,6 +26,7 @@
 #![deny(unsafe_code)] // allowed only in `gpu`, where typed wrappers make launches safe
 
 pub mod contract;
+pub mod foreign;
 pub mod goldilocks;
 pub mod gpu;
 pub mod merkle;

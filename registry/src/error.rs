@@ -45,6 +45,16 @@ pub enum Error {
         /// Its version.
         version: u64,
     },
+    /// A key given as the publisher key is not a publisher key of the newest trust root.
+    #[error(
+        "key {key} is not a publisher key of trust root v{root} (the newest in the registry's chain)"
+    )]
+    NotPublisher {
+        /// The key id.
+        key: String,
+        /// The root version.
+        root: u64,
+    },
     /// The registry has no trust root yet and none was given.
     #[error("{path}: registry has no trust root (root/1.root.json)")]
     NoRoot {
@@ -59,12 +69,14 @@ impl Error {
         match self {
             Error::Core(e) => e.fix(),
             Error::Io { .. } => "check that the registry folder exists and is writable by this user".into(),
+            Error::Conflict { version: 0, .. } => "another publisher changed timestamp.json at the same time; run the command again".into(),
             Error::Conflict { .. } => "another release was published at the same time; run the publish again (it will build on the new index)".into(),
             Error::BlobMismatch { .. } => "rebuild (cargo xtask build) and sign again; the blob changed after its manifest was written".into(),
             Error::RootConflict { version, .. } => format!(
                 "publish with the trust root this registry was started with (root v{version}), or rotate to v{} with cargo xtask trust-root --previous",
                 version + 1
             ),
+            Error::NotPublisher { root, .. } => format!("publish with a publisher key listed in trust root v{root} (--publisher-key), or rotate the trust root to list this key"),
             Error::NoRoot { .. } => "publish with --trust pointing at the trust root (cargo xtask release creates a dev one)".into(),
         }
     }

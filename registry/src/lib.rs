@@ -1,20 +1,24 @@
 //! cuda-aot-registry: storage and transport of cuda-aot registries.
 //!
-//! [`DirRegistry`] publishes signed module manifests and blobs into a directory with the
-//! registry layout, atomically: blobs and manifests are content-addressed and written
-//! with temp file + fsync + rename; the next index is created with create-new semantics
-//! under a lock; `timestamp.json` is replaced last. A reader never sees a half-published
-//! release, and a publisher killed at any step leaves a registry that verifies at the old
-//! version.
+//! The publish algorithm ([`publish::publish`]) is written once over a [`Store`];
+//! [`DirRegistry`] is the directory store: blobs, manifests, build statements and promotion
+//! records are content-addressed and written with temp file + fsync + rename; the next
+//! index is created with create-new semantics under a lock; `timestamp.json` is replaced
+//! last. A reader never sees a half-published release, and a publisher killed at any step
+//! leaves a registry that verifies at the old version. The next index holds exactly the
+//! release; a release equal to what the registry serves commits nothing.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use cuda_aot_registry::{DirRegistry, PublishOptions, SignedModule};
-//! # let (root_file, modules, publisher): (Vec<u8>, Vec<SignedModule>, cuda_aot::SecretKey) = todo!();
+//! use cuda_aot_registry::{DirRegistry, PublishOptions, Release, SignedBuild};
+//! # let (anchor, statement, files, publisher): (Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>, cuda_aot::SecretKey) = todo!();
+//! let root = cuda_aot::trust::verify_anchor(&anchor, &Default::default(), "trust root")?;
+//! let build = SignedBuild::new(&root, statement, files)?; // builder threshold checked
 //! let reg = DirRegistry::new("/srv/registry");
-//! reg.ensure_root(&root_file)?;
-//! let published = reg.publish(&modules, &[&publisher], &PublishOptions::default())?;
-//! println!("index v{}", published.index_version);
+//! reg.ensure_root(&anchor)?;
+//! let release = Release { build, promotions: vec![] };
+//! let published = reg.publish(&anchor, &release, &[&publisher], &PublishOptions::default())?;
+//! println!("index v{} (unchanged: {})", published.index_version, published.unchanged);
 //! # Ok(()) }
 //! ```
 
@@ -22,6 +26,8 @@
 
 mod dir;
 mod error;
+pub mod publish;
 
-pub use dir::{DirRegistry, PublishOptions, Published, SignedModule, Step, replace_atomic};
+pub use dir::DirRegistry;
 pub use error::{Error, Result};
+pub use publish::{BuiltModule, PublishOptions, Published, Release, SignedBuild, Step, Store};

@@ -2,6 +2,7 @@
 //! operation, the driver's error name and its message as evidence.
 
 use cudarc::driver::DriverError;
+use cudarc::driver::sys::CUresult;
 
 /// Everything the CUDA boundary can refuse or report.
 ///
@@ -19,25 +20,25 @@ pub enum CudaError {
     DriverMissing,
 
     /// A driver call failed.
-    #[error("{op} failed: {code}{}", paren(.message))]
+    #[error("{op} failed: {code:?}{}", paren(.message))]
     Driver {
         /// The driver entry point (e.g. `cuModuleLoadData`).
         op: &'static str,
-        /// The driver's error name (e.g. `CUDA_ERROR_NO_BINARY_FOR_GPU`).
-        code: String,
+        /// The driver's status (printed as its C name, e.g. `CUDA_ERROR_NO_BINARY_FOR_GPU`).
+        code: CUresult,
         /// The driver's description of the error (empty when the driver could not say).
         message: String,
     },
 
     /// A driver call about one kernel (lookup, attribute query, launch) failed.
-    #[error("kernel {function:?}: {op} failed: {code}{}", paren(.message))]
+    #[error("kernel {function:?}: {op} failed: {code:?}{}", paren(.message))]
     Function {
         /// The kernel's entry name.
         function: String,
         /// The driver entry point (e.g. `cuModuleGetFunction`).
         op: &'static str,
-        /// The driver's error name (e.g. `CUDA_ERROR_NOT_FOUND`).
-        code: String,
+        /// The driver's status (printed as its C name, e.g. `CUDA_ERROR_NOT_FOUND`).
+        code: CUresult,
         /// The driver's description of the error (empty when the driver could not say).
         message: String,
     },
@@ -111,6 +112,45 @@ pub enum CudaError {
         actual: usize,
     },
 
+    /// A launch argument's size is not the size of the kernel's parameter.
+    #[error(
+        "kernel {function:?}: parameter {index} is {expected} bytes, the launch passed {actual} bytes"
+    )]
+    ParamSize {
+        /// The kernel (demangled name where known).
+        function: String,
+        /// The parameter's position (0-based).
+        index: usize,
+        /// The parameter's size in the signed layout.
+        expected: usize,
+        /// The size of the value passed.
+        actual: usize,
+    },
+
+    /// A launch asked for more threads per block than the kernel was compiled for.
+    #[error(
+        "kernel {function:?}: a block of {threads} threads; the kernel is built for at most {max}"
+    )]
+    BlockTooLarge {
+        /// The kernel.
+        function: String,
+        /// Threads per block asked for.
+        threads: u64,
+        /// The signed launch bound.
+        max: u32,
+    },
+
+    /// The driver reports another parameter layout than the one signed into the manifest.
+    #[error("kernel {function:?}: signed parameter layout {signed}, the driver reports {driver}")]
+    AbiMismatch {
+        /// The kernel.
+        function: String,
+        /// The signed layout (`offset:size`).
+        signed: String,
+        /// The driver's layout.
+        driver: String,
+    },
+
     /// The runtime compiler library cannot be loaded (research builds only).
     #[cfg(feature = "research")]
     #[error("the NVRTC library (libnvrtc.so.13) cannot be loaded on this host")]
@@ -149,11 +189,10 @@ fn log_block(log: &str) -> String {
     }
 }
 
-/// The driver's error name for a status, e.g. `CUDA_ERROR_NO_BINARY_FOR_GPU`.
-///
-/// Taken from the binding's enum variant, whose name is the C name, so it needs no driver
-/// call and works on hosts without libcuda.
-pub(crate) fn error_name(err: &DriverError) -> String {
+/// The driver's error name for a status, e.g. `CUDA_ERROR_NO_BINARY_FOR_GPU`: the binding's
+/// enum variant name is the C name, so it needs no driver call and works without libcuda.
+#[cfg(test)]
+fn error_name(err: &DriverError) -> String {
     format!("{:?}", err.0)
 }
 
@@ -172,7 +211,7 @@ impl CudaError {
     pub(crate) fn driver(op: &'static str, err: DriverError) -> Self {
         CudaError::Driver {
             op,
-            code: error_name(&err),
+            code: err.0,
             message: error_message(&err),
         }
     }
@@ -182,15 +221,15 @@ impl CudaError {
         CudaError::Function {
             function: function.to_owned(),
             op,
-            code: error_name(&err),
+            code: err.0,
             message: error_message(&err),
         }
     }
 
-    /// The driver's error name, for the variants that come from a driver status.
-    pub fn code(&self) -> Option<&str> {
+    /// The driver's status, for the variants that come from a driver call.
+    pub fn code(&self) -> Option<CUresult> {
         match self {
-            CudaError::Driver { code, .. } | CudaError::Function { code, .. } => Some(code),
+            CudaError::Driver { code, .. } | CudaError::Function { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -207,19 +246,19 @@ impl CudaError {
     /// lazily, so this may come from [`LoadedModule::function`](super::LoadedModule::function)
     /// rather than from the load.
     pub fn is_no_binary_for_gpu(&self) -> bool {
-        self.code() == Some("CUDA_ERROR_NO_BINARY_FOR_GPU")
+        self.code() == Some(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU)
     }
 
     /// True when the image is not a valid image: the driver said `CUDA_ERROR_INVALID_IMAGE`,
     /// or the bytes were refused before the driver saw them ([`CudaError::BadImage`]).
     pub fn is_invalid_image(&self) -> bool {
-        self.code() == Some("CUDA_ERROR_INVALID_IMAGE")
+        self.code() == Some(CUresult::CUDA_ERROR_INVALID_IMAGE)
             || matches!(self, CudaError::BadImage { .. })
     }
 
     /// True when a kernel name is not in the module (`CUDA_ERROR_NOT_FOUND`).
     pub fn is_not_found(&self) -> bool {
-        self.code() == Some("CUDA_ERROR_NOT_FOUND")
+        self.code() == Some(CUresult::CUDA_ERROR_NOT_FOUND)
     }
 
     /// What to do about the error (printed by a CLI as `Fix: ...`).
@@ -235,8 +274,8 @@ impl CudaError {
             CudaError::NoDevice { count, .. } => format!(
                 "use a device ordinal below {count}; check nvidia-smi and CUDA_VISIBLE_DEVICES, which renumbers devices"
             ),
-            CudaError::Driver { code, .. } => code_fix(code, None),
-            CudaError::Function { code, function, .. } => code_fix(code, Some(function)),
+            CudaError::Driver { code, .. } => code_fix(*code, None),
+            CudaError::Function { code, function, .. } => code_fix(*code, Some(function)),
             CudaError::InvalidName { .. } => "kernel names are the extern \"C\" entry names listed in the module \
                  manifest: not empty, no NUL bytes"
                 .into(),
@@ -259,6 +298,14 @@ impl CudaError {
             CudaError::ParamCount { .. } => "pass exactly one pointer per kernel parameter, in declaration order; \
                  check the launch wrapper against the kernel's signature and the manifest's schedule_version"
                 .into(),
+            CudaError::ParamSize { .. } => "pass each argument with the type the kernel declares \
+                 (the manifest's signed launch ABI, shown by cargo xtask verify); a launch wrapper \
+                 out of step with the kernel source must be updated, or the schedule_version bumped"
+                .into(),
+            CudaError::BlockTooLarge { max, .. } => format!(
+                "launch with at most {max} threads per block (the kernel's __launch_bounds__), or rebuild it with a larger bound"
+            ),
+            CudaError::AbiMismatch { .. } => "the module's bytes and its manifest disagree: rebuild and re-sign it (cargo xtask release)".into(),
             #[cfg(feature = "research")]
             CudaError::CompilerMissing => "install the CUDA toolkit's runtime compiler (libnvrtc.so.13, e.g. \
                  /usr/local/cuda/lib64) and add its folder to LD_LIBRARY_PATH; production builds do not need it"
@@ -271,55 +318,56 @@ impl CudaError {
     }
 }
 
-/// Advice for a driver error name; `function` when the call was about one kernel.
-fn code_fix(code: &str, function: Option<&str>) -> String {
+/// Advice for a driver status; `function` when the call was about one kernel.
+fn code_fix(code: CUresult, function: Option<&str>) -> String {
+    use CUresult::*;
     match code {
-        "CUDA_ERROR_NO_BINARY_FOR_GPU" => "the module holds no code for this device's SM: build and publish a cubin \
+        CUDA_ERROR_NO_BINARY_FOR_GPU => "the module holds no code for this device's SM: build and publish a cubin \
              for this device's exact SM (e.g. sm_90 for compute capability 9.0) with cargo xtask build; cuda-aot \
              does not fall back to another SM or to PTX"
             .into(),
-        "CUDA_ERROR_INVALID_IMAGE" => "the bytes are not a valid image for this driver: fetch the module again from \
+        CUDA_ERROR_INVALID_IMAGE => "the bytes are not a valid image for this driver: fetch the module again from \
              the registry (its digest is checked before loading) or rebuild it with the pinned toolkit \
              (cargo xtask build)"
             .into(),
-        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" => "the PTX comes from a newer toolkit than this driver supports: \
+        CUDA_ERROR_UNSUPPORTED_PTX_VERSION => "the PTX comes from a newer toolkit than this driver supports: \
              upgrade the driver, or load the cubin built for this SM"
             .into(),
-        "CUDA_ERROR_INVALID_PTX" => "the PTX does not compile for this device: rebuild it with the pinned toolkit, \
+        CUDA_ERROR_INVALID_PTX => "the PTX does not compile for this device: rebuild it with the pinned toolkit, \
              or load the cubin built for this SM"
             .into(),
-        "CUDA_ERROR_JIT_COMPILER_NOT_FOUND" | "CUDA_ERROR_JIT_COMPILATION_DISABLED" => "PTX needs the driver's JIT \
+        CUDA_ERROR_JIT_COMPILER_NOT_FOUND | CUDA_ERROR_JIT_COMPILATION_DISABLED => "PTX needs the driver's JIT \
              compiler, which this host lacks or disables: load the cubin built for this SM"
             .into(),
-        "CUDA_ERROR_NOT_FOUND" => match function {
+        CUDA_ERROR_NOT_FOUND => match function {
             Some(function) => format!(
                 "the module has no kernel named {function:?}: check the manifest's function list and that the \
                  kernel is declared extern \"C\" (unmangled)"
             ),
             None => "a named object is not in the module: check the manifest against the module".into(),
         },
-        "CUDA_ERROR_OUT_OF_MEMORY" => "the device is out of memory: free device memory or run fewer processes \
+        CUDA_ERROR_OUT_OF_MEMORY => "the device is out of memory: free device memory or run fewer processes \
              on this GPU (nvidia-smi shows who holds it)"
             .into(),
-        "CUDA_ERROR_NO_DEVICE" | "CUDA_ERROR_INVALID_DEVICE" => "check nvidia-smi and CUDA_VISIBLE_DEVICES".into(),
-        "CUDA_ERROR_INVALID_VALUE" | "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" if function.is_some() => "check the \
+        CUDA_ERROR_NO_DEVICE | CUDA_ERROR_INVALID_DEVICE => "check nvidia-smi and CUDA_VISIBLE_DEVICES".into(),
+        CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES if function.is_some() => "check the \
              launch geometry against the kernel's limits (Kernel::attributes: max threads per block, registers, \
              shared memory) and the parameters against its signature"
             .into(),
-        "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH" | "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE" => "the user-space driver \
+        CUDA_ERROR_SYSTEM_DRIVER_MISMATCH | CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => "the user-space driver \
              (libcuda) and the kernel module differ: reinstall the driver, or reboot after a driver upgrade"
             .into(),
-        "CUDA_ERROR_STUB_LIBRARY" => {
+        CUDA_ERROR_STUB_LIBRARY => {
             "the libcuda that was loaded is the toolkit's link stub (lib64/stubs), not a driver: \
              remove the stubs folder from LD_LIBRARY_PATH, and install the NVIDIA driver"
                 .into()
         }
-        "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER" => {
+        CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER => {
             "this call needs a newer NVIDIA driver: upgrade the driver (cuda-aot targets CUDA 13.0)"
                 .into()
         }
         _ => format!(
-            "see the CUDA driver API documentation for {code}; nvidia-smi shows the device and driver state; \
+            "see the CUDA driver API documentation for {code:?}; nvidia-smi shows the device and driver state; \
              a sticky error (e.g. after an illegal address) needs a new process"
         ),
     }
@@ -358,7 +406,7 @@ mod tests {
         );
         assert!(e.is_no_binary_for_gpu());
         assert!(!e.is_invalid_image());
-        assert_eq!(e.code(), Some("CUDA_ERROR_NO_BINARY_FOR_GPU"));
+        assert_eq!(e.code(), Some(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU));
         let shown = e.to_string();
         assert!(
             shown.starts_with("cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU"),
@@ -460,6 +508,22 @@ mod tests {
                 function: "k".into(),
                 expected: 2,
                 actual: 1,
+            },
+            CudaError::ParamSize {
+                function: "k".into(),
+                index: 1,
+                expected: 8,
+                actual: 4,
+            },
+            CudaError::BlockTooLarge {
+                function: "k".into(),
+                threads: 512,
+                max: 256,
+            },
+            CudaError::AbiMismatch {
+                function: "k".into(),
+                signed: "[0:8]".into(),
+                driver: "[0:4]".into(),
             },
         ];
         for e in all {

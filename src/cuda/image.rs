@@ -9,8 +9,6 @@ use super::CudaError;
 const ELF_MAGIC: &[u8; 4] = b"\x7fELF";
 /// First bytes of a fatbin (magic 0xBA55ED50, little-endian).
 const FATBIN_MAGIC: &[u8; 4] = &[0x50, 0xed, 0x55, 0xba];
-/// `e_machine` of a CUDA ELF.
-const EM_CUDA: u16 = 190;
 
 /// PTX text as the driver wants it: a copy ending in exactly one NUL.
 ///
@@ -43,146 +41,16 @@ pub(super) fn ptx_with_nul(ptx: &[u8]) -> Result<Box<[u8]>, CudaError> {
 }
 
 /// Checks that `image` is a complete little-endian ELF64 for CUDA: every header table,
-/// section (except `SHT_NOBITS`) and segment lies inside the buffer.
+/// section (except `SHT_NOBITS`) and segment lies inside the buffer. The same reader as
+/// verification and the build ([`crate::elf::check_structure`]).
 ///
 /// The driver takes a pointer without a length and trusts the ELF's own offsets, so this is
 /// what keeps a truncated or damaged blob from making it read past the allocation.
 pub(super) fn check_cubin(image: &[u8]) -> Result<(), CudaError> {
-    let bad = |reason: String| CudaError::BadImage {
+    crate::elf::check_structure(image).map_err(|reason| CudaError::BadImage {
         what: "cubin",
         reason,
-    };
-    let len = image.len();
-    if image.starts_with(FATBIN_MAGIC) {
-        return Err(bad("a fatbin, not a cubin: fatbins may carry PTX the driver would JIT; load the per-SM cubin".into()));
-    }
-    if !image.starts_with(ELF_MAGIC) {
-        return Err(bad("not an ELF file (no \\x7fELF magic)".into()));
-    }
-    if len < 64 {
-        return Err(bad(format!(
-            "{len} bytes: shorter than an ELF64 header (64)"
-        )));
-    }
-    if image[4] != 2 || image[5] != 1 {
-        return Err(bad(format!(
-            "ELF class {} / data {}: not little-endian ELF64",
-            image[4], image[5]
-        )));
-    }
-    let machine = le_u16(image, 18).unwrap_or(0);
-    if machine != EM_CUDA {
-        return Err(bad(format!(
-            "ELF for machine {machine}, not CUDA ({EM_CUDA})"
-        )));
-    }
-    let phoff = le_u64(image, 32).unwrap_or(0);
-    let shoff = le_u64(image, 40).unwrap_or(0);
-    let ehsize = le_u16(image, 52).unwrap_or(0);
-    let (phentsize, phnum) = (
-        le_u16(image, 54).unwrap_or(0),
-        le_u16(image, 56).unwrap_or(0),
-    );
-    let (shentsize, shnum) = (
-        le_u16(image, 58).unwrap_or(0),
-        le_u16(image, 60).unwrap_or(0),
-    );
-    if usize::from(ehsize) < 64 {
-        return Err(bad(format!("ELF header size {ehsize} < 64")));
-    }
-    if shnum == 0 && shoff != 0 {
-        return Err(bad(
-            "extended section numbering, which cubins do not use".into()
-        ));
-    }
-    let sections = table(image, "section header", shoff, shentsize, shnum, 64).map_err(bad)?;
-    let segments = table(image, "program header", phoff, phentsize, phnum, 56).map_err(bad)?;
-    const SHT_NULL: u32 = 0;
-    const SHT_NOBITS: u32 = 8;
-    for (i, at) in sections.enumerate() {
-        let kind = le_u32(image, at + 4).unwrap_or(SHT_NULL);
-        if kind == SHT_NULL || kind == SHT_NOBITS {
-            continue;
-        }
-        let (offset, size) = (
-            le_u64(image, at + 24).unwrap_or(0),
-            le_u64(image, at + 32).unwrap_or(0),
-        );
-        within(len, offset, size).map_err(|end| {
-            bad(format!(
-                "section {i} ends at byte {end}, past the {len}-byte image"
-            ))
-        })?;
-    }
-    for (i, at) in segments.enumerate() {
-        let (offset, size) = (
-            le_u64(image, at + 8).unwrap_or(0),
-            le_u64(image, at + 32).unwrap_or(0),
-        );
-        within(len, offset, size).map_err(|end| {
-            bad(format!(
-                "segment {i} ends at byte {end}, past the {len}-byte image"
-            ))
-        })?;
-    }
-    Ok(())
-}
-
-/// Offsets of the `count` entries of an ELF table, after checking that the whole table lies
-/// inside the image and that entries have the expected size.
-fn table(
-    image: &[u8],
-    what: &str,
-    offset: u64,
-    entsize: u16,
-    count: u16,
-    expected: u16,
-) -> Result<impl Iterator<Item = usize>, String> {
-    if count == 0 {
-        return Ok((0..0).step_by(1));
-    }
-    if entsize != expected {
-        return Err(format!("{what} entry size {entsize}, expected {expected}"));
-    }
-    let total = u64::from(entsize) * u64::from(count);
-    within(image.len(), offset, total).map_err(|end| {
-        format!(
-            "{what} table ends at byte {end}, past the {}-byte image",
-            image.len()
-        )
-    })?;
-    // Fits in usize: it is within the image.
-    let start = usize::try_from(offset)
-        .map_err(|_| format!("{what} table offset {offset} out of range"))?;
-    let step = usize::from(entsize);
-    Ok((start..start + step * usize::from(count)).step_by(step))
-}
-
-/// `Ok` when `offset + size` lies within `len`; `Err(end)` (saturated) otherwise.
-fn within(len: usize, offset: u64, size: u64) -> Result<(), u64> {
-    match offset.checked_add(size) {
-        Some(end) if end <= len as u64 => Ok(()),
-        Some(end) => Err(end),
-        None => Err(u64::MAX),
-    }
-}
-
-fn le_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(
-        b.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-
-fn le_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-
-fn le_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
+    })
 }
 
 #[cfg(test)]
@@ -231,10 +99,10 @@ mod tests {
         b[4] = 2; // ELFCLASS64
         b[5] = 1; // little-endian
         b[6] = 1;
-        b[18..20].copy_from_slice(&EM_CUDA.to_le_bytes());
+        b[18..20].copy_from_slice(&crate::elf::EM_CUDA.to_le_bytes());
         b[52..54].copy_from_slice(&64u16.to_le_bytes());
-        // section data at 64..72
-        b.extend_from_slice(&[0xaa; 8]);
+        // section data at 64..72: also the section name table (every name is "")
+        b.extend_from_slice(&[0; 8]);
         // section headers at 72: [NULL, PROGBITS(64, 8), NOBITS(huge offset)]
         let shoff = b.len() as u64;
         let mut sh = |kind: u32, offset: u64, size: u64| {
@@ -260,6 +128,7 @@ mod tests {
         b[56..58].copy_from_slice(&1u16.to_le_bytes());
         b[58..60].copy_from_slice(&64u16.to_le_bytes());
         b[60..62].copy_from_slice(&3u16.to_le_bytes());
+        b[62..64].copy_from_slice(&1u16.to_le_bytes()); // e_shstrndx
         b
     }
 

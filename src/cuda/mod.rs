@@ -23,7 +23,7 @@
 //! ```ignore
 //! // The flow, as the runtime uses it (see `module.rs` tests for the compiled version).
 //! let device = Device::open(0)?;                       // DriverMissing / NoDevice / Driver
-//! let module = LoadedModule::load_cubin(device.context(), &verified_bytes, LoadApi::Module)?;
+//! let module = LoadedModule::load_verified(device.context(), &verified_module, LoadApi::Module)?;
 //! let kernel = module.function("ntt_scale")?;          // names the kernel on failure
 //! let stream = device.context().default_stream();
 //! unsafe { kernel.launch(&stream, (blocks, 1, 1), (256, 1, 1), 0, &mut params)? };
@@ -33,6 +33,7 @@ mod device;
 mod error;
 mod image;
 mod module;
+#[cfg(feature = "bench")]
 pub mod raw;
 #[cfg(feature = "research")]
 pub mod research;
@@ -43,7 +44,9 @@ pub use cudarc::driver::sys::CUdeviceptr;
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 pub use device::{Device, DeviceInfo, device_count, driver_version};
 pub use error::CudaError;
-pub use module::{ImageKind, Kernel, KernelAttributes, LoadApi, LoadedModule, ParamInfo};
+pub use module::{
+    ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo, SignedAbi,
+};
 
 /// Whether the CUDA driver library (libcuda) can be loaded on this host.
 ///

@@ -16,6 +16,8 @@ use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::image::{check_cubin, ptx_with_nul};
 use super::{CudaError, driver_version, require_driver};
+use crate::identity::Kind;
+use crate::verify::VerifiedModule;
 
 /// Which driver entry point loads a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,7 +147,42 @@ impl fmt::Debug for LoadedModule {
     }
 }
 
+/// Declares a loader that takes raw bytes: public only in builds with the `bench` or
+/// `research` feature (benchmarks load unverified bytes as a baseline; the research loop
+/// loads what NVRTC just compiled). A production build reaches the driver only through
+/// [`LoadedModule::load_verified`], which takes the verifier's proof.
+macro_rules! byte_loader {
+    ($(#[$m:meta])* fn $name:ident $($rest:tt)*) => {
+        #[cfg(any(feature = "bench", feature = "research"))]
+        $(#[$m])* pub fn $name $($rest)*
+        #[cfg(not(any(feature = "bench", feature = "research")))]
+        #[allow(dead_code, reason = "used by the crate's tests and feature builds")]
+        $(#[$m])* pub(crate) fn $name $($rest)*
+    };
+}
+
 impl LoadedModule {
+    /// Loads a module that passed verification into `ctx`, from its verified in-memory
+    /// bytes (shared, not copied). A cubin's structure was checked by the verifier (the
+    /// same ELF reader as [`crate::elf::check_structure`]) when the [`VerifiedModule`] was
+    /// made, so it is not parsed again here; PTX is NUL-terminated for the driver.
+    pub fn load_verified(
+        ctx: &Arc<CudaContext>,
+        module: &VerifiedModule,
+        api: LoadApi,
+    ) -> Result<Self, CudaError> {
+        match module.manifest().identity.kind {
+            Kind::Cubin => Self::load(ctx, module.bytes().clone(), api, ImageKind::Cubin),
+            Kind::Ptx => {
+                let text = ptx_with_nul(module.bytes())?;
+                Self::load(ctx, text.into(), api, ImageKind::Ptx)
+            }
+        }
+    }
+}
+
+impl LoadedModule {
+    byte_loader! {
     /// Loads a cubin (a CUDA ELF for one SM) from `image` into `ctx`.
     ///
     /// The bytes are checked to be a complete CUDA ELF first (magic, class, machine, and
@@ -155,7 +192,7 @@ impl LoadedModule {
     /// silent JIT. A cubin for another SM fails with `CUDA_ERROR_NO_BINARY_FOR_GPU`
     /// ([`CudaError::is_no_binary_for_gpu`]); with [`LoadApi::Library`] possibly only at
     /// [`LoadedModule::function`].
-    pub fn load_cubin(
+    fn load_cubin(
         ctx: &Arc<CudaContext>,
         image: &[u8],
         api: LoadApi,
@@ -163,24 +200,16 @@ impl LoadedModule {
         check_cubin(image)?;
         Self::load(ctx, image.into(), api, ImageKind::Cubin)
     }
-
-    /// Like [`LoadedModule::load_cubin`], but keeps the caller's shared bytes instead of
-    /// copying them (the runtime hands over its verified in-memory blob this way).
-    pub fn load_cubin_shared(
-        ctx: &Arc<CudaContext>,
-        image: Arc<[u8]>,
-        api: LoadApi,
-    ) -> Result<Self, CudaError> {
-        check_cubin(&image)?;
-        Self::load(ctx, image, api, ImageKind::Cubin)
     }
 
+    byte_loader! {
     /// Loads PTX text into `ctx`; the driver JIT-compiles it for the device (milliseconds to
     /// hundreds of milliseconds). The text is copied and NUL-terminated as the driver
     /// requires; NUL bytes inside it and binary images are refused.
-    pub fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
+    fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
         let text = ptx_with_nul(ptx)?;
         Self::load(ctx, text.into(), api, ImageKind::Ptx)
+    }
     }
 
     fn load(
@@ -286,6 +315,7 @@ impl LoadedModule {
             func,
             name: Arc::from(name),
             params,
+            signed: None,
             owner: self.owner.clone(),
         })
     }
@@ -323,7 +353,46 @@ pub struct Kernel {
     name: Arc<str>,
     /// `None` when the driver cannot say (older than CUDA 12.4).
     params: Option<Arc<[ParamInfo]>>,
+    /// The launch ABI signed into the module's manifest, when the kernel came through the
+    /// runtime ([`Kernel::with_signed_abi`]).
+    signed: Option<Arc<SignedAbi>>,
     owner: Arc<Owner>,
+}
+
+/// The launch ABI a kernel was signed with: what launches are checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedAbi {
+    /// The name to use in errors (the demangled name for C++ kernels).
+    pub display_name: String,
+    /// Parameter layout in declaration order.
+    pub params: Vec<ParamInfo>,
+    /// Largest block (threads) the kernel was compiled for, when it sets a bound.
+    pub max_threads: Option<u32>,
+}
+
+/// One kernel argument for [`Kernel::launch_args`]: a pointer to the value and its size, so
+/// the launch can compare the size with the kernel's signed parameter layout.
+#[derive(Debug)]
+pub struct KernelArg<'a> {
+    ptr: *mut c_void,
+    size: usize,
+    _value: std::marker::PhantomData<&'a mut ()>,
+}
+
+impl<'a> KernelArg<'a> {
+    /// An argument whose value is `value`: pass a `CUdeviceptr` (`u64`) for a device
+    /// buffer, the scalar itself (`u32`, `u64`, a `#[repr(C)]` struct) otherwise.
+    pub fn new<T: Copy>(value: &'a mut T) -> Self {
+        KernelArg {
+            ptr: (value as *mut T).cast(),
+            size: std::mem::size_of::<T>(),
+            _value: std::marker::PhantomData,
+        }
+    }
+    /// The size in bytes of the value.
+    pub fn size(&self) -> usize {
+        self.size
+    }
 }
 
 // SAFETY: a CUfunction is a driver handle usable from any thread once its context is
@@ -351,10 +420,89 @@ impl Kernel {
         &self.name
     }
 
-    /// The kernel's parameter layout, in declaration order; `None` on drivers older than
-    /// CUDA 12.4, which cannot report it.
+    /// The kernel's parameter layout as the driver reports it, in declaration order;
+    /// `None` on drivers older than CUDA 12.4, which cannot report it.
     pub fn params(&self) -> Option<&[ParamInfo]> {
         self.params.as_deref()
+    }
+
+    /// The signed launch ABI this kernel's launches are checked against, if any.
+    pub fn signed_abi(&self) -> Option<&SignedAbi> {
+        self.signed.as_deref()
+    }
+
+    /// The name to show in messages: the signed display name, else the symbol.
+    pub fn display_name(&self) -> &str {
+        self.signed
+            .as_ref()
+            .map_or(&*self.name, |s| s.display_name.as_str())
+    }
+
+    /// Attaches the launch ABI signed into the module's manifest. Where the driver reports
+    /// the kernel's parameter layout it must be exactly the signed one
+    /// ([`CudaError::AbiMismatch`] otherwise): what was signed is what the driver loaded.
+    pub fn with_signed_abi(mut self, abi: SignedAbi) -> Result<Self, CudaError> {
+        if let Some(driver) = self.params.as_deref()
+            && driver != abi.params.as_slice()
+        {
+            return Err(CudaError::AbiMismatch {
+                function: abi.display_name,
+                signed: describe(&abi.params),
+                driver: describe(driver),
+            });
+        }
+        self.signed = Some(Arc::new(abi));
+        Ok(self)
+    }
+
+    /// The layout launches are checked against: the signed one, else the driver's.
+    fn layout(&self) -> Option<&[ParamInfo]> {
+        self.signed
+            .as_ref()
+            .map(|s| s.params.as_slice())
+            .or(self.params.as_deref())
+    }
+
+    /// Checks a launch against the kernel's layout before the driver sees it.
+    fn check_launch(
+        &self,
+        block: (u32, u32, u32),
+        sizes: &[Option<usize>],
+    ) -> Result<(), CudaError> {
+        check_launch(
+            self.display_name(),
+            self.layout(),
+            self.signed.as_ref().and_then(|s| s.max_threads),
+            block,
+            sizes,
+        )
+    }
+
+    /// Enqueues the kernel like [`Kernel::launch`], after checking every argument's size
+    /// against the kernel's parameter layout (the signed one when the kernel came through
+    /// the runtime, else the driver's): a wrong argument is refused with
+    /// [`CudaError::ParamSize`] naming the kernel and the parameter, before the driver is
+    /// called; so is a block larger than the signed launch bound
+    /// ([`CudaError::BlockTooLarge`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::launch`], except that sizes are checked: each argument's value must
+    /// have the type the kernel's parameter has, and every device pointer among them must be
+    /// valid for every access the kernel makes with this geometry, until it finishes.
+    pub unsafe fn launch_args(
+        &self,
+        stream: &CudaStream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        args: &mut [KernelArg<'_>],
+    ) -> Result<(), CudaError> {
+        let sizes: Vec<Option<usize>> = args.iter().map(|a| Some(a.size)).collect();
+        self.check_launch(block, &sizes)?;
+        let mut params: Vec<*mut c_void> = args.iter().map(|a| a.ptr).collect();
+        // SAFETY: forwarded from this function's contract; the sizes match the layout.
+        unsafe { self.launch(stream, grid, block, shared_mem_bytes, &mut params) }
     }
 
     /// Whether the kernel came from a cubin or from JIT-compiled PTX.
@@ -409,8 +557,10 @@ impl Kernel {
     /// scalar the scalar itself. The driver copies the values during this call.
     ///
     /// Refused before the driver sees it: a stream of another context
-    /// ([`CudaError::ContextMismatch`]) and, when the driver reports the layout, a parameter
-    /// count other than the kernel's ([`CudaError::ParamCount`]).
+    /// ([`CudaError::ContextMismatch`]), a parameter count other than the kernel's (signed
+    /// layout, else the driver's: [`CudaError::ParamCount`]) and a block above the signed
+    /// launch bound ([`CudaError::BlockTooLarge`]). [`Kernel::launch_args`] also checks
+    /// each argument's size.
     ///
     /// ```ignore
     /// // `add_one(unsigned long long *data, unsigned int n)`; compiled in this file's tests.
@@ -453,17 +603,7 @@ impl Kernel {
                 stream_ordinal: stream.context().ordinal(),
             });
         }
-        let declared = self
-            .params
-            .as_deref()
-            .map_or(params.len(), <[ParamInfo]>::len);
-        if declared != params.len() {
-            return Err(CudaError::ParamCount {
-                function: self.name.to_string(),
-                expected: declared,
-                actual: params.len(),
-            });
-        }
+        self.check_launch(block, &vec![None; params.len()])?;
         bind(ctx)?;
         // SAFETY: `func` belongs to the live module (we hold its owner) in `ctx`, which is
         // current on this thread and is the stream's context (checked above); the parameter
@@ -482,6 +622,58 @@ impl Kernel {
         }
         .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
     }
+}
+
+/// Checks a launch against a kernel's parameter layout and launch bound: the argument count,
+/// each argument's size where known (`None` for raw pointers), and the block's threads.
+fn check_launch(
+    function: &str,
+    layout: Option<&[ParamInfo]>,
+    max_threads: Option<u32>,
+    block: (u32, u32, u32),
+    sizes: &[Option<usize>],
+) -> Result<(), CudaError> {
+    if let Some(layout) = layout {
+        if layout.len() != sizes.len() {
+            return Err(CudaError::ParamCount {
+                function: function.to_string(),
+                expected: layout.len(),
+                actual: sizes.len(),
+            });
+        }
+        for (index, (p, size)) in layout.iter().zip(sizes).enumerate() {
+            if let Some(size) = size
+                && *size != p.size
+            {
+                return Err(CudaError::ParamSize {
+                    function: function.to_string(),
+                    index,
+                    expected: p.size,
+                    actual: *size,
+                });
+            }
+        }
+    }
+    let threads = u64::from(block.0) * u64::from(block.1) * u64::from(block.2);
+    if let Some(max) = max_threads
+        && threads > u64::from(max)
+    {
+        return Err(CudaError::BlockTooLarge {
+            function: function.to_string(),
+            threads,
+            max,
+        });
+    }
+    Ok(())
+}
+
+/// `offset:size` pairs for messages.
+fn describe(params: &[ParamInfo]) -> String {
+    let v: Vec<String> = params
+        .iter()
+        .map(|p| format!("{}:{}", p.offset, p.size))
+        .collect();
+    format!("[{}]", v.join(" "))
 }
 
 /// Makes `ctx` current on this thread (cudarc; also reports an error cudarc recorded on the
@@ -562,6 +754,61 @@ mod tests {
             }
         );
         assert!(kernel_name("").is_err());
+    }
+
+    #[test]
+    fn launches_are_checked_against_the_layout_before_the_driver() {
+        let layout = [
+            ParamInfo { offset: 0, size: 8 },
+            ParamInfo { offset: 8, size: 4 },
+        ];
+        let k = "fields::vec_axpy<bb31_t>";
+        let ok = check_launch(
+            k,
+            Some(&layout),
+            Some(256),
+            (256, 1, 1),
+            &[Some(8), Some(4)],
+        );
+        assert_eq!(ok, Ok(()));
+        // A u64 where the kernel takes 4 bytes: named by kernel and parameter.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8), Some(8)]),
+            Err(CudaError::ParamSize {
+                function: k.into(),
+                index: 1,
+                expected: 4,
+                actual: 8
+            })
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[Some(8)]),
+            Err(CudaError::ParamCount {
+                expected: 2,
+                actual: 1,
+                ..
+            })
+        ));
+        // Raw pointers (sizes unknown) are checked for count only.
+        assert_eq!(
+            check_launch(k, Some(&layout), None, (1, 1, 1), &[None, None]),
+            Ok(())
+        );
+        assert!(matches!(
+            check_launch(k, Some(&layout), Some(256), (16, 16, 2), &[None, None]),
+            Err(CudaError::BlockTooLarge {
+                threads: 512,
+                max: 256,
+                ..
+            })
+        ));
+        // No layout known (old driver, no manifest): nothing to compare.
+        assert_eq!(
+            check_launch(k, None, None, (1024, 1, 1), &[Some(3)]),
+            Ok(())
+        );
+        let mut v = 7u32;
+        assert_eq!(KernelArg::new(&mut v).size(), 4);
     }
 
     #[test]
@@ -731,6 +978,19 @@ DONE:
             matches!(err, CudaError::BadImage { .. }),
             "PTX through load_cubin: {err}"
         );
+    }
+
+    /// What the exact-SM selection and the ELF check protect against, seen at the driver.
+    #[test]
+    #[ignore = "needs a CUDA device"]
+    fn the_driver_refuses_another_architectures_cubin() {
+        let device = crate::cuda::Device::open(0).unwrap();
+        let sm_120 = include_bytes!("../../tests/data/elf/add_sm_120.cubin");
+        let err = LoadedModule::load_cubin(device.context(), sm_120, LoadApi::Module)
+            .err()
+            .unwrap();
+        assert!(err.is_no_binary_for_gpu(), "{err}");
+        println!("driver: {err}");
     }
 
     #[test]

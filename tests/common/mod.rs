@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, Roles, Root, Time};
-use cuda_aot::source::DirSource;
+use cuda_aot::envelope::Envelope;
+use cuda_aot::metadata::{
+    Attested, BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, MaxExpiry, Promotion,
+    Role, Roles, Root, Time, Timestamp,
+};
+use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::verify::{Options, VerifiedIndex, VerifiedModule, verify_index};
 use cuda_aot::*;
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, SignedModule};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
 
 /// A fresh random key (tests generate keys; none is ever committed).
 pub fn key() -> SecretKey {
@@ -71,6 +74,7 @@ pub fn root_payload(keys: &Keys, version: u64, channel: Channel) -> Root {
         version,
         expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
         channel,
+        max_expiry: MaxExpiry::DEFAULT,
         roles: Roles {
             root: one(&keys.root),
             builder: one(&keys.builder),
@@ -80,9 +84,14 @@ pub fn root_payload(keys: &Keys, version: u64, channel: Channel) -> Root {
     }
 }
 
+/// Signs any document with `signers`.
+pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
+    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
+}
+
 /// Signs a root payload with `signers`.
 pub fn sign_root(root: &Root, signers: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(PayloadType::Root, &json::to_vec(root), signers).to_bytes()
+    sign_doc(root, signers)
 }
 
 /// PTX text of `add.cu` for `arch` (compute_80, compute_90).
@@ -90,8 +99,8 @@ pub fn ptx(arch: &str) -> Vec<u8> {
     data(&format!("elf/add_{arch}.ptx"))
 }
 
-/// A signed module of `add` for `target` (cubin for sm_*, PTX for compute_*).
-pub fn signed_add(target: &str, builder: &SecretKey, channel: Channel) -> SignedModule {
+/// The manifest and blob of `add` for `target` (cubin for sm_*, PTX for compute_*).
+pub fn add_module(target: &str, channel: Channel) -> (Manifest, Vec<u8>) {
     let (blob, kind) = if target.starts_with("compute_") {
         (ptx(target), Kind::Ptx)
     } else {
@@ -100,18 +109,38 @@ pub fn signed_add(target: &str, builder: &SecretKey, channel: Channel) -> Signed
     let mut m = manifest("add", target, &blob, channel);
     m.identity.kind = kind;
     if kind == Kind::Ptx {
-        m.functions = vec![Function {
-            name: FunctionName::new("add").unwrap(),
-            param_bytes: None,
-        }];
+        m.functions = functions_of(&blob);
         m.identity.driver_floor = "13.0".parse().unwrap();
     }
-    SignedModule::new(sign_manifest(&m, &[builder]), blob).unwrap()
+    (m, blob)
+}
+
+/// The kernels of a cubin or PTX blob, as the build records them (C names only: the test
+/// blobs hold `extern "C"` kernels).
+pub fn functions_of(blob: &[u8]) -> Vec<Function> {
+    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
+        Ok(info) => info
+            .kernels
+            .into_iter()
+            .map(|k| (k.symbol, k.abi))
+            .collect(),
+        Err(_) => cuda_aot::ptx::inspect(blob)
+            .map(|p| p.kernels)
+            .unwrap_or_default(),
+    };
+    kernels
+        .into_iter()
+        .map(|(symbol, abi)| Function {
+            symbol: FunctionName::new(&symbol).unwrap(),
+            name: KernelName::new(&symbol).unwrap(),
+            signature: None,
+            abi,
+        })
+        .collect()
 }
 
 /// A manifest for a blob, as the build would write it.
 pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manifest {
-    let info = cuda_aot::elf::inspect(blob).ok();
     Manifest {
         schema: Manifest::SCHEMA.into(),
         identity: Identity {
@@ -126,6 +155,7 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
             driver_floor: "13.0".parse().unwrap(),
             host_toolchain: "g++ 12.2.0".into(),
             flags: vec!["-cubin".into(), format!("-arch={sm}")],
+            include_dirs: vec![],
             source_digest: Digest::of(b"add.cu"),
             protocol: "test-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
@@ -133,24 +163,67 @@ pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manife
         },
         module_digest: Digest::of(blob),
         size: blob.len() as u64,
-        functions: info
-            .map(|i| {
-                i.functions
-                    .into_iter()
-                    .map(|(n, p)| Function {
-                        name: FunctionName::new(&n).unwrap(),
-                        param_bytes: p,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        functions: functions_of(blob),
         channel,
     }
 }
 
-/// A signed manifest file.
-pub fn sign_manifest(m: &Manifest, signers: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(PayloadType::Manifest, &json::to_vec(m), signers).to_bytes()
+/// A build as `cargo xtask build` + `sign` produce it: manifest files, blobs, and the
+/// statement over them signed by `signers`.
+pub struct Build {
+    pub statement: Vec<u8>,
+    pub files: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Build {
+    pub fn new(modules: &[(Manifest, Vec<u8>)], signers: &[&SecretKey]) -> Build {
+        let files: Vec<(Vec<u8>, Vec<u8>)> = modules
+            .iter()
+            .map(|(m, b)| (json::to_vec(m), b.clone()))
+            .collect();
+        let channel = modules.first().map_or(Channel::Dev, |(m, _)| m.channel);
+        let mut manifests: Vec<Attested> = modules
+            .iter()
+            .zip(&files)
+            .map(|((m, _), (f, _))| Attested {
+                module: m.identity.module.clone(),
+                sm: m.identity.sm,
+                kind: m.identity.kind,
+                manifest: Digest::of(f),
+                manifest_size: f.len() as u64,
+            })
+            .collect();
+        manifests.sort();
+        let statement = BuildStatement {
+            schema: BuildStatement::SCHEMA.into(),
+            channel,
+            manifests,
+        };
+        Build {
+            statement: sign_doc(&statement, signers),
+            files,
+        }
+    }
+
+    /// The blake3 of each manifest file.
+    pub fn manifest_digests(&self) -> Vec<Digest> {
+        self.files.iter().map(|(m, _)| Digest::of(m)).collect()
+    }
+}
+
+/// A promotion record of `module` covering `manifests`, signed by `signers`.
+pub fn promotion(module: &str, manifests: Vec<Digest>, signers: &[&SecretKey]) -> Vec<u8> {
+    sign_doc(
+        &Promotion {
+            schema: Promotion::SCHEMA.into(),
+            module: ModuleName::new(module).unwrap(),
+            schedule_version: 1,
+            manifests,
+            parity_report: Digest::of(b"parity report"),
+            note: "test".into(),
+        },
+        signers,
+    )
 }
 
 /// A temporary registry with a trust root and a publish helper.
@@ -171,6 +244,11 @@ impl Fixture {
     pub fn with_channel(channel: Channel) -> Self {
         let keys = Keys::new();
         let root_file = sign_root(&root_payload(&keys, 1, channel), &[&keys.root]);
+        Fixture::with_root(keys, root_file, channel)
+    }
+
+    /// An empty registry holding the signed root `root_file` (made from `keys`).
+    pub fn with_root(keys: Keys, root_file: Vec<u8>, channel: Channel) -> Self {
         let f = Fixture {
             dir: tempfile::tempdir().unwrap(),
             keys,
@@ -193,23 +271,123 @@ impl Fixture {
         self.dir.path().join("state.json")
     }
 
-    /// Publishes `add` for each SM, signed by the fixture's builder and publisher.
+    /// Publishes `add` for each SM, signed by the fixture's builder and publisher (and, in
+    /// the production channel, promoted by its reviewer).
     pub fn publish_sms(&self, sms: &[&str]) -> Published {
-        let mods: Vec<SignedModule> = sms
-            .iter()
-            .map(|sm| {
-                let blob = cubin(sm);
-                let m = manifest("add", sm, &blob, self.channel);
-                SignedModule::new(sign_manifest(&m, &[&self.keys.builder]), blob).unwrap()
-            })
-            .collect();
-        self.publish(&mods, PublishOptions::default())
+        let mods: Vec<(Manifest, Vec<u8>)> =
+            sms.iter().map(|sm| add_module(sm, self.channel)).collect();
+        self.publish_modules(&mods, PublishOptions::default())
     }
 
-    pub fn publish(&self, mods: &[SignedModule], opts: PublishOptions) -> Published {
+    /// Publishes `mods` as one build signed by the fixture's builder (promoted by its
+    /// reviewer in the production channel).
+    pub fn publish_modules(&self, mods: &[(Manifest, Vec<u8>)], opts: PublishOptions) -> Published {
+        let build = Build::new(mods, &[&self.keys.builder]);
+        let promotions = match self.channel {
+            Channel::Dev => vec![],
+            Channel::Production => {
+                vec![promotion(
+                    "add",
+                    build.manifest_digests(),
+                    &[&self.keys.reviewer],
+                )]
+            }
+        };
+        self.publish(build, promotions, opts).unwrap()
+    }
+
+    /// Publishes a build with the real publisher (which checks the builder threshold).
+    pub fn publish(
+        &self,
+        build: Build,
+        promotions: Vec<Vec<u8>>,
+        opts: PublishOptions,
+    ) -> cuda_aot_registry::Result<Published> {
+        let root = cuda_aot::trust::verify_anchor(&self.root_file, &Limits::default(), "root")?;
+        let release = Release {
+            build: SignedBuild::new(&root, build.statement, build.files)?,
+            promotions,
+        };
         self.registry()
-            .publish(mods, &[&self.keys.publisher], &opts)
-            .unwrap()
+            .publish(&self.root_file, &release, &[&self.keys.publisher], &opts)
+    }
+
+    /// What a publisher holding only the publisher key could serve: writes the build's
+    /// files and a publisher-signed index and timestamp listing them, WITHOUT checking the
+    /// builder signatures (attack tests).
+    pub fn forge(&self, build: &Build, promotions: &[Vec<u8>]) {
+        let sd = Digest::of(&build.statement);
+        self.write(&layout::statement(&sd), &build.statement);
+        let mut entries = Vec::new();
+        for (mf, blob) in &build.files {
+            let m: Manifest = json::parse(mf, 1 << 20, "m").unwrap();
+            let d = Digest::of(mf);
+            self.write(&layout::manifest(&d), mf);
+            self.write(&layout::blob(&m.module_digest), blob);
+            entries.push(IndexEntry {
+                module: m.identity.module.clone(),
+                sm: m.identity.sm,
+                kind: m.identity.kind,
+                manifest: d,
+                manifest_size: mf.len() as u64,
+                identity: m.identity.digest(),
+                statement: sd,
+                since: 1,
+            });
+        }
+        let mut prefs = Vec::new();
+        for p in promotions {
+            let d = Digest::of(p);
+            self.write(&layout::promotion(&d), p);
+            prefs.push(DocRef {
+                digest: d,
+                size: p.len() as u64,
+            });
+        }
+        let current = self.registry().current().unwrap();
+        let (ts_v, idx_v) = current
+            .as_ref()
+            .map_or((0, 0), |(t, i)| (t.version, i.version));
+        let idx = Index {
+            schema: Index::SCHEMA.into(),
+            version: idx_v + 1,
+            expires: Time::now().plus(Duration::from_secs(86_400)),
+            channel: self.channel,
+            statements: vec![DocRef {
+                digest: sd,
+                size: build.statement.len() as u64,
+            }],
+            promotions: prefs,
+            entries,
+        };
+        self.write_index(&idx, ts_v + 1);
+    }
+
+    /// Writes `idx` as its version's index file and a publisher-signed timestamp `ts_version`
+    /// naming it.
+    pub fn write_index(&self, idx: &Index, ts_version: u64) {
+        let file = sign_doc(idx, &[&self.keys.publisher]);
+        self.write(&layout::index(idx.version), &file);
+        let ts = Timestamp {
+            schema: Timestamp::SCHEMA.into(),
+            version: ts_version,
+            expires: Time::now().plus(Duration::from_secs(86_400)),
+            index: IndexRef {
+                version: idx.version,
+                digest: Digest::of(&file),
+                size: file.len() as u64,
+            },
+        };
+        self.write(layout::TIMESTAMP, &sign_doc(&ts, &[&self.keys.publisher]));
+    }
+
+    /// A policy for this fixture's registry: its channel, state in the fixture's folder.
+    pub fn policy(&self) -> cuda_aot::Policy {
+        let p = match self.channel {
+            Channel::Dev => cuda_aot::Policy::development(),
+            Channel::Production => cuda_aot::Policy::production(),
+        };
+        p.with_state_file(self.state_path())
     }
 
     /// Verifies metadata and every blob with `opts`, saving the trust state on success.

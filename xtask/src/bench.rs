@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::args::{ToolkitArgs, ToolkitChoice};
 use crate::build::{self, BuildOptions, BuildReport};
+use crate::files::copy_tree;
 use crate::paths;
-use crate::repro::copy_tree;
-use crate::toolchain::{ToolkitArgs, ToolkitChoice};
+use crate::toolchain::ToolchainOptions;
 
 /// Benchmark the build: full release build, no-op rebuild, parallel efficiency.
 ///
@@ -67,7 +68,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let mut base = BuildOptions {
             progress: false,
-            toolkit: self.toolkit.options(),
+            toolkit: ToolchainOptions::from_args(&self.toolkit),
             ..BuildOptions::default()
         };
         if let Some(j) = self.jobs {
@@ -431,5 +432,5 @@ fn write_doc(path: &Path, f: &Figures, table: &str, plan: &build::Plan) -> Resul
             .display(),
         rows = history.join("\n"),
     );
-    build::atomic::write(path, doc.as_bytes())
+    crate::files::write(path, doc.as_bytes())
 }

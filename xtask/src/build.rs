@@ -5,11 +5,10 @@
 //!
 //! The library-ish entry points for other tasks are [`run_build`] and [`plan`].
 
-pub mod atomic;
 mod cache;
 mod job;
+mod kernels;
 mod nvcc;
-mod output;
 pub mod spec;
 
 use anyhow::Result;
@@ -17,14 +16,18 @@ use cuda_aot::{Channel, Digest, Kind, Manifest, ModuleName, Target};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
-use std::fmt::Display;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::paths::{self, Fix};
-use crate::toolchain::{self, ToolchainOptions, ToolkitArgs, ToolkitInfo};
+// `fail` and `Advise` are imported here for the submodules (`super::fail`) too.
+use crate::advice::{Advise, Subject, fail};
+use crate::args::{CacheArgs, ChannelArg, FormatArgs, SelectArgs, ToolkitChoice};
+use crate::message::{self, Progress};
+use crate::process::{self, Interrupted};
+use crate::toolchain::{self, ToolchainOptions, ToolkitInfo};
+use crate::{files, outdir, paths};
 use cache::{Cache, DepRecord, FileDigests, Names};
 use job::{Ctx, Done};
 pub use nvcc::HostCompiler;
@@ -45,101 +48,70 @@ Outputs (read by `cargo xtask sign` and `publish`):
   <out>/<module>/<target>.cubin.manifest.json   its unsigned manifest (identity, digests, entry points)
   <out>/<module>/<target>.ptx[.manifest.json]   only for modules that opt into PTX (compatibility mode)
 
-A failed build changes nothing: not the output folder, not the cache. docs/build.md explains the
-toolkit, the identity, the cache key and reproducibility.
+A failed build changes nothing: not the output folder, not the cache. An interrupted one (Ctrl-C)
+stops nvcc, keeps every finished job in the cache (the rerun compiles only the rest), removes its
+temporary folders and exits 130. Without a terminal (CI logs) progress is printed line by line on
+stderr. docs/build.md explains the toolkit, the identity, the cache key and reproducibility;
+docs/json.md the --json messages.
 
 Examples:
-  cargo xtask build                                  the release set, one job per core
+  cargo xtask build                                    the release set, one job per core
   cargo xtask build --module ntt --target sm_90 -j 4
-  cargo xtask build --dry-run                        the jobs and their exact nvcc flags")]
+  cargo xtask build --spec ../prover/gpu/kernels.toml  a spec kept anywhere; .cuda-aot/ beside it
+  cargo xtask build --dry-run                          the jobs and their exact nvcc flags")]
 pub struct Args {
-    /// Output folder; files of earlier builds that this build does not produce are removed.
+    #[command(flatten)]
+    select: SelectArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Output folder; files of earlier builds that this build does not produce are removed
+    /// [default: .cuda-aot/build of the project].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Parallel nvcc jobs (default: the number of available cores).
-    #[arg(short = 'j', long = "jobs", value_name = "N")]
-    jobs: Option<usize>,
-    /// Build only this module (repeatable; default: every module of the spec).
-    #[arg(long = "module", value_name = "NAME", value_parser = parse_module)]
-    modules: Vec<ModuleName>,
-    /// Build only for this target instead of the spec's (repeatable): `sm_90`, `sm_90a`, or
-    /// `compute_90` for PTX, the labelled compatibility mode.
-    #[arg(long = "target", value_name = "TARGET")]
-    targets: Vec<Target>,
-    /// The channel written into every manifest: `dev` (default) or `production`.
-    #[arg(long, value_enum, default_value_t = ChannelArg::Dev)]
+    /// The channel written into every manifest.
+    #[arg(long, value_enum, value_name = "CHANNEL", default_value_t = ChannelArg::Dev)]
     channel: ChannelArg,
-    #[command(flatten)]
-    toolkit: ToolkitArgs,
-    /// The release spec (default: manifests/release.toml).
-    #[arg(long, value_name = "FILE")]
-    spec: Option<PathBuf>,
     /// Take module sources from this folder instead of the spec's `build.sources`.
     #[arg(long, value_name = "DIR")]
     sources: Option<PathBuf>,
-    /// The build cache (default: .cuda-aot/cache).
-    #[arg(long, value_name = "DIR", env = "CUDA_AOT_BUILD_CACHE")]
-    cache_dir: Option<PathBuf>,
     /// Print the jobs (module, target, exact nvcc flags) and compile nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Also write a machine-readable summary of the build (JSON) to FILE.
+    /// Also write the build summary to FILE as one JSON document (the `build-finished`
+    /// message of docs/json.md).
     #[arg(long, value_name = "FILE")]
     report_json: Option<PathBuf>,
-}
-
-/// The trust channel, as a command-line value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ChannelArg {
-    /// Development: signed with generated dev keys.
-    Dev,
-    /// Production: signed with managed release keys.
-    Production,
-}
-
-impl From<ChannelArg> for Channel {
-    fn from(c: ChannelArg) -> Channel {
-        match c {
-            ChannelArg::Dev => Channel::Dev,
-            ChannelArg::Production => Channel::Production,
-        }
-    }
-}
-
-fn parse_module(s: &str) -> std::result::Result<ModuleName, String> {
-    ModuleName::new(s).map_err(|e| e.to_string())
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let mut opts = BuildOptions::default();
+        self.select.select_project()?;
+        let mut opts = BuildOptions::from_select(&self.select, &self.cache);
         if let Some(o) = self.out {
             opts.out = o;
         }
-        if let Some(j) = self.jobs {
-            opts.jobs = j;
-        }
-        if let Some(s) = self.spec {
-            opts.spec = s;
-        }
-        if let Some(c) = self.cache_dir {
-            opts.cache = c;
-        }
         opts.sources = self.sources;
-        opts.modules = self.modules;
-        opts.targets = self.targets;
         opts.channel = self.channel.into();
-        opts.toolkit = self.toolkit.options();
         if self.dry_run {
             let plan = plan(&opts)?;
-            print_plan(&plan);
+            if message::json() {
+                emit_plan(&plan);
+            } else {
+                print_plan(&plan);
+            }
             return Ok(());
         }
         let report = run_build(&opts)?;
-        print_report(&report);
+        if message::json() {
+            emit_json(&report);
+        } else {
+            print_report(&report);
+        }
         if let Some(p) = self.report_json {
-            atomic::write(&p, &serde_json::to_vec_pretty(&JsonReport::of(&report))?)?;
+            files::write(&p, &serde_json::to_vec_pretty(&JsonReport::of(&report))?)?;
         }
         Ok(())
     }
@@ -171,27 +143,50 @@ pub struct BuildOptions {
 }
 
 impl Default for BuildOptions {
-    /// The repository's release set: manifests/release.toml, pinned toolkit, dev channel,
+    /// The project's release set: manifests/release.toml, pinned toolkit, dev channel,
     /// `.cuda-aot/build` and `.cuda-aot/cache`, one job per available core.
     fn default() -> Self {
         BuildOptions {
-            spec: paths::repo_root().join("manifests/release.toml"),
+            spec: paths::default_spec(),
             sources: None,
             out: paths::default_build_out(),
-            cache: paths::work_dir().join("cache"),
+            cache: paths::default_build_cache(),
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             modules: Vec::new(),
             targets: Vec::new(),
-            toolkit: ToolchainOptions::new(toolchain::ToolkitChoice::Pinned),
+            toolkit: ToolchainOptions::new(ToolkitChoice::Pinned),
             channel: Channel::Dev,
             progress: true,
         }
     }
 }
 
+impl BuildOptions {
+    /// The options that the shared build arguments select (after
+    /// [`SelectArgs::select_project`]): spec, modules, targets, jobs, cache and toolkit.
+    pub fn from_select(a: &SelectArgs, cache: &CacheArgs) -> Self {
+        let mut o = BuildOptions::default();
+        if let Some(s) = &a.spec {
+            o.spec = s.clone();
+        }
+        if let Some(j) = a.jobs {
+            o.jobs = j.max(1);
+        }
+        if let Some(c) = &cache.cache_dir {
+            o.cache = c.clone();
+        }
+        o.modules = a.modules.clone();
+        o.targets = a.targets.clone();
+        o.toolkit = ToolchainOptions::from_args(&a.toolkit);
+        o
+    }
+}
+
 /// What a build produced.
 #[derive(Debug, Clone)]
 pub struct BuildReport {
+    /// The release spec.
+    pub spec: PathBuf,
     /// The output folder.
     pub out: PathBuf,
     /// One entry per (module, target), in spec order.
@@ -244,6 +239,7 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
         ));
     }
     let toolkit = toolchain::ensure_with(&opts.toolkit)?;
+    process::check_interrupt()?;
     for j in &jobs {
         if !toolkit.supports(&j.target) {
             let m = &spec.modules[j.module];
@@ -278,6 +274,8 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let t0 = Instant::now();
     let plan = plan(opts)?;
+    paths::prepare(&opts.out)?;
+    paths::prepare(&opts.cache)?;
     // Noted after the plan: planning may unpack the toolkit, whose headers are inputs of
     // every job; only a change after this point is a change "while the build was running".
     let build_start = SystemTime::now();
@@ -285,7 +283,15 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let ctx = Ctx {
         plan: &plan,
         cache: &cache,
-        names: Names::new(&plan.spec.sources, &plan.toolkit.root),
+        names: Names::new(
+            &plan.spec.sources,
+            &plan.toolkit.root,
+            plan.spec
+                .modules
+                .iter()
+                .flat_map(|m| &m.include_dirs)
+                .map(|d| (d.rel.clone(), d.abs.clone())),
+        ),
         digests: FileDigests::default(),
         nvcc_runs: AtomicUsize::new(0),
         build_start,
@@ -305,35 +311,71 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let results: Vec<Mutex<Option<Result<Done>>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let bar = progress_bar(opts.progress, n);
+    let progress = Progress::new("build", n, opts.progress);
+    let fresh = keyed.iter().filter(|k| k.1.is_some()).count();
+    progress.note(&format!(
+        "{n} job(s) of {}, up to {} in parallel ({fresh} with a dependency record from an earlier build)",
+        paths::shown(&plan.spec.path),
+        opts.jobs.clamp(1, n)
+    ));
     std::thread::scope(|s| {
         for _ in 0..opts.jobs.clamp(1, n) {
             s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) && process::interrupted().is_none() {
                     let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         break;
                     };
                     let job = &plan.jobs[i];
-                    bar.set_message(format!(
-                        "{} {}",
-                        plan.spec.modules[job.module].name, job.target
-                    ));
+                    let what = format!(
+                        "{} {} ({})",
+                        plan.spec.modules[job.module].name, job.target, job.kind
+                    );
+                    // A job with a dependency record is most likely a cache hit: only
+                    // compiles are announced line by line.
+                    let likely_hit = keyed[i].1.is_some();
+                    progress.start(&what, !likely_hit);
+                    let t = Instant::now();
                     let r = ctx.run_job(job, keyed[i].1.as_ref());
+                    let outcome = match &r {
+                        Ok(Done::Cached { .. }) => None,
+                        Ok(Done::Compiled { .. }) => {
+                            Some(format!("compiled in {:.2} s", t.elapsed().as_secs_f64()))
+                        }
+                        Err(_) if process::interrupted().is_some() => {
+                            Some("interrupted".to_string())
+                        }
+                        Err(_) => Some("FAILED".to_string()),
+                    };
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
                     *results[i].lock().expect("result slot") = Some(r);
-                    bar.inc(1);
+                    progress.finish(&what, outcome.as_deref());
                 }
             });
         }
     });
-    bar.finish_and_clear();
+    progress.finish_and_clear();
+    let hits = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                *r.lock().expect("result slot"),
+                Some(Ok(Done::Cached { .. }))
+            )
+        })
+        .count();
+    if hits > 0 {
+        progress.note(&format!("{hits} of {n} job(s) taken from the build cache"));
+    }
 
     let results: Vec<Option<Result<Done>>> = results
         .into_iter()
         .map(|m| m.into_inner().expect("result slot"))
         .collect();
+    if let Some(i) = process::interrupted() {
+        return Err(keep_finished(&cache, &keyed, results, i));
+    }
     let failed: Vec<usize> = (0..n)
         .filter(|&i| matches!(results[i], Some(Err(_))))
         .collect();
@@ -344,7 +386,17 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         let Some(Some(Err(e))) = results.into_iter().nth(first) else {
             unreachable!("a failed slot")
         };
-        return Err(e.context(format!(
+        let job = &plan.jobs[first];
+        let subject = Subject {
+            module: Some(plan.spec.modules[job.module].name.to_string()),
+            target: Some(job.target.to_string()),
+            file: Some(
+                plan.spec
+                    .sources
+                    .join(&plan.spec.modules[job.module].source),
+            ),
+        };
+        return Err(subject.attach(e).context(format!(
             "build failed: {} of {n} jobs failed ({}){}; nothing was written to {} or to the build cache",
             failed.len(),
             labels.join(", "),
@@ -360,6 +412,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     // Every job succeeded: commit to the cache, then write the output folder.
     let mut modules = Vec::with_capacity(n);
     let mut keep = BTreeSet::new();
+    let mut changed = false;
     for (i, r) in results.into_iter().enumerate() {
         let done = r.expect("every job ran").expect("every job succeeded");
         let (mut manifest, blob, cached) = match done {
@@ -375,11 +428,11 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             }
         };
         manifest.channel = opts.channel;
-        let [blob_path, manifest_path, signed_path] =
-            output::write_module(&opts.out, &manifest, &blob)?;
+        let ([blob_path, manifest_path], wrote) =
+            outdir::write_module(&opts.out, &manifest, &blob)?;
+        changed |= wrote;
         keep.insert(blob_path.clone());
         keep.insert(manifest_path.clone());
-        keep.insert(signed_path);
         modules.push(BuiltModule {
             manifest,
             blob: blob_path,
@@ -387,9 +440,14 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             cached,
         });
     }
-    let removed = output::remove_stale(&opts.out, &keep)?;
+    let removed = outdir::remove_stale(&opts.out, &keep)?;
+    if changed || !removed.is_empty() {
+        // The builder's statement covers the previous set of manifests: sign again.
+        outdir::remove_statement(&opts.out)?;
+    }
     cache.tidy();
     Ok(BuildReport {
+        spec: plan.spec.path.clone(),
         out: opts.out.clone(),
         modules,
         nvcc_runs: ctx.nvcc_runs.load(Ordering::Relaxed),
@@ -397,6 +455,39 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         toolkit: plan.toolkit.identity.clone(),
         removed,
     })
+}
+
+/// After an interrupt: commits every job that compiled to the cache (a rerun compiles only
+/// the others), leaves the output folder alone, and removes the staging folder.
+fn keep_finished(
+    cache: &Cache,
+    keyed: &[(Digest, Option<DepRecord>)],
+    results: Vec<Option<Result<Done>>>,
+    interrupt: Interrupted,
+) -> anyhow::Error {
+    let mut kept = 0;
+    for (i, r) in results.into_iter().enumerate() {
+        if let Some(Ok(Done::Compiled {
+            manifest,
+            blob,
+            deps,
+        })) = r
+        {
+            let committed = cache
+                .commit(&manifest, &blob)
+                .and_then(|()| cache.put_deps(&keyed[i].0, &deps));
+            match committed {
+                Ok(()) => kept += 1,
+                Err(e) => eprintln!("build: could not keep {}: {e:#}", manifest.label()),
+            }
+        }
+    }
+    cache.tidy();
+    eprintln!(
+        "build: interrupted; {kept} finished job(s) kept in the build cache {}, the output folder left as it was",
+        paths::shown(cache.root())
+    );
+    anyhow::Error::new(interrupt)
 }
 
 /// `f` over `items` on up to `threads` threads, results in item order.
@@ -420,37 +511,31 @@ fn par_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + 
         .collect()
 }
 
-/// An error whose message is `message` and whose `Fix:` advice is `fix`.
-pub fn fail(message: impl Display, fix: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Fix(fix.into())).context(message.to_string())
-}
-
-/// Attaches a message and `Fix:` advice to any error.
-pub trait Advise<T> {
-    /// The error becomes `message: error`, with `fix` as its advice.
-    fn advise(self, message: impl FnOnce() -> String, fix: impl FnOnce() -> String) -> Result<T>;
-}
-
-impl<T, E: Into<anyhow::Error>> Advise<T> for std::result::Result<T, E> {
-    fn advise(self, message: impl FnOnce() -> String, fix: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| {
-            let e: anyhow::Error = e.into();
-            fail(format!("{}: {e:#}", message()), fix())
+/// Prints the `build-plan` JSON message of `--dry-run`.
+fn emit_plan(plan: &Plan) {
+    let jobs: Vec<serde_json::Value> = plan
+        .jobs
+        .iter()
+        .map(|j| {
+            let m = &plan.spec.modules[j.module];
+            serde_json::json!({
+                "module": m.name,
+                "target": j.target,
+                "kind": j.kind,
+                "source": plan.spec.sources.join(&m.source),
+                "flags": j.flags,
+            })
         })
-    }
-}
-
-fn progress_bar(enabled: bool, n: usize) -> indicatif::ProgressBar {
-    if !enabled {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(n as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {wide_msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        .collect();
+    message::emit(
+        "build-plan",
+        serde_json::json!({
+            "spec": plan.spec.path,
+            "toolkit": plan.toolkit.identity,
+            "host_toolchain": plan.host.version,
+            "jobs": jobs,
+        }),
     );
-    bar
 }
 
 fn print_plan(plan: &Plan) {
@@ -522,11 +607,24 @@ fn print_report(r: &BuildReport) {
     }
 }
 
-/// The `--report-json` document.
+/// Prints the `build-finished` JSON message.
+fn emit_json(r: &BuildReport) {
+    message::emit(
+        "build-finished",
+        serde_json::to_value(JsonReport::of(r)).expect("serialisable"),
+    );
+}
+
+/// The build summary of docs/json.md: the `build-finished` message (and the
+/// `--report-json` document; `release --json` carries it as its `build` field).
 #[derive(Serialize)]
-struct JsonReport<'a> {
+pub struct JsonReport<'a> {
+    spec: &'a Path,
     out: &'a Path,
+    toolkit: &'a cuda_aot::Toolkit,
     nvcc_runs: usize,
+    compiled: usize,
+    cached: usize,
     wall_ms: u128,
     removed: &'a [PathBuf],
     modules: Vec<JsonModule<'a>>,
@@ -546,10 +644,16 @@ struct JsonModule<'a> {
 }
 
 impl<'a> JsonReport<'a> {
-    fn of(r: &'a BuildReport) -> Self {
+    /// The summary of `r`.
+    pub fn of(r: &'a BuildReport) -> Self {
+        let cached = r.modules.iter().filter(|b| b.cached).count();
         JsonReport {
+            spec: &r.spec,
             out: &r.out,
+            toolkit: &r.toolkit,
             nvcc_runs: r.nvcc_runs,
+            compiled: r.modules.len() - cached,
+            cached,
             wall_ms: r.wall.as_millis(),
             removed: &r.removed,
             modules: r

@@ -3,13 +3,14 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, RoleName, Roles, Root, Time};
+use cuda_aot::metadata::{MaxExpiry, Role, RoleName, Roles, Root, Time};
 use cuda_aot::{Channel, SecretKey};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::advice::Fix;
 use crate::paths;
 
 const KEY_HEADER: &str = "# cuda-aot private key: keep secret, never commit.";
@@ -52,7 +53,7 @@ pub fn read_key(path: &Path) -> Result<SecretKey> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("reading key file {}", path.display()))?;
     if meta.permissions().mode() & 0o077 != 0 {
-        return Err(anyhow::Error::new(paths::Fix(format!(
+        return Err(anyhow::Error::new(Fix(format!(
             "chmod 600 {}",
             path.display()
         ))))
@@ -133,6 +134,7 @@ pub fn ensure() -> Result<DevKeys> {
             version: 1,
             expires: Time::now().plus(Duration::from_secs(5 * 365 * 86_400)),
             channel: Channel::Dev,
+            max_expiry: MaxExpiry::DEFAULT,
             roles: Roles {
                 root: role(RoleName::Root),
                 builder: role(RoleName::Builder),
@@ -146,7 +148,7 @@ pub fn ensure() -> Result<DevKeys> {
             &cuda_aot::json::to_vec(&root),
             &[root_key],
         );
-        std::fs::write(tmp.path().join("root.json"), env.to_bytes())?;
+        cuda_aot::fs::write_atomic(&tmp.path().join("root.json"), &env.to_bytes())?;
         let tmp = tmp.keep();
         if dir.exists() {
             std::fs::remove_dir_all(&dir)

@@ -4,7 +4,8 @@ use anyhow::{Context, Result, bail};
 use cuda_aot::metadata::RoleName;
 use std::path::{Path, PathBuf};
 
-use crate::{devkeys, paths};
+use crate::advice::fail;
+use crate::devkeys;
 
 /// Generate an ed25519 signing key for one role of the trust model.
 ///
@@ -15,13 +16,13 @@ use crate::{devkeys, paths};
 #[derive(clap::Args)]
 pub struct Args {
     /// The role the key is for: root, builder, reviewer or publisher.
-    #[arg(long)]
+    #[arg(long, value_name = "ROLE")]
     role: RoleName,
     /// Where to write the private key file.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// A free-text label stored in the key file (e.g. "release-2026").
-    #[arg(long, default_value = "")]
+    #[arg(long, value_name = "TEXT", default_value = "")]
     label: String,
 }
 
@@ -42,35 +43,36 @@ impl Args {
     }
 }
 
-/// Refuses a key path inside the working tree unless git ignores it.
+/// Refuses a key path inside a git working tree (any repository, not only this one) unless
+/// git ignores it.
 fn refuse_tracked_location(out: &Path) -> Result<()> {
-    let abs = if out.is_absolute() {
-        out.to_path_buf()
-    } else {
-        std::env::current_dir()?.join(out)
-    };
+    let abs = std::path::absolute(out)?;
     let parent = abs.parent().context("--out has no parent folder")?;
     let parent = std::fs::canonicalize(parent)
         .with_context(|| format!("folder {} does not exist", parent.display()))?;
-    let repo = std::fs::canonicalize(paths::repo_root())?;
-    if !parent.starts_with(&repo) {
-        return Ok(());
-    }
     let target = parent.join(abs.file_name().context("--out names no file")?);
-    let ignored = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&repo)
-        .args(["check-ignore", "-q"])
-        .arg(&target)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ignored {
-        return Err(anyhow::Error::new(paths::Fix("write the key outside the repository (e.g. ~/.config/cuda-aot/keys/), or into an ignored folder such as .cuda-aot/".into())))
-            .context(format!("refusing to write a private key to {}: it is inside the working tree and not ignored by git", target.display()));
-    }
     if target.exists() {
         bail!("{} exists; keygen never overwrites a key", target.display());
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(&parent)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let in_work_tree = git(&["rev-parse", "--is-inside-work-tree"]);
+    if in_work_tree && !git(&["check-ignore", "-q", &target.to_string_lossy()]) {
+        return Err(fail(
+            format!(
+                "refusing to write a private key to {}: it is inside the working tree and not ignored by git",
+                target.display()
+            ),
+            "write the key outside the repository (e.g. ~/.config/cuda-aot/keys/), or into an ignored folder such as .cuda-aot/",
+        ));
     }
     Ok(())
 }

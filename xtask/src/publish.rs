@@ -1,145 +1,160 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
-use anyhow::{Context, Result, bail};
-use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::RoleName;
-use cuda_aot::{Limits, SecretKey};
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, SignedModule};
+use anyhow::Result;
+use cuda_aot::{Channel, Limits, SecretKey};
+use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{devkeys, paths, sign};
+use crate::advice::{fail, refix};
+use crate::args::{FormatArgs, RegistryArgs};
+use crate::{anchor, devkeys, message, outdir, paths};
 
-/// Publish the signed manifests and blobs of a build output into a directory registry.
+/// Publish a signed build output into a directory registry.
 ///
-/// Every manifest's builder signature is checked against the trust root first; then blobs
-/// and manifests are written content-addressed, the next index is created (create-new:
-/// a concurrent publisher of the same version gets a conflict and can simply retry) and
-/// timestamp.json is replaced last, so readers never see a half-published release.
+/// The build statement's builder signatures are checked against the trust root first, and
+/// every manifest and blob against the statement; then blobs, manifests and the statement
+/// are written content-addressed, the next index is created (create-new: a concurrent
+/// publisher of the same version gets a conflict and can simply retry) and timestamp.json
+/// is replaced last, so readers never see a half-published release.
+///
+/// The next index lists exactly this build: modules or targets dropped from the spec leave
+/// the registry (keep them with --keep-unlisted). Publishing what the registry already
+/// serves commits nothing ("unchanged: index vN").
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// The signed build output (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The publisher's private key file (default: the dev publisher key).
-    #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
+    /// The signed build output [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The publisher's private key file [default: the dev publisher key, for a dev root
+    /// only].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
     /// Lifetime of the timestamp, in days.
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, value_name = "N", default_value_t = 7)]
     timestamp_days: u64,
     /// Only re-sign the timestamp of the current index with a new expiry (run this
     /// periodically: clients refuse a registry whose timestamp has expired).
     #[arg(long)]
     refresh_timestamp: bool,
+    /// Keep the current index's entries for modules and targets this build does not hold
+    /// (default: the next index lists exactly this build).
+    #[arg(long)]
+    keep_unlisted: bool,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
+        let registry = self.at.registry();
+        let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
-            None => devkeys::ensure()?.publisher,
+            None => dev_publisher_for(&anchor, &trust)?,
         };
         let opts = PublishOptions {
-            timestamp_ttl: Duration::from_secs(self.timestamp_days * 86_400),
+            timestamp_ttl: Duration::from_secs(self.timestamp_days.saturating_mul(86_400)),
+            keep_unlisted: self.keep_unlisted,
             ..PublishOptions::default()
         };
         if self.refresh_timestamp {
-            let root_bytes = std::fs::read(&trust)
-                .with_context(|| format!("reading trust root {}", trust.display()))?;
-            checked_root(&root_bytes, &trust, &key)?;
-            let ts = DirRegistry::new(&self.at.registry).refresh_timestamp(&[&key], &opts)?;
+            let ts = DirRegistry::new(&registry).refresh_timestamp(&anchor, &[&key], &opts)?;
             eprintln!(
                 "refreshed {}: timestamp v{} for index v{}, expires {}",
-                self.at.registry.display(),
+                registry.display(),
                 ts.version,
                 ts.index.version,
                 ts.expires
             );
+            if message::json() {
+                message::emit(
+                    "timestamp-refreshed",
+                    serde_json::json!({
+                        "registry": registry,
+                        "timestamp_version": ts.version,
+                        "index_version": ts.index.version,
+                        "expires": ts.expires.to_string(),
+                    }),
+                );
+            }
             return Ok(());
         }
-        let p = publish_output(&self.at.registry, &self.out, &trust, &key, &opts)?;
-        eprintln!(
-            "published index v{} (timestamp v{}) to {}: {} entries, {} blob(s) written, {} already present",
-            p.index_version,
-            p.timestamp_version,
-            self.at.registry.display(),
-            p.entries,
-            p.blobs_written,
-            p.blobs_reused
-        );
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let p = publish_output(&registry, &out, &trust, &key, &opts)?;
+        eprintln!("{}", describe(&p, &registry));
+        if message::json() {
+            message::emit("publish-finished", json_fields(&p, &registry));
+        }
         Ok(())
     }
 }
 
-/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
-#[derive(clap::Args)]
-pub struct RegistryArgs {
-    /// The registry folder.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    pub registry: PathBuf,
-    /// Trust root file (default: the dev root, else keys/root.json).
-    #[arg(long)]
-    pub trust: Option<PathBuf>,
+/// The fields of the `publish-finished` message (and of `release-finished`'s `publish`).
+pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
+    serde_json::json!({
+        "registry": registry,
+        "unchanged": p.unchanged,
+        "index_version": p.index_version,
+        "timestamp_version": p.timestamp_version,
+        "entries": p.entries,
+        "removed": p.removed,
+        "blobs_written": p.blobs_written,
+        "blobs_reused": p.blobs_reused,
+        "recovered": p.recovered,
+    })
 }
 
-impl RegistryArgs {
-    /// The trust root file these arguments select.
-    pub fn trust_file(&self) -> Result<PathBuf> {
-        trust_file(self.trust.as_deref())
-    }
-}
-
-/// The trust root to use: the given file, else the dev root if generated, else keys/root.json.
-pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(p) = given {
-        return Ok(p.to_path_buf());
-    }
-    let dev = paths::dev_keys_dir().join("root.json");
-    if dev.exists() {
-        return Ok(dev);
-    }
-    let prod = paths::repo_root().join("keys/root.json");
-    if prod.exists() {
-        return Ok(prod);
-    }
-    Err(anyhow::Error::new(paths::Fix(
-        "pass --trust FILE, or run cargo xtask release once to generate development keys".into(),
-    )))
-    .context("no trust root: neither .cuda-aot/dev-keys/root.json nor keys/root.json exists")
-}
-
-/// Verifies the trust root and that `publisher` is one of its publisher keys.
-pub fn checked_root(
-    root_bytes: &[u8],
-    trust: &Path,
-    publisher: &SecretKey,
-) -> Result<cuda_aot::trust::VerifiedRoot> {
-    let limits = Limits::default();
-    let root = cuda_aot::trust::verify_anchor(root_bytes, &limits, &trust.display().to_string())?;
-    if !root
-        .root()
-        .roles
-        .publisher
-        .keys
-        .contains(&publisher.public())
-    {
-        return Err(anyhow::Error::new(paths::Fix(
-            "use a publisher key listed in the trust root (--publisher-key)".into(),
-        )))
-        .context(format!(
-            "publisher key {} is not a publisher key of trust root {}",
-            publisher.public().key_id().short(),
-            trust.display()
+/// The dev publisher key, refused for a production trust root: a production publish needs
+/// its publisher key given explicitly.
+pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
+    let root =
+        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())
+            .map_err(|e| anchor::bad_root(e, trust))?;
+    if root.root().channel == Channel::Production {
+        return Err(fail(
+            format!(
+                "{} is a production trust root and no publisher key was given; the development key is never used for production",
+                trust.display()
+            ),
+            "pass --publisher-key FILE (or CUDA_AOT_PUBLISHER_KEY) with a publisher key listed in that root",
         ));
     }
-    Ok(root)
+    Ok(devkeys::ensure()?.publisher)
 }
 
-/// Checks every signed manifest of `out` against the trust root and publishes them.
+/// One line saying what a publish did.
+pub fn describe(p: &Published, registry: &Path) -> String {
+    if p.unchanged {
+        return format!(
+            "unchanged: index v{} of {} already holds this release ({} entries); nothing published",
+            p.index_version,
+            registry.display(),
+            p.entries
+        );
+    }
+    format!(
+        "published index v{} (timestamp v{}) to {}: {} entries ({} removed), {} blob(s) written, {} already present{}",
+        p.index_version,
+        p.timestamp_version,
+        registry.display(),
+        p.entries,
+        p.removed,
+        p.blobs_written,
+        p.blobs_reused,
+        if p.recovered {
+            "; the old timestamp was signed by a key the trust root no longer lists: a new version line started"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Checks the build statement of `out` against the trust root and publishes the build.
 pub fn publish_output(
     registry: &Path,
     out: &Path,
@@ -148,28 +163,36 @@ pub fn publish_output(
     opts: &PublishOptions,
 ) -> Result<Published> {
     let limits = Limits::default();
-    let root_bytes =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
-    let root = checked_root(&root_bytes, trust, publisher)?;
-    let signed = sign::files_ending(out, ".manifest.dsse.json")?;
-    if signed.is_empty() {
-        bail!(
-            "{}: no signed manifests (*.manifest.dsse.json); run cargo xtask sign first",
-            out.display()
+    let anchor = anchor::read_bytes(trust)?;
+    let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())
+        .map_err(|e| anchor::bad_root(e, trust))?;
+    let statement_path = outdir::statement_path(out);
+    let statement = match cuda_aot::fs::read_at_most(&statement_path, limits.statement)? {
+        Some(b) => b,
+        None => {
+            return Err(fail(
+                format!("{}: not signed", statement_path.display()),
+                "run `cargo xtask sign` (it signs one build statement over the build output)",
+            ));
+        }
+    };
+    let files = outdir::read_output(out)?
+        .into_iter()
+        .map(|(_, manifest, blob)| (manifest, blob))
+        .collect();
+    let build = SignedBuild::new(&root, statement, files).map_err(|e| {
+        let fix = format!(
+            "{}; if the build output changed since it was signed, run cargo xtask sign again",
+            e.fix()
         );
-    }
-    let mut modules = Vec::with_capacity(signed.len());
-    for path in &signed {
-        let what = path.display().to_string();
-        let env_bytes = std::fs::read(path).with_context(|| format!("reading {what}"))?;
-        let env = Envelope::parse(&env_bytes, limits.manifest, PayloadType::Manifest, &what)?;
-        root.verify_role(&env, RoleName::Builder, &what)?;
-        let blob_file = sign::blob_path(path);
-        let blob = std::fs::read(&blob_file)
-            .with_context(|| format!("reading {}", blob_file.display()))?;
-        modules.push(SignedModule::new(env_bytes, blob)?);
-    }
+        let message = format!("{}: {e}", statement_path.display());
+        refix(e, fix).context(message)
+    })?;
     let reg = DirRegistry::new(registry);
-    reg.ensure_root(&root_bytes)?;
-    Ok(reg.publish(&modules, &[publisher], opts)?)
+    reg.ensure_root(&anchor)?;
+    let release = Release {
+        build,
+        promotions: Vec::new(),
+    };
+    Ok(reg.publish(&anchor, &release, &[publisher], opts)?)
 }

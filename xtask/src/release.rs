@@ -1,20 +1,29 @@
-//! `cargo xtask release`: the main job — toolchain, build, sign, publish, verify.
+//! `cargo xtask release`: the main job — toolchain, build, sign, publish, verify — with
+//! everything that can be checked without compiling checked first: the spec and the
+//! selection, the keys against the trust root, and that the registry is writable.
 
-use anyhow::{Context, Result, bail};
-use cuda_aot::Limits;
+use anyhow::Result;
+use cuda_aot::metadata::RoleName;
 use cuda_aot::verify::Options;
+use cuda_aot::{Channel, SecretKey};
 use cuda_aot_registry::PublishOptions;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::build::{self, BuildOptions};
-use crate::{devkeys, paths, publish, sign, toolchain, verify};
+use crate::advice::fail;
+use crate::args::{CacheArgs, FormatArgs, SelectArgs};
+use crate::build::{self, BuildOptions, JsonReport};
+use crate::process::check_interrupt;
+use crate::toolchain::ToolchainOptions;
+use crate::{anchor, devkeys, message, paths, publish, sign, toolchain, verify};
 
 /// The main job: toolchain, build, sign, publish and verify the release set in one go.
 ///
+/// 0. checks: the spec and the selection, the keys against the trust root, that the
+///    registry is writable — before anything is downloaded or compiled;
 /// 1. toolchain: the pinned CUDA toolkit (fetched and unpacked on first use);
-/// 2. build: every module of manifests/release.toml for every target SM (cached);
+/// 2. build: every selected module of the spec for every target SM (cached);
 /// 3. sign: the manifests, with the builder key;
 /// 4. publish: into the registry (atomic; next index version), with the publisher key;
 /// 5. verify: the registry, the way a prover's startup does.
@@ -24,93 +33,94 @@ use crate::{devkeys, paths, publish, sign, toolchain, verify};
 /// roots). For a production release pass --builder-key, --publisher-key and --trust
 /// (or CUDA_AOT_BUILDER_KEY / CUDA_AOT_PUBLISHER_KEY).
 #[derive(clap::Args)]
+#[command(
+    verbatim_doc_comment,
+    after_long_help = "\
+Examples:
+  cargo xtask release                                   the release set, dev keys, .cuda-aot/registry
+  cargo xtask release --module ntt --target sm_90       one module for one SM
+  cargo xtask release --spec ../prover/gpu/kernels.toml a spec kept anywhere; .cuda-aot/ beside it
+  cargo xtask release --builder-key FILE --publisher-key FILE --trust keys/root.json --registry DIR
+
+With --json the summary is one `release-finished` message on stdout (docs/json.md)."
+)]
 pub struct Args {
-    /// The registry to publish into.
-    #[arg(long, default_value_os_t = paths::default_registry())]
-    registry: PathBuf,
-    /// The build output folder.
-    #[arg(long, default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// Parallel nvcc jobs (default: one per core).
-    #[arg(short = 'j', long)]
-    jobs: Option<usize>,
     #[command(flatten)]
-    toolkit: toolchain::ToolkitArgs,
+    select: SelectArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// The registry to publish into [default: .cuda-aot/registry of the project].
+    #[arg(long, value_name = "DIR")]
+    registry: Option<PathBuf>,
+    /// The build output folder [default: .cuda-aot/build of the project].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// The builder's private key file (with --publisher-key and --trust: a real release).
-    #[arg(long, env = "CUDA_AOT_BUILDER_KEY")]
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_BUILDER_KEY")]
     builder_key: Option<PathBuf>,
     /// The publisher's private key file.
-    #[arg(long, env = "CUDA_AOT_PUBLISHER_KEY")]
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
     /// The trust root that lists those keys.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
+}
+
+/// The keys a release signs with, checked against its trust root.
+struct Signers {
+    builder: SecretKey,
+    publisher: SecretKey,
+    trust: PathBuf,
+    channel: Channel,
+    dev: bool,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let started = Instant::now();
-        let (builder, publisher, trust, label) = match (&self.builder_key, &self.publisher_key) {
-            (Some(b), Some(p)) => {
-                let trust = self
-                    .trust
-                    .clone()
-                    .context("a release with real keys needs --trust (the root listing them)")?;
-                (
-                    devkeys::read_key(b)?,
-                    devkeys::read_key(p)?,
-                    trust,
-                    "release",
-                )
-            }
-            (None, None) => {
-                let dev = devkeys::ensure()?;
-                (dev.builder, dev.publisher, dev.root_file, "dev")
-            }
-            _ => {
-                bail!("pass both --builder-key and --publisher-key (or neither, for a dev release)")
-            }
-        };
-        let root_bytes = std::fs::read(&trust)
-            .with_context(|| format!("reading trust root {}", trust.display()))?;
-        let channel = cuda_aot::trust::verify_anchor(
-            &root_bytes,
-            &Limits::default(),
-            &trust.display().to_string(),
-        )?
-        .root()
-        .channel;
+        self.select.select_project()?;
+        let registry = self
+            .registry
+            .clone()
+            .unwrap_or_else(paths::default_registry);
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let mut opts = BuildOptions::from_select(&self.select, &self.cache);
+        opts.out = out.clone();
+
+        // 0. Everything that can fail without compiling fails now.
+        let spec = build::spec::load(&opts.spec, None)?;
+        spec.jobs(&opts.modules, &opts.targets)?;
+        let keys = self.signers()?;
+        opts.channel = keys.channel;
+        check_writable(&registry)?;
         eprintln!(
-            "release [{channel}] → {} (trust root {})",
-            self.registry.display(),
-            trust.display()
+            "release [{}] of {} → {} (trust root {})",
+            keys.channel,
+            paths::shown(&spec.path),
+            paths::shown(&registry),
+            paths::shown(&keys.trust)
         );
-        if label == "dev" {
+        if keys.dev {
             eprintln!(
-                "  signing with DEVELOPMENT keys (.cuda-aot/dev-keys): a production loader refuses this release"
+                "  signing with DEVELOPMENT keys ({}): a production loader refuses this release",
+                paths::shown(&paths::dev_keys_dir())
             );
         }
 
         eprintln!("[1/5] toolchain");
-        let tk = toolchain::ensure_with(&self.toolkit.options())?;
+        let tk = toolchain::ensure_with(&ToolchainOptions::from_args(&self.select.toolkit))?;
         eprintln!(
             "      nvcc {} ({}), toolkit digest {}",
             tk.identity.nvcc,
             tk.identity.source,
             tk.identity.digest.short()
         );
+        check_interrupt()?;
 
         eprintln!("[2/5] build");
-        let mut opts = BuildOptions {
-            out: self.out.clone(),
-            channel,
-            toolkit: self.toolkit.options(),
-            ..BuildOptions::default()
-        };
-        if let Some(j) = self.jobs {
-            opts.jobs = j.max(1);
-        }
         let report = build::run_build(&opts)?;
         let cached = report.modules.iter().filter(|m| m.cached).count();
         eprintln!(
@@ -121,36 +131,57 @@ impl Args {
             report.nvcc_runs,
             report.wall
         );
+        check_interrupt()?;
 
-        eprintln!("[3/5] sign (builder {})", builder.public().key_id().short());
-        let n = sign::sign_output(&self.out, &builder)?;
+        eprintln!(
+            "[3/5] sign (builder {})",
+            keys.builder.public().key_id().short()
+        );
+        let n = sign::sign_output(&out, &keys.builder)?;
         eprintln!("      {n} manifest(s) signed");
+        check_interrupt()?;
 
         eprintln!(
             "[4/5] publish (publisher {})",
-            publisher.public().key_id().short()
+            keys.publisher.public().key_id().short()
         );
         let p = publish::publish_output(
-            &self.registry,
-            &self.out,
-            &trust,
-            &publisher,
+            &registry,
+            &out,
+            &keys.trust,
+            &keys.publisher,
             &PublishOptions::default(),
         )?;
-        eprintln!(
-            "      index v{} (timestamp v{}): {} blob(s) written, {} already present",
-            p.index_version, p.timestamp_version, p.blobs_written, p.blobs_reused
-        );
+        eprintln!("      {}", publish::describe(&p, &registry));
 
         eprintln!("[5/5] verify");
-        let state = verify::default_state_path(&self.registry);
-        let v = verify::verify_registry(&self.registry, &trust, &state, &Options::default())?;
+        let state = verify::default_state_path(&registry);
+        let v = verify::verify_registry(&registry, &keys.trust, &state, &Options::default())?;
         eprintln!(
             "      registry verifies: index v{}, {} module(s) checked",
             v.index.index().version,
             v.index.manifests().len()
         );
 
+        if message::json() {
+            message::emit(
+                "release-finished",
+                serde_json::json!({
+                    "channel": keys.channel.to_string(),
+                    "dev_keys": keys.dev,
+                    "trust": keys.trust,
+                    "registry": registry,
+                    "unchanged": p.unchanged,
+                    "index_version": p.index_version,
+                    "publish": publish::json_fields(&p, &registry),
+                    "verified_modules": v.index.manifests().len(),
+                    "loadable_until": v.loadable_until.to_string(),
+                    "wall_ms": started.elapsed().as_millis(),
+                    "build": JsonReport::of(&report),
+                }),
+            );
+            return Ok(());
+        }
         // Summary: module × target with size, digest prefix and built/cached.
         let mut rows: BTreeMap<(String, String), String> = BTreeMap::new();
         for m in &report.modules {
@@ -173,12 +204,122 @@ impl Args {
             println!("{module:<10} {target:<20} {rest}");
         }
         println!(
-            "\nrelease [{channel}] published to {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
-            self.registry.display(),
+            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
+            keys.channel,
+            if p.unchanged {
+                "unchanged in"
+            } else {
+                "published to"
+            },
+            paths::shown(&registry),
             p.index_version,
             started.elapsed(),
-            self.registry.display()
+            paths::shown(&registry)
         );
         Ok(())
     }
+
+    /// The builder and publisher keys and the trust root, each key checked to be a key of
+    /// its role in that root: both keys and --trust for a real release, none of them for a
+    /// dev release.
+    fn signers(&self) -> Result<Signers> {
+        let (builder, publisher, trust, dev) = match (
+            &self.builder_key,
+            &self.publisher_key,
+            &self.trust,
+        ) {
+            (Some(b), Some(p), Some(t)) => (
+                devkeys::read_key(b)?,
+                devkeys::read_key(p)?,
+                t.clone(),
+                false,
+            ),
+            (Some(_), Some(_), None) => {
+                return Err(fail(
+                    "a release with real keys needs the trust root that lists them",
+                    "pass --trust FILE (the signed root naming the builder and publisher keys)",
+                ));
+            }
+            (None, None, Some(t)) => {
+                return Err(fail(
+                    format!(
+                        "--trust {} given without keys: a dev release signs with generated \
+                             dev keys under the dev root, never under another root",
+                        t.display()
+                    ),
+                    "pass --builder-key FILE and --publisher-key FILE (or CUDA_AOT_BUILDER_KEY \
+                         and CUDA_AOT_PUBLISHER_KEY) for a release under that root, or drop \
+                         --trust for a dev release",
+                ));
+            }
+            (None, None, None) => {
+                let dev = devkeys::ensure()?;
+                (dev.builder, dev.publisher, dev.root_file, true)
+            }
+            _ => {
+                return Err(fail(
+                    "only one of --builder-key and --publisher-key given",
+                    "pass both --builder-key and --publisher-key (or neither, for a dev release)",
+                ));
+            }
+        };
+        let (_, root) = anchor::read(&trust)?;
+        for (role, key, flag) in [
+            (RoleName::Builder, &builder, "--builder-key"),
+            (RoleName::Publisher, &publisher, "--publisher-key"),
+        ] {
+            let listed = match role {
+                RoleName::Builder => &root.root().roles.builder.keys,
+                _ => &root.root().roles.publisher.keys,
+            };
+            if !listed.contains(&key.public()) {
+                return Err(fail(
+                    format!(
+                        "{role} key {} is not a {role} key of trust root {} (v{}, {})",
+                        key.public().key_id().short(),
+                        trust.display(),
+                        root.root().version,
+                        root.root().channel
+                    ),
+                    format!(
+                        "pass a {role} key listed in {} with {flag}",
+                        trust.display()
+                    ),
+                ));
+            }
+        }
+        Ok(Signers {
+            builder,
+            publisher,
+            trust,
+            channel: root.root().channel,
+            dev,
+        })
+    }
+}
+
+/// The registry folder exists (or can be created) and this user can write into it.
+fn check_writable(registry: &Path) -> Result<()> {
+    let fix = || {
+        format!(
+            "pass --registry DIR with a folder this user can write, or fix the permissions of {}",
+            registry.display()
+        )
+    };
+    std::fs::create_dir_all(registry).map_err(|e| {
+        fail(
+            format!("the registry {} cannot be created: {e}", registry.display()),
+            fix(),
+        )
+    })?;
+    tempfile::Builder::new()
+        .prefix(".write-check-")
+        .tempfile_in(registry)
+        .map_err(|e| {
+            fail(
+                format!("the registry {} is not writable: {e}", registry.display()),
+                fix(),
+            )
+        })?;
+    Ok(())
 }

@@ -5,10 +5,12 @@
 use anyhow::{Context, Result};
 use cuda_aot::Digest;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use crate::build::{self, BuildOptions, BuildReport, fail};
-use crate::toolchain::ToolkitArgs;
+use crate::advice::fail;
+use crate::args::{CacheArgs, FormatArgs, SelectArgs};
+use crate::build::{self, BuildOptions, BuildReport};
+use crate::files::copy_tree;
+use crate::message;
 
 /// Build the release set twice in two temporary folders and compare digests.
 ///
@@ -24,30 +26,20 @@ set in each with its own empty build cache (both really compile; the nvcc run co
 printed), and prints per module and target whether the blob digests and the identity digests
 match. Exits non-zero on any blob mismatch; --keep leaves both folders for inspection.")]
 pub struct Args {
-    /// Parallel nvcc jobs per build (default: the number of available cores).
-    #[arg(short = 'j', long = "jobs", value_name = "N")]
-    jobs: Option<usize>,
-    /// The release spec (default: manifests/release.toml).
-    #[arg(long, value_name = "FILE")]
-    spec: Option<PathBuf>,
     #[command(flatten)]
-    toolkit: ToolkitArgs,
+    select: SelectArgs,
     /// Keep the two temporary folders (their paths are printed) for inspection.
     #[arg(long)]
     keep: bool,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let mut base = BuildOptions::default();
-        if let Some(s) = self.spec {
-            base.spec = s;
-        }
-        if let Some(j) = self.jobs {
-            base.jobs = j;
-        }
-        base.toolkit = self.toolkit.options();
+        self.select.select_project()?;
+        let base = BuildOptions::from_select(&self.select, &CacheArgs { cache_dir: None });
         let sources = build::spec::load(&base.spec, None)?.sources;
         let runs = [("a", "src"), ("b", "deeper/copy/of/the/src")];
         let mut reports = Vec::new();
@@ -74,10 +66,30 @@ impl Args {
             reports.push(report);
             dirs.push(tmp);
         }
-        let mismatches = compare(&reports[0], &reports[1]);
+        let rows = compare(&reports[0], &reports[1]);
+        let mismatches = rows.iter().filter(|r| !r.blob_match).count();
+        let mut kept = Vec::new();
         if self.keep {
             for d in dirs {
-                println!("kept {}", d.keep().display());
+                kept.push(d.keep());
+            }
+        }
+        if message::json() {
+            message::emit(
+                "repro-finished",
+                serde_json::json!({
+                    "spec": base.spec,
+                    "reproducible": mismatches == 0,
+                    "mismatches": mismatches,
+                    "nvcc_runs": [reports[0].nvcc_runs, reports[1].nvcc_runs],
+                    "kept": kept,
+                    "modules": rows,
+                }),
+            );
+        } else {
+            print_rows(&rows, &reports[0], &reports[1]);
+            for k in &kept {
+                println!("kept {}", k.display());
             }
         }
         if mismatches > 0 {
@@ -91,9 +103,22 @@ impl Args {
     }
 }
 
-/// Prints one line per (module, target) and returns the number of mismatches.
-fn compare(a: &BuildReport, b: &BuildReport) -> usize {
-    type Key = (String, String);
+/// One (module, target) of the two builds.
+#[derive(serde::Serialize)]
+struct Row {
+    module: String,
+    target: String,
+    kind: String,
+    blob_a: Option<Digest>,
+    blob_b: Option<Digest>,
+    blob_match: bool,
+    identity_match: bool,
+}
+
+/// One row per (module, target): build a's order (spec order), then anything only build b
+/// produced.
+fn compare(a: &BuildReport, b: &BuildReport) -> Vec<Row> {
+    type Key = (String, String, String);
     let index = |r: &BuildReport| -> BTreeMap<Key, (Digest, Digest, usize)> {
         r.modules
             .iter()
@@ -101,64 +126,59 @@ fn compare(a: &BuildReport, b: &BuildReport) -> usize {
             .map(|(i, m)| {
                 let id = &m.manifest.identity;
                 (
-                    (id.module.to_string(), format!("{}.{}", id.sm, id.kind)),
+                    (
+                        id.module.to_string(),
+                        id.sm.to_string(),
+                        id.kind.to_string(),
+                    ),
                     (m.manifest.module_digest, id.digest(), i),
                 )
             })
             .collect()
     };
     let (ia, ib) = (index(a), index(b));
-    // Build a's order (spec order), then anything only build b produced.
     let mut keys: Vec<&Key> = ia.keys().collect();
     keys.sort_by_key(|k| ia[*k].2);
     keys.extend(ib.keys().filter(|k| !ia.contains_key(*k)));
+    keys.into_iter()
+        .map(|k| {
+            let (da, db) = (ia.get(k), ib.get(k));
+            Row {
+                module: k.0.clone(),
+                target: k.1.clone(),
+                kind: k.2.clone(),
+                blob_a: da.map(|x| x.0),
+                blob_b: db.map(|x| x.0),
+                blob_match: matches!((da, db), (Some(x), Some(y)) if x.0 == y.0),
+                identity_match: matches!((da, db), (Some(x), Some(y)) if x.1 == y.1),
+            }
+        })
+        .collect()
+}
+
+fn print_rows(rows: &[Row], a: &BuildReport, b: &BuildReport) {
     println!(
         "{:<12} {:<18} {:<14} {:<14} {:<9} identity",
         "module", "target", "blob a", "blob b", "blob"
     );
-    let mut bad = 0;
-    for k in keys {
-        let (da, db) = (ia.get(k), ib.get(k));
-        let short =
-            |d: Option<&(Digest, Digest, usize)>| d.map_or("-".to_string(), |x| x.0.short());
-        let blob_ok = matches!((da, db), (Some(x), Some(y)) if x.0 == y.0);
-        let id_ok = matches!((da, db), (Some(x), Some(y)) if x.1 == y.1);
-        if !blob_ok {
-            bad += 1;
-        }
+    let short = |d: Option<Digest>| d.map_or("-".to_string(), |x| x.short());
+    for r in rows {
         println!(
             "{:<12} {:<18} {:<14} {:<14} {:<9} {}",
-            k.0,
-            k.1,
-            short(da),
-            short(db),
-            if blob_ok { "match" } else { "MISMATCH" },
-            if id_ok { "match" } else { "differs" }
+            r.module,
+            format!("{}.{}", r.target, r.kind),
+            short(r.blob_a),
+            short(r.blob_b),
+            if r.blob_match { "match" } else { "MISMATCH" },
+            if r.identity_match { "match" } else { "differs" }
         );
     }
-    let total = ia.len().max(ib.len());
+    let bad = rows.iter().filter(|r| !r.blob_match).count();
     println!(
-        "{} of {total} blobs reproducible (build a: {} nvcc runs, build b: {} nvcc runs)",
-        total - bad,
+        "{} of {} blobs reproducible (build a: {} nvcc runs, build b: {} nvcc runs)",
+        rows.len() - bad,
+        rows.len(),
         a.nvcc_runs,
         b.nvcc_runs
     );
-    bad
-}
-
-/// Copies the regular files of `from` into `to`, keeping relative paths.
-pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.with_context(|| format!("listing {}", from.display()))?;
-        let rel = e.path().strip_prefix(from).expect("under from");
-        let dest = to.join(rel);
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest)
-                .with_context(|| format!("creating {}", dest.display()))?;
-        } else if e.file_type().is_file() {
-            std::fs::copy(e.path(), &dest)
-                .with_context(|| format!("copying {}", e.path().display()))?;
-        }
-    }
-    Ok(())
 }

@@ -1,27 +1,31 @@
-//! `cargo xtask sign`: sign the unsigned manifests of a build output with a builder key.
+//! `cargo xtask sign`: sign one build statement over every manifest of a build output with
+//! a builder key.
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::{Digest, Limits, Manifest, SecretKey};
+use cuda_aot::metadata::{Attested, BuildStatement};
+use cuda_aot::{Digest, SecretKey};
 use std::path::{Path, PathBuf};
 
-use crate::{devkeys, paths};
+use crate::{devkeys, outdir, paths};
 
-/// Sign the unsigned manifests of a build output with a builder key.
+/// Sign one build statement over every manifest of a build output with a builder key.
 ///
-/// Signs every unsigned manifest (`<module>/<target>.<kind>.manifest.json`) of a build
-/// output with a builder key, writing `<...>.manifest.dsse.json` beside it.
+/// Reads every manifest (`<module>/<target>.<kind>.manifest.json`) of a build output, hashes
+/// each blob again (a manifest is attested only if the blob beside it still has the size
+/// and blake3 it records) and writes `<out>/build.statement.json`: one statement, signed by
+/// the builder, listing the blake3 of every manifest. A prover checks one builder signature
+/// per build, however many modules it holds.
 ///
-/// Each blob is hashed again first: a manifest is signed only if the blob beside it still
-/// has the size and blake3 it records. Without --builder-key the development builder key
-/// is used (generated on first use, labelled dev).
+/// Without --builder-key the development builder key is used (generated on first use,
+/// labelled dev).
 #[derive(clap::Args)]
 pub struct Args {
-    /// The build output folder (default: .cuda-aot/build).
-    #[arg(default_value_os_t = paths::default_build_out())]
-    out: PathBuf,
-    /// The builder's private key file.
-    #[arg(long, env = "CUDA_AOT_BUILDER_KEY")]
+    /// The build output folder [default: .cuda-aot/build of the project].
+    #[arg(value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The builder's private key file [default: the dev builder key].
+    #[arg(long, value_name = "FILE", env = "CUDA_AOT_BUILDER_KEY")]
     builder_key: Option<PathBuf>,
 }
 
@@ -32,83 +36,52 @@ impl Args {
             Some(p) => devkeys::read_key(p)?,
             None => devkeys::ensure()?.builder,
         };
-        let n = sign_output(&self.out, &key)?;
+        let out = self.out.unwrap_or_else(paths::default_build_out);
+        let n = sign_output(&out, &key)?;
         eprintln!(
-            "signed {n} manifest(s) in {} with builder key {}",
-            self.out.display(),
+            "signed a build statement over {n} manifest(s) in {} with builder key {}",
+            out.display(),
             key.public().key_id().short()
         );
         Ok(())
     }
 }
 
-/// The blob that a manifest file describes: the path without `.manifest[.dsse].json`.
-pub fn blob_path(manifest_path: &Path) -> PathBuf {
-    let s = manifest_path.to_string_lossy();
-    let stem = s
-        .strip_suffix(".manifest.dsse.json")
-        .or_else(|| s.strip_suffix(".manifest.json"))
-        .unwrap_or(&s);
-    PathBuf::from(stem.to_string())
-}
-
-/// Files under `out` whose names end with `suffix`, sorted.
-pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
-    if !out.is_dir() {
-        return Err(anyhow::Error::new(paths::Fix(
-            "run cargo xtask build first, or pass the build output folder".into(),
-        )))
-        .context(format!("build output {} does not exist", out.display()));
-    }
-    let mut v = Vec::new();
-    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
-        let e = e?;
-        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
-            v.push(e.into_path());
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
-/// Signs every unsigned manifest in `out`; returns how many.
+/// Signs one build statement over every manifest in `out`; returns how many it covers.
 pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
-    let limits = Limits::default();
-    let unsigned = files_ending(out, ".manifest.json")?;
-    if unsigned.is_empty() {
+    let modules = outdir::read_output(out)?;
+    let channel = modules[0].0.channel;
+    if let Some((m, ..)) = modules.iter().find(|(m, ..)| m.channel != channel) {
         bail!(
-            "{}: no *.manifest.json files; run cargo xtask build first",
-            out.display()
+            "{}: {} is built for channel {} but others for {channel}; rebuild the output with one --channel",
+            out.display(),
+            m.label(),
+            m.channel
         );
     }
-    for path in &unsigned {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let m: Manifest =
-            cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
-        let blob_file = blob_path(path);
-        let blob = std::fs::read(&blob_file).with_context(|| {
-            format!(
-                "reading the blob of {} ({})",
-                m.label(),
-                blob_file.display()
-            )
-        })?;
-        if blob.len() as u64 != m.size || Digest::of(&blob) != m.module_digest {
-            bail!(
-                "{}: {} no longer matches its manifest (size/blake3); rebuild with cargo xtask build",
-                m.label(),
-                blob_file.display()
-            );
-        }
-        let env = Envelope::sign(PayloadType::Manifest, &bytes, &[key]);
-        let signed = path.with_file_name(
-            path.file_name()
-                .expect("file")
-                .to_string_lossy()
-                .replace(".manifest.json", ".manifest.dsse.json"),
-        );
-        std::fs::write(&signed, env.to_bytes())
-            .with_context(|| format!("writing {}", signed.display()))?;
-    }
-    Ok(unsigned.len())
+    let mut manifests: Vec<Attested> = modules
+        .iter()
+        .map(|(m, bytes, _)| Attested {
+            module: m.identity.module.clone(),
+            sm: m.identity.sm,
+            kind: m.identity.kind,
+            manifest: Digest::of(bytes),
+            manifest_size: bytes.len() as u64,
+        })
+        .collect();
+    manifests.sort();
+    let statement = BuildStatement {
+        schema: BuildStatement::SCHEMA.into(),
+        channel,
+        manifests,
+    };
+    let env = Envelope::sign(
+        PayloadType::Build,
+        &cuda_aot::json::to_vec(&statement),
+        &[key],
+    );
+    let path = outdir::statement_path(out);
+    cuda_aot::fs::write_atomic(&path, &env.to_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(modules.len())
 }

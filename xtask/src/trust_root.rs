@@ -2,12 +2,12 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Role, Roles, Root, Time};
+use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::build::ChannelArg;
+use crate::args::ChannelArg;
 use crate::devkeys;
 
 /// Write a signed trust root (version 1, or a rotation N -> N+1).
@@ -24,43 +24,49 @@ use crate::devkeys;
 #[derive(clap::Args)]
 pub struct Args {
     /// Where to write the signed root (must not exist).
-    #[arg(long)]
+    #[arg(value_name = "FILE", long)]
     out: PathBuf,
     /// The root this one replaces (rotation): the new version is its version + 1.
-    #[arg(long)]
+    #[arg(value_name = "FILE", long)]
     previous: Option<PathBuf>,
     /// Root role public keys (repeat for several).
-    #[arg(long = "root", required = true)]
+    #[arg(value_name = "KEY", long = "root", required = true)]
     root_keys: Vec<PublicKey>,
     /// Builder role public keys.
-    #[arg(long = "builder", required = true)]
+    #[arg(value_name = "KEY", long = "builder", required = true)]
     builder_keys: Vec<PublicKey>,
     /// Reviewer role public keys (must differ from builder keys).
-    #[arg(long = "reviewer", required = true)]
+    #[arg(value_name = "KEY", long = "reviewer", required = true)]
     reviewer_keys: Vec<PublicKey>,
     /// Publisher role public keys.
-    #[arg(long = "publisher", required = true)]
+    #[arg(value_name = "KEY", long = "publisher", required = true)]
     publisher_keys: Vec<PublicKey>,
     /// Signatures needed from root keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     root_threshold: u32,
     /// Signatures needed from builder keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     builder_threshold: u32,
     /// Signatures needed from reviewer keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     reviewer_threshold: u32,
     /// Signatures needed from publisher keys.
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_name = "N", long, default_value_t = 1)]
     publisher_threshold: u32,
     /// Days until the root expires.
-    #[arg(long, default_value_t = 365)]
+    #[arg(value_name = "N", long, default_value_t = 365)]
     expires_days: u64,
     /// dev or production.
-    #[arg(long, value_enum)]
+    #[arg(value_name = "CHANNEL", long, value_enum)]
     channel: ChannelArg,
+    /// Freeze bound: the longest a timestamp may be valid (clients refuse one expiring later).
+    #[arg(value_name = "N", long, default_value_t = MaxExpiry::DEFAULT.timestamp_days)]
+    max_timestamp_days: u32,
+    /// Freeze bound: the longest an index may be valid.
+    #[arg(value_name = "N", long, default_value_t = MaxExpiry::DEFAULT.index_days)]
+    max_index_days: u32,
     /// Private root key files to sign with (repeat; old and new keys for a rotation).
-    #[arg(long = "sign-with", required = true)]
+    #[arg(value_name = "FILE", long = "sign-with", required = true)]
     sign_with: Vec<PathBuf>,
 }
 
@@ -70,18 +76,31 @@ impl Args {
         let limits = Limits::default();
         let previous = match &self.previous {
             Some(p) => Some(cuda_aot::trust::verify_anchor(
-                &std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+                &cuda_aot::fs::read_capped(p, limits.root, "previous trust root")?,
                 &limits,
                 &p.display().to_string(),
             )?),
             None => None,
         };
-        let version = previous.as_ref().map_or(1, |p| p.root().version + 1);
+        let version = match &previous {
+            None => 1,
+            Some(p) => p
+                .root()
+                .version
+                .checked_add(1)
+                .context("the previous root's version cannot be incremented")?,
+        };
         let root = Root {
             schema: Root::SCHEMA.into(),
             version,
-            expires: Time::now().plus(Duration::from_secs(self.expires_days * 86_400)),
+            expires: Time::now().plus(Duration::from_secs(
+                self.expires_days.saturating_mul(86_400),
+            )),
             channel: Channel::from(self.channel),
+            max_expiry: MaxExpiry {
+                timestamp_days: self.max_timestamp_days,
+                index_days: self.max_index_days,
+            },
             roles: Roles {
                 root: Role {
                     keys: self.root_keys,
@@ -118,14 +137,16 @@ impl Args {
                 cuda_aot::trust::verify_anchor(&file, &limits, "new root")?;
             }
         }
-        if self.out.exists() {
-            bail!(
+        match cuda_aot::fs::create_new_atomic(&self.out, &file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
                 "{} exists; refusing to overwrite a trust root",
                 self.out.display()
-            );
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("writing {}", self.out.display()));
+            }
         }
-        std::fs::write(&self.out, &file)
-            .with_context(|| format!("writing {}", self.out.display()))?;
         eprintln!(
             "wrote trust root v{version} ({}) to {}",
             root.channel,

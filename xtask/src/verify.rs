@@ -1,15 +1,16 @@
 //! `cargo xtask verify`: verify a registry offline and print what it holds.
 
-use anyhow::{Context, Result};
-use cuda_aot::source::DirSource;
+use anyhow::Result;
+use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
+use cuda_aot::verify::{Freshness, Options, VerifiedIndex, verify_index};
 use cuda_aot::{Channel, Limits};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::build::ChannelArg;
-use crate::{paths, publish};
+use crate::advice::Subject;
+use crate::args::{ChannelArg, FormatArgs, RegistryArgs};
+use crate::{anchor, message, paths};
 
 /// Verify a registry offline against a trust root and print what it holds.
 ///
@@ -22,32 +23,42 @@ use crate::{paths, publish};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    at: publish::RegistryArgs,
-    /// Rollback-protection state file (default: one per registry under .cuda-aot/state/).
-    #[arg(long)]
+    at: RegistryArgs,
+    /// Rollback-protection state file [default: one per registry under .cuda-aot/state/].
+    #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
     /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     clock_skew_secs: u64,
     /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CHANNEL")]
     channel: Option<ChannelArg>,
+    /// Accept an expired timestamp up to this many days after the last fresh verification
+    /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    offline_grace_days: u64,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
-        let state = self
-            .state
-            .unwrap_or_else(|| default_state_path(&self.at.registry));
+        let registry = self.at.registry();
+        let state = self.state.unwrap_or_else(|| default_state_path(&registry));
         let opts = Options {
             skew: Duration::from_secs(self.clock_skew_secs),
+            offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
             required_channel: self.channel.map(Channel::from),
             ..Options::default()
         };
-        let v = verify_registry(&self.at.registry, &trust, &state, &opts)?;
-        print!("{}", render_table(&v));
+        let v = verify_registry(&registry, &trust, &state, &opts)?;
+        if message::json() {
+            message::emit("verify-finished", json_fields(&v, &registry));
+        } else {
+            print!("{}", render_table(&v));
+        }
         Ok(())
     }
 }
@@ -56,6 +67,8 @@ impl Args {
 pub struct Verified {
     /// The verified metadata.
     pub index: VerifiedIndex,
+    /// Until when it stays loadable if nothing is republished.
+    pub loadable_until: cuda_aot::metadata::Time,
 }
 
 /// The default state file for a registry: `.cuda-aot/state/<blake3 of its path>.json`.
@@ -75,8 +88,8 @@ pub fn verify_registry(
     opts: &Options,
 ) -> Result<Verified> {
     let limits = Limits::default();
-    let anchor =
-        std::fs::read(trust).with_context(|| format!("reading trust root {}", trust.display()))?;
+    // The anchor first, on its own: a bad trust root file gets advice about trust roots.
+    let (anchor, _) = anchor::read(trust)?;
     let seen = TrustState::load(state_path, limits.state)?;
     eprintln!(
         "verifying {} against {} (clock skew allowance {}s)",
@@ -87,24 +100,97 @@ pub fn verify_registry(
     let src = DirSource::new(registry);
     let index = verify_index(&src, &anchor, seen, opts)?;
     for m in index.manifests() {
-        index.load_module(&src, m, &limits)?;
+        index.load_module(&src, m, &limits).map_err(|e| {
+            let man = m.manifest();
+            Subject {
+                module: Some(man.identity.module.to_string()),
+                target: Some(man.identity.sm.to_string()),
+                file: Some(registry.join(layout::blob(&man.module_digest))),
+            }
+            .attach(e.into())
+        })?;
     }
     index.state().save(state_path)?;
-    Ok(Verified { index })
+    if let Some(old) = index.discarded_state() {
+        eprintln!(
+            "note: the trust root rotated the publisher keys: discarded the saved timestamp v{} and index v{}",
+            old.timestamp, old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        eprintln!(
+            "warning: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline}. Refresh the registry (cargo xtask publish --refresh-timestamp) or sync it before then."
+        );
+    }
+    Ok(Verified {
+        loadable_until: index.loadable_until(opts.offline_grace),
+        index,
+    })
 }
 
-/// The table `verify` prints: module × target, kind, size, digest prefix, signer.
+/// The fields of the `verify-finished` message: the versions, how long the registry stays
+/// loadable, and one entry per module and target with its digests and signers.
+pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
+    let idx = v.index.index();
+    let root = v.index.root().root();
+    let modules: Vec<serde_json::Value> = v
+        .index
+        .manifests()
+        .iter()
+        .map(|m| {
+            let man = m.manifest();
+            serde_json::json!({
+                "module": man.identity.module,
+                "target": man.identity.sm,
+                "kind": man.identity.kind,
+                "channel": man.channel.to_string(),
+                "size": man.size,
+                "module_digest": man.module_digest,
+                "identity_digest": man.identity.digest(),
+                "blob": registry.join(layout::blob(&man.module_digest)),
+                "builders": m.signers().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "reviewers": m.promoted_by().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "registry": registry,
+        "ok": true,
+        "index_version": idx.version,
+        "timestamp_version": v.index.timestamp().version,
+        "timestamp_expires": v.index.timestamp().expires.to_string(),
+        "index_expires": idx.expires.to_string(),
+        "root_version": root.version,
+        "root_expires": root.expires.to_string(),
+        "channel": root.channel.to_string(),
+        "loadable_until": v.loadable_until.to_string(),
+        "signature_checks": v.index.signature_checks(),
+        "modules": modules,
+    })
+}
+
+/// The table `verify` prints: module × target, kind, size, digest prefix, signer; under
+/// each row its kernels with their signed launch ABI (parameter layout, registers, static
+/// shared and local memory, launch bound; `-` where the blob does not say, e.g. for PTX).
 pub fn render_table(v: &Verified) -> String {
     let idx = v.index.index();
     let root = v.index.root().root();
     let mut s = format!(
-        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s)\n",
+        "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s), {} signature check(s)\n",
         idx.version,
         v.index.timestamp().version,
         v.index.timestamp().expires,
         root.version,
         root.channel,
-        idx.entries.len()
+        idx.entries.len(),
+        v.index.signature_checks()
+    );
+    s += &format!(
+        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with cargo xtask publish --refresh-timestamp\n",
+        v.loadable_until,
+        v.index.timestamp().expires,
+        idx.expires,
+        root.expires
     );
     s += &format!(
         "{:<12} {:<11} {:<6} {:>9}  {:<14} {}\n",
@@ -116,6 +202,11 @@ pub fn render_table(v: &Verified) -> String {
             .signers()
             .iter()
             .map(|k| format!("builder {}", k.short()))
+            .chain(
+                m.promoted_by()
+                    .iter()
+                    .map(|k| format!("reviewer {}", k.short())),
+            )
             .collect();
         s += &format!(
             "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}{}\n",
@@ -136,6 +227,29 @@ pub fn render_table(v: &Verified) -> String {
                 ""
             }
         );
+        for f in &man.functions {
+            s += &format!(
+                "    kernel {}
+",
+                render_abi(f)
+            );
+        }
     }
     s
+}
+
+/// One kernel's signed launch ABI: name, parameter layout, resources.
+fn render_abi(f: &cuda_aot::Function) -> String {
+    let a = &f.abi;
+    let opt = |v: Option<u32>, unit: &str| v.map_or("-".to_string(), |v| format!("{v}{unit}"));
+    format!(
+        "{}  params [{}] {} B  regs {}  shared {}  local {}  max threads {}",
+        f.display_name(),
+        a.describe_params(),
+        a.param_bytes,
+        opt(a.registers, ""),
+        opt(a.shared_bytes, " B"),
+        opt(a.local_bytes, " B"),
+        opt(a.max_threads, "")
+    )
 }

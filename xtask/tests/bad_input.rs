@@ -97,6 +97,14 @@ fn a_missing_header_names_the_header_and_the_includer() {
         "{e}"
     );
     assert!(e.contains("gamma.cu"), "{e}");
+    assert!(
+        e.contains("searched:") && e.contains("(the including file's folder)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("Fix: add the folder that holds `missing.cuh` to include_dirs"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -108,7 +116,7 @@ fn missing_or_undeclared_entry_points_are_errors() {
     });
     assert!(
         run.stderr
-            .contains("declared entry point(s) alpha_gone missing"),
+            .contains("declared entry point `alpha_gone` is not a kernel of the built blob (it has: alpha_mix)"),
         "{}",
         run.stderr
     );
@@ -125,7 +133,7 @@ fn missing_or_undeclared_entry_points_are_errors() {
         ws.build(&[])
     });
     assert!(
-        run.stderr.contains("undeclared entry point(s) gamma_extra"),
+        run.stderr.contains("undeclared kernel(s) gamma_extra"),
         "{}",
         run.stderr
     );

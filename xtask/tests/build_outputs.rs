@@ -43,12 +43,9 @@ fn outputs_follow_the_layout_and_manifests_match_their_blobs() {
             );
             assert_eq!(m.functions.len(), 1);
             assert_eq!(m.functions[0].name.as_str(), entry);
-            assert_eq!(
-                m.functions[0].param_bytes,
-                Some(params),
-                "{module} {target}"
-            );
-            cuda_aot::verify::check_elf_sm(&m, &blob).unwrap();
+            assert_eq!(m.functions[0].symbol.as_str(), entry);
+            assert_eq!(m.functions[0].abi.param_bytes, params, "{module} {target}");
+            cuda_aot::content::check(&m, &blob).unwrap();
         }
     }
     let run = ws.build(&["--channel", "production"]).ok();
@@ -69,15 +66,15 @@ fn elf_sm_cross_check_refuses_a_relabelled_cubin() {
     let blob = |t: &str| std::fs::read(ws.path(&format!("out/alpha/{t}.cubin"))).unwrap();
     let m90 = manifest(&ws, "out/alpha/sm_90.cubin.manifest.json");
     let m90a = manifest(&ws, "out/alpha/sm_90a.cubin.manifest.json");
-    cuda_aot::verify::check_elf_sm(&m90, &blob("sm_90")).unwrap();
-    cuda_aot::verify::check_elf_sm(&m90a, &blob("sm_90a")).unwrap();
+    cuda_aot::content::check(&m90, &blob("sm_90")).unwrap();
+    cuda_aot::content::check(&m90a, &blob("sm_90a")).unwrap();
     // An sm_80 cubin under a manifest that says sm_90, and the a-variant mix-ups.
     for (m, t, actual) in [
         (&m90, "sm_80", "sm_80"),
         (&m90, "sm_90a", "sm_90a"),
         (&m90a, "sm_90", "sm_90"),
     ] {
-        let err = cuda_aot::verify::check_elf_sm(m, &blob(t)).unwrap_err();
+        let err = cuda_aot::content::check(m, &blob(t)).unwrap_err();
         assert!(
             matches!(&err, cuda_aot::Error::ElfSmMismatch { claimed, actual: a, .. } if *claimed == m.identity.sm.to_string() && a == actual),
             "{err}"
@@ -111,9 +108,22 @@ fn ptx_is_an_explicit_labelled_opt_in() {
     assert!(m.label().contains("compatibility mode"));
     assert_eq!(m.identity.driver_floor.to_string(), "13.0");
     let cubin = manifest(&ws, "out/alpha/sm_90.cubin.manifest.json");
+    let layout = |m: &Manifest| -> Vec<(String, String, u32)> {
+        m.functions
+            .iter()
+            .map(|f| {
+                (
+                    f.symbol.to_string(),
+                    f.abi.describe_params(),
+                    f.abi.param_bytes,
+                )
+            })
+            .collect()
+    };
     assert_eq!(
-        m.functions, cubin.functions,
-        "PTX entry points and parameter bytes match the cubin's"
+        layout(&m),
+        layout(&cubin),
+        "PTX kernels and parameter layout match the cubin's"
     );
 }
 
@@ -122,10 +132,12 @@ fn stale_outputs_of_earlier_builds_are_removed() {
     let ws = Ws::new();
     ws.build(&[]).ok();
     ws.write("out/alpha/notes.txt", "not a build output");
-    // Signatures `cargo xtask sign` left beside the manifests.
+    // Per-manifest signatures of an earlier format are outputs too.
     ws.write("out/alpha/sm_80.cubin.manifest.dsse.json", "{}");
     ws.write("out/alpha/sm_90.cubin.manifest.dsse.json", "{}");
     ws.write("out/beta/sm_90.cubin.manifest.dsse.json", "{}");
+    // The build statement `cargo xtask sign` left.
+    ws.write("out/build.statement.json", "{}");
     let run = ws.build(&["--target", "sm_90"]).ok();
     assert_eq!(run.nvcc_runs(), 0);
     let left: Vec<String> = ws
@@ -138,22 +150,25 @@ fn stale_outputs_of_earlier_builds_are_removed() {
         [
             "alpha/notes.txt",
             "alpha/sm_90.cubin",
-            "alpha/sm_90.cubin.manifest.dsse.json",
             "alpha/sm_90.cubin.manifest.json",
             "beta/sm_90.cubin",
-            "beta/sm_90.cubin.manifest.dsse.json",
             "beta/sm_90.cubin.manifest.json",
             "gamma/sm_90.cubin",
             "gamma/sm_90.cubin.manifest.json"
-        ]
+        ],
+        "the statement covered the removed sm_80 outputs, so it went too"
     );
     assert!(
-        run.stdout.contains("removed 7 stale file(s)"),
+        run.stdout.contains("removed 9 stale file(s)"),
         "{}",
         run.stdout
     );
 
-    // A manifest that changes (here its channel) loses the signature of its old bytes.
+    // A no-op rebuild keeps the statement; a manifest that changes (here its channel)
+    // removes it: it no longer covers what the folder holds.
+    ws.write("out/build.statement.json", "{}");
+    ws.build(&["--target", "sm_90"]).ok();
+    assert!(ws.path("out/build.statement.json").exists());
     ws.build(&[
         "--target",
         "sm_90",
@@ -163,7 +178,7 @@ fn stale_outputs_of_earlier_builds_are_removed() {
         "production",
     ])
     .ok();
-    assert!(!ws.path("out/alpha/sm_90.cubin.manifest.dsse.json").exists());
+    assert!(!ws.path("out/build.statement.json").exists());
 }
 
 /// Regression: nvcc names internal-linkage symbols (beta's `static __constant__` table)

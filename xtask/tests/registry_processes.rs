@@ -24,7 +24,7 @@ fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// Keys, a trust root and two signed build outputs (add for sm_90, add for sm_80).
+/// Keys, a trust root and three signed build outputs (add for sm_90, sm_80, sm_120).
 struct Setup {
     dir: tempfile::TempDir,
 }
@@ -55,6 +55,7 @@ impl Setup {
         run_ok(cmd.arg("--sign-with").arg(s.key("root")));
         s.build_output("a", "sm_90");
         s.build_output("b", "sm_80");
+        s.build_output("c", "sm_120");
         s
     }
 
@@ -91,6 +92,7 @@ impl Setup {
                 driver_floor: "13.0".parse().unwrap(),
                 host_toolchain: "g++".into(),
                 flags: vec![format!("-arch={sm}")],
+                include_dirs: vec![],
                 source_digest: Digest::of(b"add.cu"),
                 protocol: "test".into(),
                 geometry: Default::default(),
@@ -98,10 +100,17 @@ impl Setup {
             },
             module_digest: Digest::of(&blob),
             size: blob.len() as u64,
-            functions: vec![Function {
-                name: FunctionName::new("add").unwrap(),
-                param_bytes: Some(20),
-            }],
+            functions: cuda_aot::elf::inspect(&blob)
+                .unwrap()
+                .kernels
+                .into_iter()
+                .map(|k| Function {
+                    symbol: FunctionName::new(&k.symbol).unwrap(),
+                    name: cuda_aot::KernelName::new(&k.symbol).unwrap(),
+                    signature: None,
+                    abi: k.abi,
+                })
+                .collect(),
             channel: Channel::Dev,
         };
         let dir = self.p(name).join("add");
@@ -195,20 +204,24 @@ fn wait_for_reached(pause_dir: &Path, count: usize) {
 }
 
 #[test]
-fn publishing_the_same_blob_twice_is_idempotent() {
+fn publishing_the_same_release_twice_changes_nothing() {
     let s = Setup::new();
     let first = run_ok(&mut s.publish_cmd("a"));
     assert!(
         String::from_utf8_lossy(&first.stderr).contains("1 blob(s) written, 0 already present")
     );
+    let ts = std::fs::read(s.registry().join("timestamp.json")).unwrap();
     let second = run_ok(&mut s.publish_cmd("a"));
     let text = String::from_utf8_lossy(&second.stderr);
-    assert!(
-        text.contains("index v2") && text.contains("0 blob(s) written, 1 already present"),
-        "{text}"
+    assert!(text.contains("unchanged: index v1"), "{text}");
+    assert_eq!(
+        std::fs::read(s.registry().join("timestamp.json")).unwrap(),
+        ts,
+        "a no-op publish rewrote the timestamp"
     );
+    assert!(!s.registry().join("index/2.index.json").exists());
     let (ok, text) = s.verify();
-    assert!(ok && text.contains("index v2"), "{text}");
+    assert!(ok && text.contains("index v1"), "{text}");
 }
 
 #[test]
@@ -218,15 +231,15 @@ fn two_concurrent_publishers_one_wins_the_other_conflicts_then_succeeds_on_retry
     let pause = s.p("pause");
     std::fs::create_dir(&pause).unwrap();
     // Both prepare index v2 from v1 and stop before taking the lock.
-    let p1 = paused_publisher(&s, "a", "manifests", &pause);
-    let p2 = paused_publisher(&s, "b", "manifests", &pause);
+    let p1 = paused_publisher(&s, "b", "manifests", &pause);
+    let p2 = paused_publisher(&s, "c", "manifests", &pause);
     wait_for_reached(&pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let (o1, o2) = (
         p1.wait_with_output().unwrap(),
         p2.wait_with_output().unwrap(),
     );
-    let results = [(&o1, "a"), (&o2, "b")];
+    let results = [(&o1, "b"), (&o2, "c")];
     let winners: Vec<_> = results.iter().filter(|(o, _)| o.status.success()).collect();
     let losers: Vec<_> = results
         .iter()
@@ -248,11 +261,16 @@ fn two_concurrent_publishers_one_wins_the_other_conflicts_then_succeeds_on_retry
     );
     let (ok, text) = s.verify();
     assert!(ok && text.contains("index v2"), "{text}");
-    // The loser retries and lands on top of the winner: both SMs are listed.
+    // The loser retries and lands on top of the winner; the index holds exactly its
+    // release (b has sm_80, c has sm_120).
     run_ok(&mut s.publish_cmd(losers[0].1));
     let (ok, text) = s.verify();
+    let (mine, theirs) = match losers[0].1 {
+        "b" => ("sm_80", "sm_120"),
+        _ => ("sm_120", "sm_80"),
+    };
     assert!(
-        ok && text.contains("index v3") && text.contains("sm_80") && text.contains("sm_90"),
+        ok && text.contains("index v3") && text.contains(mine) && !text.contains(theirs),
         "{text}"
     );
 }
@@ -277,10 +295,17 @@ fn a_publisher_killed_after_any_step_leaves_a_registry_that_verifies() {
         let (ok, text) = s.verify();
         let expect = if visible { "index v2" } else { "index v1" };
         assert!(ok && text.contains(expect), "killed after {step}: {text}");
-        // The next publish succeeds, whatever the dead one left behind.
-        run_ok(&mut s.publish_cmd("b"));
+        // The next publish succeeds, whatever the dead one left behind (after a kill at
+        // the last step the release is already there: the publish is a no-op).
+        let out = run_ok(&mut s.publish_cmd("b"));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).contains("unchanged"),
+            visible,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let (ok, text) = s.verify();
-        let expect = if visible { "index v3" } else { "index v2" };
+        let expect = "index v2";
         assert!(
             ok && text.contains(expect) && text.contains("sm_80"),
             "publish after a kill at {step}: {text}"

@@ -10,16 +10,16 @@
 //! ```
 //!
 //! Nothing is written here until a whole build succeeded; every entry is checked (digest,
-//! size, identity, ELF SM) each time it is used, and a damaged one is rebuilt.
+//! size, identity, content) each time it is used, and a damaged one is rebuilt.
 
 use anyhow::{Context, Result};
-use cuda_aot::{Digest, Identity, Kind, Manifest};
+use cuda_aot::{Digest, Identity, Manifest};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
-use super::atomic;
+use crate::files;
 
 const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v1";
 const MANIFEST_LIMIT: u64 = 1 << 20;
@@ -93,6 +93,11 @@ impl Cache {
         }
     }
 
+    /// The cache folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     fn object_dir(&self, id: &Digest) -> PathBuf {
         self.root.join("objects").join(id.hex())
     }
@@ -102,7 +107,8 @@ impl Cache {
     }
 
     /// The entry for `identity`, if present and intact: the stored manifest must carry
-    /// exactly this identity, the blob its size and digest, and a cubin its ELF SM.
+    /// exactly this identity, the blob its size and digest, and pass the content check
+    /// (target and kernels).
     pub fn lookup(&self, identity: &Identity) -> Option<Entry> {
         let dir = self.object_dir(&identity.digest());
         let bytes = std::fs::read(dir.join("manifest.json")).ok()?;
@@ -115,8 +121,7 @@ impl Cache {
         if blob.len() as u64 != manifest.size || Digest::of(&blob) != manifest.module_digest {
             return None;
         }
-        if identity.kind == Kind::Cubin && cuda_aot::verify::check_elf_sm(&manifest, &blob).is_err()
-        {
+        if cuda_aot::content::check(&manifest, &blob).is_err() {
             return None;
         }
         Some(Entry { manifest, blob })
@@ -143,8 +148,8 @@ impl Cache {
             return Ok(());
         }
         let stage = self.staging()?;
-        atomic::write(&stage.path().join("blob"), blob)?;
-        atomic::write(
+        files::write(&stage.path().join("blob"), blob)?;
+        files::write(
             &stage.path().join("manifest.json"),
             &cuda_aot::json::to_vec(manifest),
         )?;
@@ -178,7 +183,7 @@ impl Cache {
 
     /// Stores a dependency record.
     pub fn put_deps(&self, key: &Digest, rec: &DepRecord) -> Result<()> {
-        atomic::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
+        files::write(&self.dep_path(key), &cuda_aot::json::to_vec(rec))
     }
 
     /// Removes the staging folder, and the cache folder itself, where empty (best effort;
@@ -190,28 +195,54 @@ impl Cache {
 }
 
 /// Stable names for dependency paths, so records and source digests do not depend on where
-/// the checkout or the toolkit lives.
+/// the checkout, the include folders or the toolkit live.
 #[derive(Debug, Clone)]
 pub struct Names {
     sources: PathBuf,
+    /// Include folders: (as written in the spec, absolute), longest absolute path first so
+    /// a nested folder names its own files.
+    includes: Vec<(String, PathBuf)>,
     toolkit: PathBuf,
 }
 
 impl Names {
-    /// Names relative to the sources folder and the toolkit root.
-    pub fn new(sources: &Path, toolkit: &Path) -> Self {
+    /// Names relative to the sources folder, the include folders (keyed by the relative
+    /// path the spec gives them) and the toolkit root.
+    pub fn new(
+        sources: &Path,
+        toolkit: &Path,
+        includes: impl IntoIterator<Item = (String, PathBuf)>,
+    ) -> Self {
+        let mut includes: Vec<(String, PathBuf)> = includes
+            .into_iter()
+            .map(|(rel, abs)| (rel, normalise(&abs)))
+            .collect();
+        includes.sort_by(|a, b| {
+            b.1.as_os_str()
+                .len()
+                .cmp(&a.1.as_os_str().len())
+                .then(a.0.cmp(&b.0))
+        });
+        includes.dedup_by(|a, b| a.0 == b.0);
         Names {
             sources: normalise(sources),
+            includes,
             toolkit: normalise(toolkit),
         }
     }
 
-    /// `src:<rel>`, `toolkit:<rel>`, or the normalised absolute path. `path` is absolute or
-    /// relative to the sources folder (nvcc's working folder).
+    /// `src:<rel>`, `include:<folder as in the spec>::<rel>`, `toolkit:<rel>`, or the
+    /// normalised absolute path. `path` is absolute or relative to the sources folder
+    /// (nvcc's working folder).
     pub fn name(&self, path: &Path) -> String {
         let abs = normalise(&self.sources.join(path));
         if let Ok(rel) = abs.strip_prefix(&self.sources) {
             return format!("src:{}", rel.display());
+        }
+        for (dir, root) in &self.includes {
+            if let Ok(rel) = abs.strip_prefix(root) {
+                return format!("include:{dir}::{}", rel.display());
+            }
         }
         if let Ok(rel) = abs.strip_prefix(&self.toolkit) {
             return format!("toolkit:{}", rel.display());
@@ -223,6 +254,16 @@ impl Names {
     pub fn resolve(&self, name: &str) -> PathBuf {
         if let Some(rel) = name.strip_prefix("src:") {
             self.sources.join(rel)
+        } else if let Some((dir, rel)) = name
+            .strip_prefix("include:")
+            .and_then(|r| r.split_once("::"))
+        {
+            match self.includes.iter().find(|(d, _)| d == dir) {
+                Some((_, root)) => root.join(rel),
+                // An include folder this build does not have: a path that does not exist,
+                // so the record does not match and the job compiles.
+                None => PathBuf::from(format!("/nonexistent/cuda-aot/{dir}/{rel}")),
+            }
         } else if let Some(rel) = name.strip_prefix("toolkit:") {
             self.toolkit.join(rel)
         } else {
@@ -286,7 +327,27 @@ mod tests {
         let n = Names::new(
             Path::new("/a/repo/kernels/cuda"),
             Path::new("/a/tk/nvidia/cu13"),
+            [
+                ("../inc".to_string(), PathBuf::from("/a/repo/kernels/inc")),
+                (
+                    "../inc/sub".to_string(),
+                    PathBuf::from("/a/repo/kernels/inc/sub"),
+                ),
+            ],
         );
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/f.cuh")),
+            "include:../inc::f.cuh"
+        );
+        assert_eq!(
+            n.name(Path::new("/a/repo/kernels/inc/sub/g.cuh")),
+            "include:../inc/sub::g.cuh"
+        );
+        assert_eq!(
+            n.resolve("include:../inc::f.cuh"),
+            Path::new("/a/repo/kernels/inc/f.cuh")
+        );
+        assert!(!n.resolve("include:../gone::f.cuh").exists());
         assert_eq!(n.name(Path::new("ntt.cu")), "src:ntt.cu");
         assert_eq!(
             n.name(Path::new("/a/repo/kernels/cuda/./sub/../g.cuh")),
@@ -310,7 +371,7 @@ mod tests {
             n.resolve("toolkit:include/x.h"),
             Path::new("/a/tk/nvidia/cu13/include/x.h")
         );
-        let other = Names::new(Path::new("/b/kernels/cuda"), Path::new("/b/tk"));
+        let other = Names::new(Path::new("/b/kernels/cuda"), Path::new("/b/tk"), []);
         assert_eq!(
             other.name(Path::new("/b/kernels/cuda/ntt.cu")),
             "src:ntt.cu"

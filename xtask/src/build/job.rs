@@ -2,15 +2,14 @@
 //! every input unchanged, otherwise compiled by nvcc into a staging folder, with the
 //! entry-point and ELF SM checks on every blob either way.
 
-use anyhow::{Context, Result, anyhow};
-use cuda_aot::{Channel, Digest, Function, FunctionName, Identity, Kind, Manifest};
-use std::collections::BTreeSet;
+use anyhow::{Context, Result};
+use cuda_aot::{Channel, Digest, Identity, Kind, Manifest};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use super::cache::{self, Cache, DepFile, DepRecord, FileDigests, Names};
-use super::{Job, ModuleSpec, Plan, fail, nvcc};
+use super::{Job, Plan, fail, kernels, nvcc};
 
 /// The outcome of one job.
 pub(super) enum Done {
@@ -55,6 +54,7 @@ impl Ctx<'_> {
         let key = serde_json::json!({
             "source": format!("src:{}", m.source),
             "flags": job.flags,
+            "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
             "toolkit": self.plan.toolkit.identity,
             "host": self.plan.host.version,
         });
@@ -74,6 +74,7 @@ impl Ctx<'_> {
             driver_floor: self.plan.toolkit.driver_floor(job.kind)?,
             host_toolchain: self.plan.host.version.clone(),
             flags: job.flags.clone(),
+            include_dirs: m.include_dirs.iter().map(|d| d.rel.clone()).collect(),
             source_digest,
             protocol: m.protocol.clone(),
             geometry: m.geometry.clone(),
@@ -92,16 +93,10 @@ impl Ctx<'_> {
         if let Some(e) = hit {
             // Entry points are declared in the spec, not part of the identity: check them
             // on every use of a cached blob too.
-            let found: Vec<(String, Option<u32>)> = e
-                .manifest
-                .functions
-                .iter()
-                .map(|f| (f.name.to_string(), f.param_bytes))
-                .collect();
-            check_entry_points(
+            kernels::check_entry_points(
                 &self.plan.label(job),
-                &self.plan.spec.modules[job.module],
-                &found,
+                &self.plan.spec.modules[job.module].entry_points,
+                &e.manifest.functions,
             )?;
             return Ok(Done::Cached {
                 manifest: e.manifest,
@@ -118,12 +113,16 @@ impl Ctx<'_> {
         let stage = self.cache.staging()?;
         let output = stage.path().join(format!("{}.{}", job.target, job.kind));
         let depfile = stage.path().join("deps.d");
-        let source = plan.spec.sources.join(&m.source);
+        // nvcc runs in the sources folder and gets the source and include folders as paths
+        // relative to it: `__FILE__` (which device assert() embeds in the cubin) must not
+        // carry this checkout's location.
+        let source = Path::new(&m.source);
         let inv = nvcc::Invocation {
             nvcc: &plan.toolkit.nvcc,
             flags: &job.flags,
             ccbin: &plan.host.path,
-            source: &source,
+            source,
+            includes: &m.include_dirs,
             cwd: &plan.spec.sources,
             output: &output,
             depfile: &depfile,
@@ -131,7 +130,7 @@ impl Ctx<'_> {
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
         if let Err(f) = inv.run() {
-            return Err(self.failure(job, &source, f));
+            return Err(self.failure(job, m, &plan.spec.sources.join(source), f));
         }
         let compile_ms = t.elapsed().as_millis() as u64;
         let text = std::fs::read_to_string(&depfile).with_context(|| {
@@ -180,31 +179,13 @@ impl Ctx<'_> {
         })
     }
 
-    /// The manifest of a freshly built blob, after the entry-point and ELF SM checks.
+    /// The manifest of a freshly built blob, after the entry-point and content checks.
     fn manifest(&self, job: &Job, identity: Identity, blob: &[u8]) -> Result<Manifest> {
         let m = &self.plan.spec.modules[job.module];
         let label = self.plan.label(job);
-        let found: Vec<(String, Option<u32>)> = match job.kind {
-            Kind::Cubin => {
-                cuda_aot::elf::inspect(blob)
-                    .map_err(|e| anyhow!("{label}: nvcc wrote a cubin this tool cannot read: {e}"))?
-                    .functions
-            }
-            Kind::Ptx => nvcc::ptx_entries(
-                std::str::from_utf8(blob)
-                    .map_err(|_| anyhow!("{label}: nvcc wrote PTX that is not UTF-8"))?,
-            ),
-        };
-        check_entry_points(&label, m, &found)?;
-        let functions = found
-            .into_iter()
-            .map(|(name, param_bytes)| {
-                Ok(Function {
-                    name: FunctionName::new(&name).map_err(anyhow::Error::new)?,
-                    param_bytes,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let functions =
+            kernels::read(job.kind, blob).with_context(|| format!("{label}: reading the blob"))?;
+        kernels::check_entry_points(&label, &m.entry_points, &functions)?;
         let manifest = Manifest {
             schema: Manifest::SCHEMA.into(),
             identity,
@@ -213,16 +194,21 @@ impl Ctx<'_> {
             functions,
             channel: Channel::Dev,
         };
-        if job.kind == Kind::Cubin {
-            // The ELF header must record exactly the SM (and `a` variant) the job targets.
-            cuda_aot::verify::check_elf_sm(&manifest, blob)
-                .map_err(anyhow::Error::new)
-                .with_context(|| format!("{label}: the cubin nvcc wrote is not for its target"))?;
-        }
+        // The same content check the loader runs: a cubin for exactly the job's SM and
+        // variant, or PTX for its target, with exactly these kernels.
+        cuda_aot::content::check(&manifest, blob)
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("{label}: the blob nvcc wrote is not for its target"))?;
         Ok(manifest)
     }
 
-    fn failure(&self, job: &Job, source: &Path, f: nvcc::Failure) -> anyhow::Error {
+    fn failure(
+        &self,
+        job: &Job,
+        m: &super::ModuleSpec,
+        source: &Path,
+        f: nvcc::Failure,
+    ) -> anyhow::Error {
         let label = self.plan.label(job);
         let detail = format!(
             "command: {}\nnvcc output:\n{}",
@@ -234,16 +220,49 @@ impl Ctx<'_> {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+        if let Some(killed) = &f.killed {
+            return fail(
+                format!("{label}: {killed}, so nothing was built\n{detail}"),
+                "nothing in the sources is at fault: nvcc was stopped from outside (Ctrl-C, a CI \
+                 time limit, the out-of-memory killer); rerun the build, with fewer jobs (-j) if \
+                 memory ran out",
+            );
+        }
         match nvcc::missing_header(&f.output) {
-            Some((header, from)) => fail(
-                format!(
-                    "{label}: header `{header}` not found (included from {from}); nvcc failed ({})\n{detail}",
-                    f.status
-                ),
-                format!(
-                    "create `{header}` beside the file that includes it, or fix the #include in {from}"
-                ),
-            ),
+            Some((header, from)) => {
+                let from_dir = Path::new(&from)
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map_or_else(
+                        || self.plan.spec.sources.clone(),
+                        |p| self.plan.spec.sources.join(p),
+                    );
+                let mut searched = vec![format!(
+                    "{} (the including file's folder)",
+                    from_dir.display()
+                )];
+                searched.extend(
+                    m.include_dirs
+                        .iter()
+                        .map(|d| format!("{} (include_dirs `{}`)", d.abs.display(), d.rel)),
+                );
+                searched.push("the toolkit's and the host compiler's include folders".into());
+                fail(
+                    format!(
+                        "{label}: header `{header}` not found (included from {from}); nvcc failed ({})\nsearched:\n{}\n{detail}",
+                        f.status,
+                        searched
+                            .iter()
+                            .map(|s| format!("    {s}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    ),
+                    format!(
+                        "add the folder that holds `{header}` to include_dirs (build-wide or the module's; relative to {}), or fix the #include in {from}",
+                        self.plan.spec.path.display()
+                    ),
+                )
+            }
             None => fail(
                 format!(
                     "{label}: nvcc failed ({}) compiling {}\n{detail}",
@@ -257,32 +276,4 @@ impl Ctx<'_> {
             ),
         }
     }
-}
-
-/// The blob must hold exactly the declared entry points.
-fn check_entry_points(label: &str, m: &ModuleSpec, found: &[(String, Option<u32>)]) -> Result<()> {
-    let have: BTreeSet<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
-    let want: BTreeSet<&str> = m.entry_points.iter().map(FunctionName::as_str).collect();
-    let missing: Vec<&str> = want.difference(&have).copied().collect();
-    let extra: Vec<&str> = have.difference(&want).copied().collect();
-    if !missing.is_empty() {
-        return Err(fail(
-            format!(
-                "{label}: declared entry point(s) {} missing from the built blob (it has: {})",
-                missing.join(", "),
-                have.iter().copied().collect::<Vec<_>>().join(", ")
-            ),
-            "declare exactly the module's kernels in entry_points; kernels must be extern \"C\" __global__ so their symbol is the plain name",
-        ));
-    }
-    if !extra.is_empty() {
-        return Err(fail(
-            format!(
-                "{label}: the built blob has undeclared entry point(s) {}",
-                extra.join(", ")
-            ),
-            "add them to the module's entry_points in the release spec (or make them non-__global__)",
-        ));
-    }
-    Ok(())
 }

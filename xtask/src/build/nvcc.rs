@@ -7,9 +7,10 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Advise, atomic, fail};
-use crate::paths;
-use crate::toolchain::{NVCC_ENV_SCRUB, show_command, which};
+use super::{Advise, fail};
+use crate::process::{self, show_command, which};
+use crate::toolchain::NVCC_ENV_SCRUB;
+use crate::{files, paths};
 
 /// The host C++ compiler nvcc runs (`-ccbin`), and its identity.
 #[derive(Debug, Clone)]
@@ -93,7 +94,7 @@ pub fn host_compiler() -> Result<HostCompiler> {
     let hc = discover_host_compiler()?;
     if let Some(m) = HostMemo::of(&hc) {
         // Best effort: without the memo the next build just discovers again.
-        let _ = atomic::write(&memo_path, &cuda_aot::json::to_vec(&m));
+        let _ = files::write(&memo_path, &cuda_aot::json::to_vec(&m));
     }
     Ok(hc)
 }
@@ -132,12 +133,13 @@ fn discover_host_compiler() -> Result<HostCompiler> {
         },
         || "install g++ (e.g. apt-get install g++), or set CXX to an installed C++ compiler".into(),
     )?;
-    let out = Command::new(&path)
-        .arg("--version")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {} --version", path.display()))?;
+    let out = process::output(
+        Command::new(&path)
+            .arg("--version")
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null()),
+    )
+    .with_context(|| format!("running {} --version", path.display()))?;
     let version = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(str::trim)
@@ -161,8 +163,11 @@ pub struct Invocation<'a> {
     pub flags: &'a [String],
     /// Host compiler for `-ccbin`.
     pub ccbin: &'a Path,
-    /// Absolute source path.
+    /// The source, relative to `cwd` (the sources folder).
     pub source: &'a Path,
+    /// Include folders, in order: passed as `-I <path relative to cwd>` (not identity flags:
+    /// the identity records them relative to the spec file).
+    pub includes: &'a [super::spec::IncludeDir],
     /// Working folder (the sources folder).
     pub cwd: &'a Path,
     /// Where the blob goes.
@@ -180,14 +185,21 @@ pub struct Failure {
     pub status: String,
     /// nvcc's stderr (and stdout).
     pub output: String,
+    /// Set when nvcc, or a tool it ran (cicc, ptxas, the host compiler), was killed by a
+    /// signal: what was killed and by which signal. Such a failure says nothing about the
+    /// sources.
+    pub killed: Option<String>,
 }
 
 impl Invocation<'_> {
     /// The command, with nvcc's flag-injecting environment variables removed.
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(self.nvcc);
-        cmd.args(self.flags)
-            .arg("-ccbin")
+        cmd.args(self.flags);
+        for d in self.includes {
+            cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
+        }
+        cmd.arg("-ccbin")
             .arg(self.ccbin)
             .arg("-MD")
             .arg("-MF")
@@ -208,7 +220,7 @@ impl Invocation<'_> {
     pub fn run(&self) -> Result<(), Failure> {
         let mut cmd = self.command();
         let command = show_command(&cmd);
-        match cmd.output() {
+        match process::output(&mut cmd) {
             Ok(out) if out.status.success() && self.output.is_file() => Ok(()),
             Ok(out) => {
                 let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -219,21 +231,68 @@ impl Invocation<'_> {
                 let status = if out.status.success() {
                     "exit status 0 but no output file".to_string()
                 } else {
-                    out.status.to_string()
+                    process::describe_status(&out.status)
+                };
+                let killed = match process::killing_signal(&out.status) {
+                    Some(_) => Some(format!("nvcc was {status}")),
+                    None => killed_tool(&text),
                 };
                 Err(Failure {
                     command,
                     status,
                     output: text,
+                    killed,
                 })
             }
             Err(e) => Err(Failure {
                 command,
                 status: format!("could not start: {e}"),
                 output: String::new(),
+                killed: None,
             }),
         }
     }
+}
+
+/// A tool that nvcc reports killed by a signal (`nvcc error : 'cicc' died due to signal 9
+/// (Kill signal)`), in words.
+pub fn killed_tool(output: &str) -> Option<String> {
+    output.lines().find_map(|l| {
+        let at = l.find("died due to signal")?;
+        let tool = l[..at]
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('\'');
+        Some(format!(
+            "{} {}",
+            if tool.is_empty() {
+                "a tool nvcc ran"
+            } else {
+                tool
+            },
+            l[at..].trim()
+        ))
+    })
+}
+
+/// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
+/// lies outside: what keeps absolute paths out of nvcc's `__FILE__` and dependency names.
+pub fn relative_to(base: &Path, target: &Path) -> PathBuf {
+    let (b, t): (Vec<_>, Vec<_>) = (base.components().collect(), target.components().collect());
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
 }
 
 /// The header nvcc (the host preprocessor) reports missing, if that is why it failed.
@@ -279,92 +338,6 @@ pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The kernel entry points of PTX text (`.entry NAME(`), with their parameter bytes laid out
-/// the way the cubin's constant bank does it (each parameter aligned to its size or
-/// `.align`), when every parameter's type is understood.
-pub fn ptx_entries(text: &str) -> Vec<(String, Option<u32>)> {
-    let mut out = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let Some(at) = line.find(".entry ") else {
-            continue;
-        };
-        let rest = line[at + ".entry ".len()..].trim();
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-            .collect();
-        if name.is_empty() {
-            continue;
-        }
-        // Parameters follow until the closing `)`.
-        let mut params = Vec::new();
-        let mut tail = rest[name.len()..].to_string();
-        loop {
-            let done = tail.contains(')');
-            for p in tail.split(',') {
-                let p = p
-                    .trim()
-                    .trim_start_matches('(')
-                    .trim_end_matches(')')
-                    .trim();
-                if p.starts_with(".param") {
-                    params.push(p.to_string());
-                }
-            }
-            if done {
-                break;
-            }
-            match lines.next() {
-                Some(l) => tail = l.to_string(),
-                None => break,
-            }
-        }
-        let bytes = params.iter().try_fold(0u32, |off, p| {
-            let (size, align) = param_layout(p)?;
-            Some(off.next_multiple_of(align) + size)
-        });
-        out.push((name, bytes));
-    }
-    out
-}
-
-/// (size, alignment) of a PTX `.param` declaration.
-fn param_layout(decl: &str) -> Option<(u32, u32)> {
-    let words: Vec<&str> = decl.split_whitespace().collect();
-    let mut align = None;
-    let mut ty = None;
-    let mut i = 1;
-    while i < words.len() {
-        match words[i] {
-            ".align" => {
-                align = words.get(i + 1)?.parse().ok();
-                i += 2;
-            }
-            ".ptr" | ".global" | ".const" | ".shared" | ".local" => i += 1,
-            w if w.starts_with('.') => {
-                ty = Some(w);
-                i += 1;
-            }
-            _ => break,
-        }
-    }
-    let ty = ty?;
-    let elem: u32 = match &ty[2..] {
-        "8" => 1,
-        "16" => 2,
-        "32" => 4,
-        "64" => 8,
-        _ => return None,
-    };
-    let name = words.get(i)?;
-    let count = match name.find('[') {
-        Some(b) => name[b + 1..].trim_end_matches(']').parse().ok()?,
-        None => 1,
-    };
-    Some((elem * count, align.unwrap_or(elem)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,18 +359,22 @@ mod tests {
     }
 
     #[test]
-    fn ptx_entries_and_param_bytes_match_the_cubin_layout() {
-        let ptx = ".visible .entry add(\n\t.param .u64 add_param_0,\n\t.param .u64 add_param_1,\n\t.param .u32 add_param_2\n)\n{\n}\n\
-                   .visible .entry tail(\n\t.param .u32 a,\n\t.param .u64 .ptr .global .align 8 b,\n\t.param .align 4 .b8 c[12]\n)\n\
-                   .entry noargs()\n{\n}\n";
+    fn relative_paths_between_folders() {
+        let r = |a: &str, b: &str| relative_to(Path::new(a), Path::new(b));
+        assert_eq!(r("/a/b/src", "/a/b/include"), Path::new("../include"));
+        assert_eq!(r("/a/b/src", "/a/b/src/sub"), Path::new("sub"));
+        assert_eq!(r("/a/b/src", "/x/y"), Path::new("../../../x/y"));
+        assert_eq!(r("/a", "/a"), Path::new("."));
+    }
+
+    #[test]
+    fn tools_killed_under_nvcc_are_recognised() {
+        let out = "nvcc error   : 'cicc' died due to signal 9 (Kill signal)\n";
         assert_eq!(
-            ptx_entries(ptx),
-            [
-                ("add".to_string(), Some(20)),
-                ("tail".to_string(), Some(28)),
-                ("noargs".to_string(), Some(0))
-            ]
+            killed_tool(out).as_deref(),
+            Some("cicc died due to signal 9 (Kill signal)")
         );
+        assert_eq!(killed_tool("merkle.cu(3): error: expected a \";\""), None);
     }
 
     #[test]

@@ -3,13 +3,13 @@
 //! list of (module, target) jobs it expands to.
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::{FunctionName, Kind, ModuleName, Target};
+use cuda_aot::{KernelName, Kind, ModuleName, Target};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Advise, fail};
-use crate::toolchain::is_relative_plain;
+use crate::paths::is_relative_plain;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,6 +26,8 @@ struct BuildSection {
     targets: Vec<String>,
     #[serde(default)]
     nvcc_flags: Vec<String>,
+    #[serde(default)]
+    include_dirs: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -44,6 +46,18 @@ struct ModuleFile {
     targets: Option<Vec<String>>,
     #[serde(default)]
     ptx: Vec<String>,
+    #[serde(default)]
+    include_dirs: Vec<String>,
+}
+
+/// An include folder (`-I`) of a module: as written in the spec (relative to the spec
+/// file; this is what the identity records) and where it is on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludeDir {
+    /// The path as written, relative to the spec file, normalised (`../inc`).
+    pub rel: String,
+    /// The folder on this machine (absolute, canonical): what nvcc gets.
+    pub abs: PathBuf,
 }
 
 /// A parsed and validated release spec.
@@ -68,8 +82,10 @@ pub struct ModuleSpec {
     pub name: ModuleName,
     /// Source file, relative to the sources folder.
     pub source: String,
-    /// Declared kernel entry points: exactly these must be in every built blob.
-    pub entry_points: Vec<FunctionName>,
+    /// Declared kernel entry points, each a symbol, a demangled C++ name without
+    /// parameters (`ntt::bit_rev<gl64_t>`) or a full demangled signature: each must name
+    /// exactly one kernel of every built blob, and every kernel must be named.
+    pub entry_points: Vec<String>,
     /// Proof-protocol / ABI version string.
     pub protocol: String,
     /// Schedule version.
@@ -82,6 +98,8 @@ pub struct ModuleSpec {
     pub targets: Vec<Target>,
     /// Virtual architectures to emit PTX for: the explicit, labelled compatibility opt-in.
     pub ptx: Vec<Target>,
+    /// Include folders: the build-wide ones, then the module's own, in order.
+    pub include_dirs: Vec<IncludeDir>,
 }
 
 /// One nvcc run: a module for a target.
@@ -181,6 +199,11 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
     for f in &file.build.nvcc_flags {
         check_flag(f).with_context(|| format!("{}: build.nvcc_flags", path.display()))?;
     }
+    let spec_dir = path.parent().unwrap_or(Path::new("."));
+    let build_includes = include_dirs(spec_dir, &file.build.include_dirs).advise(
+        || format!("{}: build.include_dirs", path.display()),
+        || fix("list existing folders, relative to the spec file, in build.include_dirs"),
+    )?;
     let mut modules: Vec<ModuleSpec> = Vec::new();
     for m in file.modules {
         let name = ModuleName::new(&m.name)
@@ -215,12 +238,22 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
                 fix("list the module's extern \"C\" __global__ kernels in entry_points"),
             ));
         }
-        let entry_points = m
-            .entry_points
-            .iter()
-            .map(|e| FunctionName::new(e).map_err(anyhow::Error::new))
-            .collect::<Result<Vec<_>>>()
-            .with_context(|| here("entry_points"))?;
+        for e in &m.entry_points {
+            if e.trim().is_empty() || KernelName::new(e).is_err() {
+                return Err(fail(
+                    here(&format!("entry point {e:?} is not a kernel name")),
+                    fix(
+                        "write each entry point as its symbol, its C++ name (ns::kernel<float>) or its full signature, in printable ASCII",
+                    ),
+                ));
+            }
+        }
+        let entry_points = m.entry_points.clone();
+        let mut includes = build_includes.clone();
+        includes.extend(include_dirs(spec_dir, &m.include_dirs).advise(
+            || here("include_dirs"),
+            || fix("list existing folders, relative to the spec file, in the module's include_dirs"),
+        )?);
         if m.protocol.is_empty()
             || m.protocol.len() > 128
             || !m.protocol.bytes().all(|b| b.is_ascii_graphic())
@@ -259,6 +292,7 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
             flags: m.nvcc_flags,
             targets: mod_targets,
             ptx,
+            include_dirs: includes,
         });
     }
     if modules.is_empty() {
@@ -274,6 +308,37 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
         flags: file.build.nvcc_flags,
         modules,
     })
+}
+
+/// Resolves include folders written relative to the spec file: each must be relative (an
+/// absolute path of this machine would land in the identity) and an existing folder. Checked
+/// when the spec is loaded, before any nvcc run.
+fn include_dirs(spec_dir: &Path, list: &[String]) -> Result<Vec<IncludeDir>> {
+    let mut out: Vec<IncludeDir> = Vec::new();
+    for d in list {
+        let p = Path::new(d);
+        if d.is_empty() || p.is_absolute() || d.contains(['\\', '\n', '\0']) {
+            bail!(
+                "`{d}` must be a folder relative to the spec file: an absolute path is specific to \
+                 this machine and would land in every module's identity"
+            );
+        }
+        let rel = super::cache::normalise(p)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let abs = spec_dir.join(p);
+        let abs = abs
+            .canonicalize()
+            .map_err(|e| anyhow::anyhow!("include folder `{d}` ({}): {e}", abs.display()))?;
+        if !abs.is_dir() {
+            bail!("include folder `{d}` ({}) is not a folder", abs.display());
+        }
+        if out.iter().any(|x| x.rel == rel) {
+            bail!("include folder `{d}` is listed twice");
+        }
+        out.push(IncludeDir { rel, abs });
+    }
+    Ok(out)
 }
 
 /// Parses target names; `virtual_` selects `compute_*` (PTX) versus `sm_*` (cubin).
@@ -314,6 +379,19 @@ fn check_flag(flag: &str) -> Result<()> {
         return Err(fail(
             format!("flag `{flag}` is not allowed: targets and outputs are set by the build"),
             format!("remove `{flag}` from nvcc_flags"),
+        ));
+    }
+    if ["-I", "--include-path", "-isystem", "-idirafter", "-iquote"]
+        .iter()
+        .any(|p| name.starts_with(p))
+    {
+        return Err(fail(
+            format!(
+                "flag `{flag}` is not allowed: include folders are listed in `include_dirs` \
+                 (relative to the spec file, checked to exist, recorded in the identity without \
+                 this machine's paths)"
+            ),
+            format!("move the folder of `{flag}` to include_dirs"),
         ));
     }
     if flag.starts_with("-DCUDA_AOT_")
@@ -482,11 +560,59 @@ mod tests {
             (GOOD.replace("sm_80", "sm_8x"), "expected 2 or 3 digits"),
             (GOOD.replace("block", "Block"), "lower_snake_case"),
             (GOOD.replace("protocol", "protocoll"), "unknown field"),
+            (
+                GOOD.replace("\"-O3\"", "\"-I/usr/include/x\""),
+                "include_dirs",
+            ),
+            (
+                GOOD.replace("\"-O3\"", "\"--include-path=inc\""),
+                "include_dirs",
+            ),
+            (
+                GOOD.replace("nvcc_flags = [\"-O3\"]", "include_dirs = [\"missing\"]"),
+                "include folder `missing`",
+            ),
+            (
+                GOOD.replace(
+                    "nvcc_flags = [\"-O3\"]",
+                    "include_dirs = [\"/usr/include\"]",
+                ),
+                "relative to the spec file",
+            ),
+            (
+                GOOD.replace("ptx = [", "include_dirs = [\"nope\"]\nptx = ["),
+                "module `k`: include_dirs",
+            ),
         ];
         for (body, want) in cases {
             let err = format!("{:#}", spec_in(dir.path(), &body).unwrap_err());
             assert!(err.contains(want), "want {want:?} in {err}");
         }
+    }
+
+    #[test]
+    fn include_dirs_resolve_against_the_spec_file_build_wide_first() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("specs")).unwrap();
+        std::fs::create_dir_all(dir.path().join("third/inc")).unwrap();
+        std::fs::create_dir_all(dir.path().join("specs/local")).unwrap();
+        std::fs::write(dir.path().join("k.cu"), "").unwrap();
+        let body = GOOD
+            .replace(
+                "sources = \".\"",
+                "sources = \"..\"\ninclude_dirs = [\"../third/./inc\"]",
+            )
+            .replace("ptx = [", "include_dirs = [\"local\"]\nptx = [");
+        let p = dir.path().join("specs/release.toml");
+        std::fs::write(&p, body).unwrap();
+        let spec = load(&p, None).unwrap();
+        let inc = &spec.modules[0].include_dirs;
+        let rel: Vec<&str> = inc.iter().map(|d| d.rel.as_str()).collect();
+        assert_eq!(rel, ["../third/inc", "local"]);
+        assert_eq!(
+            inc[0].abs,
+            dir.path().join("third/inc").canonicalize().unwrap()
+        );
     }
 
     #[test]

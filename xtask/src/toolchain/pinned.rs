@@ -1,6 +1,6 @@
-//! The pinned toolkit: NVIDIA's wheels listed in `manifests/toolchain.toml`, fetched with
-//! pip into the per-user cache, sha256-checked on every use, and unpacked atomically into
-//! `.cuda-aot/toolkit/<key>/`.
+//! The pinned toolkit: NVIDIA's wheels listed in `manifests/toolchain.toml` (or the pins
+//! built into the tool), fetched with pip into the per-user cache, sha256-checked on every
+//! use, and unpacked atomically, with progress, into `.cuda-aot/toolkit/<key>/`.
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -12,8 +12,12 @@ use std::time::Instant;
 use super::stamp::{
     STAMP, STAMP_SCHEMA, Stamp, collect_files, digest_files, probe_nvcc, read_stamp, stats_of,
 };
-use super::{SOURCE_PINNED, ToolchainOptions, ToolkitInfo, is_relative_plain, show_command};
-use crate::build::{Advise, atomic, fail};
+use super::{BUILTIN_PINS, Pins, SOURCE_PINNED, ToolchainOptions, ToolkitInfo};
+use crate::advice::{Advise, fail};
+use crate::files;
+use crate::message::Progress;
+use crate::paths::is_relative_plain;
+use crate::process::{self, check_interrupt, show_command};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,16 +53,19 @@ impl WheelPin {
     }
 }
 
-fn load_pins(path: &Path) -> Result<PinFile> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the toolkit pin file {}", path.display()))?;
+fn load_pins(source: &Pins) -> Result<PinFile> {
+    let text = match source {
+        Pins::File(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the toolkit pin file {}", path.display()))?,
+        Pins::Builtin => BUILTIN_PINS.to_string(),
+    };
     let pins: PinFile = toml::from_str(&text).advise(
-        || format!("parsing {}", path.display()),
+        || format!("parsing {}", source.describe()),
         || "fix manifests/toolchain.toml (docs/build.md describes it)".into(),
     )?;
     let bad = |what: String| -> Result<PinFile> {
         Err(fail(
-            format!("{}: {what}", path.display()),
+            format!("{}: {what}", source.describe()),
             "each [[wheel]] needs name, version and a 64-hex-digit sha256",
         ))
     };
@@ -125,7 +132,7 @@ fn toolkit_key(pins: &PinFile) -> String {
 }
 
 pub fn ensure(opts: &ToolchainOptions) -> Result<ToolkitInfo> {
-    let pins = load_pins(&opts.pin_file)?;
+    let pins = load_pins(&opts.pins)?;
     let key = toolkit_key(&pins);
     let dir = opts.toolkit_dir.join(&key);
     let stamp_path = dir.join(STAMP);
@@ -178,7 +185,7 @@ fn check_pinned(pins: &PinFile, dir: &Path, stamp: Stamp) -> Result<ToolkitInfo>
     }
     let mut fresh = stamp;
     fresh.files = stats;
-    atomic::write(&dir.join(STAMP), &cuda_aot::json::to_vec(&fresh))?;
+    files::write(&dir.join(STAMP), &cuda_aot::json::to_vec(&fresh))?;
     Ok(fresh.info(root))
 }
 
@@ -198,9 +205,19 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
                 opts.toolkit_dir.display()
             )
         })?;
+    // The unpack takes a while (about 270 MB written): progress per wheel, a bar on a terminal.
+    let progress = Progress::new("toolchain", wheels.len(), true);
     for (pin, bytes) in &wheels {
-        unpack_wheel(pin, bytes, tmp.path())?;
+        let what = format!("unpacking {} ({} MB)", pin.label(), bytes.len() >> 20);
+        progress.start(&what, true);
+        let t = Instant::now();
+        let n = unpack_wheel(pin, bytes, tmp.path())?;
+        progress.finish(
+            &what,
+            Some(&format!("{n} files in {:.1} s", t.elapsed().as_secs_f64())),
+        );
     }
+    progress.finish_and_clear();
     drop(wheels);
     let root = tmp.path().join(&pins.root);
     let nvcc = root.join("bin/nvcc");
@@ -208,7 +225,7 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
         bail!(
             "the pinned wheels hold no {}/bin/nvcc; check `root` in {}",
             pins.root,
-            opts.pin_file.display()
+            opts.pins.describe()
         );
     }
     let files = pinned_tool_files(&root)?;
@@ -225,7 +242,7 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
         real_targets: probe.real,
         virtual_targets: probe.virtual_,
     };
-    atomic::write(&tmp.path().join(STAMP), &cuda_aot::json::to_vec(&stamp))?;
+    files::write(&tmp.path().join(STAMP), &cuda_aot::json::to_vec(&stamp))?;
     let staged = tmp.keep();
     if let Err(e) = std::fs::rename(&staged, dir) {
         let _ = std::fs::remove_dir_all(&staged);
@@ -344,7 +361,9 @@ fn download(
     let names: Vec<String> = missing.iter().map(WheelPin::label).collect();
     eprintln!("toolchain: downloading {} with pip", names.join(", "));
     let shown = show_command(&cmd);
-    let status = cmd.status().advise(
+    let status = process::status(&mut cmd);
+    check_interrupt()?;
+    let status = status.advise(
         || format!("running {shown}"),
         || {
             format!(
@@ -402,11 +421,14 @@ fn download(
 }
 
 /// Extracts a wheel (a zip) into `dest`; files whose zip mode has an exec bit become 0755.
-fn unpack_wheel(pin: &WheelPin, bytes: &[u8], dest: &Path) -> Result<()> {
+/// Returns the number of files; stops at an interrupt.
+fn unpack_wheel(pin: &WheelPin, bytes: &[u8], dest: &Path) -> Result<usize> {
     use std::os::unix::fs::PermissionsExt;
     let ctx = || format!("unpacking wheel {}", pin.label());
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).with_context(ctx)?;
+    let mut files = 0;
     for i in 0..zip.len() {
+        check_interrupt()?;
         let mut entry = zip.by_index(i).with_context(ctx)?;
         let rel = entry
             .enclosed_name()
@@ -429,8 +451,9 @@ fn unpack_wheel(pin: &WheelPin, bytes: &[u8], dest: &Path) -> Result<()> {
             .with_context(|| format!("{}: writing {}", ctx(), path.display()))?;
         let perm = if mode & 0o111 != 0 { 0o755 } else { 0o644 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(perm))?;
+        files += 1;
     }
-    Ok(())
+    Ok(files)
 }
 
 /// Every file under `bin/` and `nvvm/bin/` of a pinned toolkit, by relative path.
@@ -450,7 +473,13 @@ mod tests {
 
     #[test]
     fn repository_pin_file_is_valid_and_keyed() {
-        let pins = load_pins(&paths::repo_root().join("manifests/toolchain.toml")).unwrap();
+        let file = Pins::File(paths::repo_root().join("manifests/toolchain.toml"));
+        let pins = load_pins(&file).unwrap();
+        let builtin = load_pins(&Pins::Builtin).unwrap();
+        assert_eq!(
+            builtin.wheel, pins.wheel,
+            "the built-in pins are the checkout's"
+        );
         assert_eq!(pins.wheel.len(), 5);
         let key = toolkit_key(&pins);
         assert!(key.starts_with("13.0.88-"), "{key}");

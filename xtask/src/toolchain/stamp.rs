@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::UNIX_EPOCH;
 
 use super::{NVCC_ENV_SCRUB, ToolkitInfo, pinned::WheelPin};
-use crate::build::Advise;
+use crate::advice::Advise;
+use crate::process;
 
 /// The file that marks a complete toolkit folder (written last, before the folder is renamed
 /// into place) and memoises its identity.
@@ -162,8 +163,7 @@ pub(super) fn probe_nvcc(nvcc: &Path) -> Result<Probe> {
         for v in NVCC_ENV_SCRUB {
             cmd.env_remove(v);
         }
-        let out = cmd
-            .output()
+        let out = process::output(&mut cmd)
             .with_context(|| format!("running {} {arg}", nvcc.display()))?;
         if !out.status.success() {
             bail!(

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use super::stamp::{
     STAMP_SCHEMA, Stamp, collect_files, digest_files, probe_nvcc, read_stamp, stats_of,
 };
-use super::{SOURCE_SYSTEM, ToolchainOptions, ToolkitInfo, which};
-use crate::build::{Advise, atomic, fail};
+use super::{SOURCE_SYSTEM, ToolchainOptions, ToolkitInfo};
+use crate::advice::{Advise, fail};
+use crate::files;
+use crate::process::which;
 
 /// The files of a system toolkit that take part in a compile (a system `bin/` may hold
 /// profilers and debuggers, or be `/usr/bin`): its identity is the digest of these.
@@ -67,7 +69,7 @@ pub fn ensure(opts: &ToolchainOptions) -> Result<ToolkitInfo> {
     };
     std::fs::create_dir_all(&opts.toolkit_dir)
         .with_context(|| format!("creating {}", opts.toolkit_dir.display()))?;
-    atomic::write(&memo_path, &cuda_aot::json::to_vec(&stamp))?;
+    files::write(&memo_path, &cuda_aot::json::to_vec(&stamp))?;
     eprintln!(
         "toolchain: system toolkit {} (nvcc {}, {})",
         root.display(),

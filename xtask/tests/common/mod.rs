@@ -10,10 +10,15 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The `xtask` binary cargo built for these tests.
+/// The `xtask` binary cargo built for these tests. Every test shares the checkout's pinned
+/// toolkit (as a CI job shares one through `CUDA_AOT_TOOLKIT_DIR`), unless the environment
+/// names another; tests that need a fresh one set it themselves.
 pub fn xtask() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
     c.env_remove("CUDA_AOT_BUILD_CACHE");
+    if std::env::var_os("CUDA_AOT_TOOLKIT_DIR").is_none() {
+        c.env("CUDA_AOT_TOOLKIT_DIR", repo().join(".cuda-aot/toolkit"));
+    }
     c
 }
 
@@ -122,6 +127,8 @@ schedule_version = 1
 pub struct Ws {
     pub dir: tempfile::TempDir,
     runs: AtomicUsize,
+    /// The spec file, relative to `dir`.
+    spec: String,
 }
 
 /// One `xtask build` run.
@@ -143,6 +150,7 @@ impl Ws {
                 .tempdir()
                 .unwrap(),
             runs: AtomicUsize::new(0),
+            spec: "spec/release.toml".into(),
         };
         for (f, text) in [
             ("src/common.cuh", COMMON_CUH),
@@ -155,6 +163,41 @@ impl Ws {
             ws.write(f, text);
         }
         ws
+    }
+
+    /// A copy of the repository's foreign-style corpus (`kernels/foreign`) at
+    /// `<tmp>/<prefix>/foreign`, with its own spec (`foreign/foreign.toml`, outside the
+    /// sources folder), cache and output folders.
+    pub fn foreign(prefix: &str) -> Ws {
+        toolkit_root();
+        let dir = tempfile::Builder::new()
+            .prefix("xtask-foreign-")
+            .tempdir()
+            .unwrap();
+        let src = repo().join("kernels/foreign");
+        for e in walkdir::WalkDir::new(&src) {
+            let e = e.unwrap();
+            let to = dir
+                .path()
+                .join(prefix)
+                .join("foreign")
+                .join(e.path().strip_prefix(&src).unwrap());
+            if e.file_type().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else {
+                std::fs::copy(e.path(), &to).unwrap();
+            }
+        }
+        Ws {
+            dir,
+            runs: AtomicUsize::new(0),
+            spec: format!("{prefix}/foreign/foreign.toml"),
+        }
+    }
+
+    /// The spec file.
+    pub fn spec_path(&self) -> PathBuf {
+        self.path(&self.spec)
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -173,8 +216,8 @@ impl Ws {
 
     /// Rewrites the spec.
     pub fn edit_spec(&self, f: impl FnOnce(String) -> String) {
-        let s = f(self.read("spec/release.toml"));
-        self.write("spec/release.toml", &s);
+        let s = f(self.read(&self.spec));
+        self.write(&self.spec.clone(), &s);
     }
 
     /// `xtask build` on this workspace, plus `extra` arguments.
@@ -190,7 +233,7 @@ impl Ws {
         let mut cmd = xtask();
         cmd.arg("build")
             .arg("--spec")
-            .arg(self.path("spec/release.toml"))
+            .arg(self.spec_path())
             .arg("--cache-dir")
             .arg(self.path("cache"))
             .arg("--out")
@@ -315,4 +358,133 @@ pub fn set(modules: &[&str], targets: &[&str]) -> BTreeSet<String> {
         .iter()
         .flat_map(|m| targets.iter().map(move |t| format!("{m} {t}")))
         .collect()
+}
+
+/// `cmd` with no toolkit and no cached wheels available, and pip unable to fetch any: a
+/// command that tries to bootstrap the toolkit fails at once, and `dir`'s `toolkit/` and
+/// `user-cache/` show whether it tried.
+pub fn without_toolkit(cmd: &mut Command, dir: &Path) {
+    cmd.env("CUDA_AOT_TOOLKIT_DIR", dir.join("toolkit"))
+        .env("CUDA_AOT_CACHE_DIR", dir.join("user-cache"))
+        .env("PIP_NO_INDEX", "1")
+        .env_remove("PIP_FIND_LINKS");
+}
+
+/// Whether `without_toolkit` folders stayed untouched (nothing fetched or unpacked).
+pub fn toolkit_untouched(dir: &Path) -> bool {
+    snapshot(&dir.join("toolkit")).is_empty() && snapshot(&dir.join("user-cache")).is_empty()
+}
+
+/// Signing keys made by `xtask keygen` and a trust root made by `xtask trust-root`, in a
+/// folder of their own.
+pub struct Keys {
+    pub dir: PathBuf,
+}
+
+impl Keys {
+    /// Keys for every role and a root of `channel` (`dev` or `production`) listing them.
+    pub fn new(dir: &Path, channel: &str) -> Keys {
+        std::fs::create_dir_all(dir).unwrap();
+        let k = Keys {
+            dir: dir.to_path_buf(),
+        };
+        let mut publics = Vec::new();
+        for role in ["root", "builder", "reviewer", "publisher"] {
+            let out = xtask()
+                .args(["keygen", "--role", role, "--out"])
+                .arg(k.key(role))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            publics.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
+        }
+        let mut cmd = xtask();
+        cmd.args(["trust-root", "--channel", channel, "--out"])
+            .arg(k.root());
+        for (flag, key) in ["--root", "--builder", "--reviewer", "--publisher"]
+            .iter()
+            .zip(&publics)
+        {
+            cmd.args([*flag, key]);
+        }
+        let out = cmd.arg("--sign-with").arg(k.key("root")).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        k
+    }
+
+    pub fn key(&self, role: &str) -> PathBuf {
+        self.dir.join(format!("{role}.key"))
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root.json")
+    }
+}
+
+/// Output of a finished command, as text.
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    pub fn of(cmd: &mut Command) -> Out {
+        let o = cmd.output().expect("run the command");
+        Out {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    #[track_caller]
+    pub fn ok(self) -> Out {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "failed:\n{}\n{}",
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn failed(self) -> Out {
+        assert_eq!(
+            self.code,
+            Some(1),
+            "did not fail with 1:\n{}\n{}",
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+
+    /// The JSON messages on stdout (one per line).
+    pub fn messages(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l}: {e}"))
+            })
+            .collect()
+    }
+
+    /// The `Fix:` line of stderr.
+    pub fn fix(&self) -> &str {
+        self.stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("Fix: "))
+            .unwrap_or_else(|| panic!("no Fix: line in\n{}", self.stderr))
+    }
 }

@@ -1,0 +1,220 @@
+//! The one reader of PTX text: its `.target`, and its kernels (`.entry`) with the parameter
+//! layout the driver will use (each `.param` aligned to its size or `.align`) and the
+//! launch bound (`.maxntid`). The builder and the verifier both read PTX through here.
+
+use crate::identity::{LaunchAbi, Param};
+
+/// What PTX text says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PtxInfo {
+    /// The first word of the `.target` directive, e.g. `sm_90`, `sm_90a`, `sm_100f`.
+    pub target: String,
+    /// The kernels, in file order: symbol and launch ABI (no resource figures: the driver's
+    /// JIT decides those).
+    pub kernels: Vec<(String, LaunchAbi)>,
+}
+
+/// Reads PTX. Refuses bytes that are not PTX text: binary images (ELF, fatbin), NUL bytes
+/// (other than one at the very end), non-ASCII text, no `.version` or `.target` directive,
+/// or a kernel whose parameter types are not understood.
+pub fn inspect(bytes: &[u8]) -> Result<PtxInfo, String> {
+    if bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
+        return Err("a binary image (ELF or fatbin), not PTX text".into());
+    }
+    let text = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    if let Some(at) = text.iter().position(|&b| b == 0) {
+        return Err(format!("NUL byte at offset {at}: not PTX text"));
+    }
+    if let Some(at) = text
+        .iter()
+        .position(|&b| !(b.is_ascii_graphic() || b.is_ascii_whitespace()))
+    {
+        return Err(format!(
+            "byte {:#04x} at offset {at}: PTX is printable ASCII text",
+            text[at]
+        ));
+    }
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8".to_string())?;
+    let directive = |name: &str| {
+        text.lines().find_map(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(name)
+                .filter(|rest| rest.starts_with([' ', '\t']))
+                .map(str::trim)
+        })
+    };
+    if directive(".version").is_none() {
+        return Err("no .version directive: not PTX".into());
+    }
+    let target = directive(".target")
+        .ok_or("no .target directive: not PTX")?
+        .split([',', ' ', '\t'])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    Ok(PtxInfo {
+        target,
+        kernels: entries(text)?,
+    })
+}
+
+/// The kernels of PTX text (`.entry NAME(`), with their parameter layout and `.maxntid`.
+pub fn entries(text: &str) -> Result<Vec<(String, LaunchAbi)>, String> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(at) = line.find(".entry ") else {
+            continue;
+        };
+        let rest = line[at + ".entry ".len()..].trim();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        // Parameters follow until the closing `)`.
+        let mut decls = Vec::new();
+        let mut tail = rest[name.len()..].to_string();
+        loop {
+            let done = tail.contains(')');
+            for p in tail.split(',') {
+                let p = p
+                    .trim()
+                    .trim_start_matches('(')
+                    .trim_end_matches(')')
+                    .trim();
+                if p.starts_with(".param") {
+                    decls.push(p.to_string());
+                }
+            }
+            if done {
+                break;
+            }
+            match lines.next() {
+                Some(l) => tail = l.to_string(),
+                None => return Err(format!("kernel {name}: unterminated parameter list")),
+            }
+        }
+        let mut abi = LaunchAbi::default();
+        let mut offset = 0u32;
+        for d in &decls {
+            let (size, align) =
+                param_layout(d).ok_or_else(|| format!("kernel {name}: parameter `{d}`"))?;
+            offset = offset
+                .checked_next_multiple_of(align)
+                .ok_or_else(|| format!("kernel {name}: parameter `{d}` overflows"))?;
+            abi.params.push(Param { offset, size });
+            offset = offset
+                .checked_add(size)
+                .ok_or_else(|| format!("kernel {name}: parameter `{d}` overflows"))?;
+        }
+        abi.param_bytes = offset;
+        // Performance directives sit between the parameter list and the body.
+        while let Some(l) = lines.peek() {
+            let l = l.trim();
+            if l.starts_with('{') || l.contains(".entry ") {
+                break;
+            }
+            if let Some(dims) = l.strip_prefix(".maxntid") {
+                let n = dims
+                    .split(',')
+                    .map(|d| d.trim().parse::<u32>().ok())
+                    .try_fold(1u32, |acc, d| acc.checked_mul(d?));
+                abi.max_threads = Some(n.ok_or_else(|| format!("kernel {name}: `{l}`"))?);
+            }
+            lines.next();
+        }
+        out.push((name, abi));
+    }
+    Ok(out)
+}
+
+/// (size, alignment) of a PTX `.param` declaration.
+fn param_layout(decl: &str) -> Option<(u32, u32)> {
+    let words: Vec<&str> = decl.split_whitespace().collect();
+    let mut align = None;
+    let mut ty = None;
+    let mut i = 1;
+    while i < words.len() {
+        match words[i] {
+            ".align" => {
+                align = words.get(i + 1)?.parse().ok();
+                i += 2;
+            }
+            ".ptr" | ".global" | ".const" | ".shared" | ".local" => i += 1,
+            w if w.starts_with('.') => {
+                ty = Some(w);
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    let elem: u32 = match ty?.get(2..)? {
+        "8" => 1,
+        "16" => 2,
+        "32" => 4,
+        "64" => 8,
+        _ => return None,
+    };
+    let name = words.get(i)?;
+    let count: u32 = match name.find('[') {
+        Some(b) => name[b + 1..].trim_end_matches(']').parse().ok()?,
+        None => 1,
+    };
+    let align = align.unwrap_or(elem);
+    (align > 0 && align.is_power_of_two()).then_some((elem.checked_mul(count)?, align))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_param_layout_and_launch_bounds() {
+        let ptx = ".visible .entry add(\n\t.param .u64 add_param_0,\n\t.param .u64 add_param_1,\n\t.param .u32 add_param_2\n)\n.maxntid 256, 1, 1\n{\n}\n\
+                   .visible .entry tail(\n\t.param .u32 a,\n\t.param .u64 .ptr .global .align 8 b,\n\t.param .align 4 .b8 c[12]\n)\n{\n}\n\
+                   .entry noargs()\n{\n}\n";
+        let got = entries(ptx).unwrap();
+        let show: Vec<(String, String, u32, Option<u32>)> = got
+            .iter()
+            .map(|(n, a)| (n.clone(), a.describe_params(), a.param_bytes, a.max_threads))
+            .collect();
+        assert_eq!(
+            show,
+            [
+                ("add".into(), "0:8 8:8 16:4".into(), 20, Some(256)),
+                ("tail".into(), "0:4 8:8 16:12".into(), 28, None),
+                ("noargs".into(), "".into(), 0, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn real_ptx_reads_and_non_ptx_is_refused() {
+        let info = inspect(include_bytes!("../tests/data/elf/add_compute_90.ptx")).unwrap();
+        assert_eq!(info.target, "sm_90");
+        assert_eq!(info.kernels.len(), 1);
+        assert_eq!(info.kernels[0].1.describe_params(), "0:8 8:8 16:4");
+        let cubin = include_bytes!("../tests/data/elf/add_sm_80.cubin");
+        assert!(inspect(cubin).unwrap_err().contains("binary image"));
+        assert!(
+            inspect(b".version 9.0\n.target sm_90\0.entry x()")
+                .unwrap_err()
+                .contains("NUL")
+        );
+        assert!(inspect(b"hello\n").unwrap_err().contains(".version"));
+        assert!(inspect(b".version 9.0\n").unwrap_err().contains(".target"));
+        assert!(
+            inspect(b".version 9.0\n.target sm_90\x1b[31m\n")
+                .unwrap_err()
+                .contains("0x1b")
+        );
+        assert!(
+            inspect(b".version 9.0\n.target sm_90\n.entry k(\n.param .f32x9 a\n)\n")
+                .unwrap_err()
+                .contains("kernel k")
+        );
+    }
+}

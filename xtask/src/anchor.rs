@@ -1,0 +1,69 @@
+//! The trust root a command is given (`--trust FILE`, or the project's default): which
+//! file, and reading it with advice that fits a trust root (make or rotate one with
+//! `cargo xtask trust-root`), not the advice for a registry file.
+
+use anyhow::Result;
+use cuda_aot::Limits;
+use cuda_aot::trust::VerifiedRoot;
+use std::path::{Path, PathBuf};
+
+use crate::advice::{fail, refix};
+use crate::paths;
+
+/// The trust root to use: the given file, else the dev root if generated, else
+/// `keys/root.json` of the project.
+pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    let dev = paths::dev_keys_dir().join("root.json");
+    if dev.exists() {
+        return Ok(dev);
+    }
+    let prod = paths::repo_root().join("keys/root.json");
+    if prod.exists() {
+        return Ok(prod);
+    }
+    Err(fail(
+        format!(
+            "no trust root: neither {} nor {} exists",
+            paths::shown(&dev),
+            paths::shown(&prod)
+        ),
+        "pass --trust FILE, or run `cargo xtask release` once to generate development keys",
+    ))
+}
+
+/// Reads a trust root file (a regular file, within the size limit), unverified.
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    cuda_aot::fs::read_capped(path, Limits::default().root, "trust root")
+        .map_err(|e| bad_root(e, path))
+}
+
+/// Reads and verifies the trust root in `path` (self-signed by a threshold of its root
+/// keys, unexpired, consistent); returns its bytes and the verified root.
+pub fn read(path: &Path) -> Result<(Vec<u8>, VerifiedRoot)> {
+    let bytes = read_bytes(path)?;
+    let root =
+        cuda_aot::trust::verify_anchor(&bytes, &Limits::default(), &path.display().to_string())
+            .map_err(|e| bad_root(e, path))?;
+    Ok((bytes, root))
+}
+
+/// A refused trust root, with advice about trust roots.
+pub fn bad_root(e: cuda_aot::Error, path: &Path) -> anyhow::Error {
+    if matches!(e, cuda_aot::Error::BadRoot { .. }) {
+        // Its own advice (thresholds, distinct keys) is already about the root.
+        return anyhow::Error::new(e)
+            .context(format!("{} is not a usable trust root", path.display()));
+    }
+    refix(
+        e,
+        format!(
+            "pass the trust root file with --trust, or make one with `cargo xtask trust-root` \
+             (a new root, or --previous {} to rotate an expired one; docs/trust.md)",
+            path.display()
+        ),
+    )
+    .context(format!("{} is not a usable trust root", path.display()))
+}

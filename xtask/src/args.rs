@@ -1,0 +1,161 @@
+//! Command-line arguments shared by several tasks, spelled and documented once: the
+//! registry and trust root, the toolkit choice, the build selection (spec, modules,
+//! targets, jobs, cache), the channel and the message format. Value names are the same
+//! everywhere: `DIR` for folders, `FILE` for files, `N` for counts.
+
+use anyhow::Result;
+use cuda_aot::{Channel, ModuleName, Target};
+use std::path::PathBuf;
+
+use crate::{anchor, paths};
+
+/// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RegistryArgs {
+    /// The registry folder [default: .cuda-aot/registry of the project].
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
+    /// The trust root [default: the dev root .cuda-aot/dev-keys/root.json if generated,
+    /// else keys/root.json of the project].
+    #[arg(long, value_name = "FILE")]
+    pub trust: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The registry folder these arguments select.
+    pub fn registry(&self) -> PathBuf {
+        self.registry
+            .clone()
+            .unwrap_or_else(paths::default_registry)
+    }
+
+    /// The trust root file these arguments select.
+    pub fn trust_file(&self) -> Result<PathBuf> {
+        anchor::trust_file(self.trust.as_deref())
+    }
+}
+
+/// Which CUDA toolkit compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ToolkitChoice {
+    /// The wheels pinned in manifests/toolchain.toml: hermetic and reproducible.
+    #[default]
+    Pinned,
+    /// `$CUDA_HOME/bin/nvcc`, else the `nvcc` on PATH. Manifests record `source = "system"`.
+    System,
+}
+
+/// Toolkit selection shared by every task that compiles.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ToolkitArgs {
+    /// Which toolkit compiles (a system toolkit's identity differs, so its outputs never
+    /// share cache entries with pinned builds).
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = ToolkitChoice::Pinned)]
+    pub toolkit: ToolkitChoice,
+    /// Where pinned toolkits are unpacked, one folder per pinned wheel set
+    /// [default: .cuda-aot/toolkit of the project].
+    #[arg(long, value_name = "DIR", env = "CUDA_AOT_TOOLKIT_DIR")]
+    pub toolkit_dir: Option<PathBuf>,
+}
+
+/// What to build: the spec, the modules and targets of it, and parallelism. Shared by
+/// `build`, `release` and `repro`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectArgs {
+    /// The release spec; relative paths in it are relative to it, and the project (where
+    /// .cuda-aot/ goes) is the checkout holding it, else its folder
+    /// [default: manifests/release.toml of the checkout holding the current folder].
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+    /// Build only this module (repeatable) [default: every module of the spec].
+    #[arg(long = "module", value_name = "NAME", value_parser = parse_module)]
+    pub modules: Vec<ModuleName>,
+    /// Build only for this target instead of the spec's (repeatable): `sm_90`, `sm_90a`,
+    /// or `compute_90` for PTX, the labelled compatibility mode.
+    #[arg(long = "target", value_name = "TARGET")]
+    pub targets: Vec<Target>,
+    /// Parallel nvcc jobs [default: the number of available cores].
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub toolkit: ToolkitArgs,
+}
+
+impl SelectArgs {
+    /// Selects the project of `--spec` (if given) for this run; call before any default
+    /// path is computed.
+    pub fn select_project(&self) -> Result<()> {
+        if let Some(s) = &self.spec {
+            paths::select_spec(s)?;
+        }
+        Ok(())
+    }
+}
+
+/// `--cache-dir DIR` (or `CUDA_AOT_BUILD_CACHE`), shared by `build` and `release`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CacheArgs {
+    /// The build cache [default: .cuda-aot/cache of the project].
+    #[arg(long, value_name = "DIR", env = "CUDA_AOT_BUILD_CACHE")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+fn parse_module(s: &str) -> std::result::Result<ModuleName, String> {
+    ModuleName::new(s).map_err(|e| e.to_string())
+}
+
+/// The trust channel, as a command-line value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChannelArg {
+    /// Development: signed with generated dev keys.
+    Dev,
+    /// Production: signed with managed release keys.
+    Production,
+}
+
+impl From<ChannelArg> for Channel {
+    fn from(c: ChannelArg) -> Channel {
+        match c {
+            ChannelArg::Dev => Channel::Dev,
+            ChannelArg::Production => Channel::Production,
+        }
+    }
+}
+
+/// How results are printed on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MessageFormat {
+    /// Tables and summaries for people.
+    #[default]
+    Human,
+    /// JSON Lines, one message per line (docs/json.md, schema `cuda-aot/xtask/v1`).
+    Json,
+}
+
+/// `--message-format human|json` and its short form `--json`, as cargo spells them.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct FormatArgs {
+    /// Print results on stdout as `human` text or `json` lines (docs/json.md); progress
+    /// and errors go to stderr either way.
+    #[arg(long, value_enum, value_name = "FMT", default_value_t = MessageFormat::Human)]
+    pub message_format: MessageFormat,
+    /// Same as --message-format json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FormatArgs {
+    /// The format selected.
+    pub fn format(&self) -> MessageFormat {
+        if self.json {
+            MessageFormat::Json
+        } else {
+            self.message_format
+        }
+    }
+
+    /// Whether JSON was asked for.
+    pub fn is_json(&self) -> bool {
+        self.format() == MessageFormat::Json
+    }
+}

@@ -1,0 +1,147 @@
+//! Prover start-up, measured in fresh processes: from the start of a process to every
+//! kernel ready to launch, through cuda-aot (`Runtime::open_devices` + `preload_all` +
+//! kernel lookups) or bare (context creation + `cuModuleLoadData` of the same cubin files +
+//! `cuModuleGetFunction`), on one device or several. The primary context is created once
+//! per process, so each sample is its own child process of `bench-load`.
+
+use anyhow::{Context, Result, bail};
+use cuda_aot::cuda::raw::BareStartup;
+use cuda_aot::{Policy, Runtime};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Which arm a start-up probe runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arm {
+    /// Through cuda-aot: verify, select, load, look up every kernel.
+    Verified,
+    /// The same cubin files straight into the driver.
+    Bare,
+}
+
+/// One module a bare start-up loads: the cubin file and its kernel symbols.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BareImage {
+    /// The blob file in the registry.
+    pub path: PathBuf,
+    /// Every kernel symbol.
+    pub kernels: Vec<String>,
+}
+
+/// What a probe process prints on its last line.
+const PREFIX: &str = "startup_us=";
+
+/// The probe itself (runs in the child): measures and prints `startup_us=<n>`.
+pub fn probe(
+    arm: Arm,
+    devices: &[usize],
+    registry: &Path,
+    trust: &Path,
+    policy: Policy,
+    images: Option<&Path>,
+) -> Result<()> {
+    let t = Instant::now();
+    let (took, kernels) = match arm {
+        Arm::Verified => {
+            let anchor =
+                cuda_aot::fs::read_capped(trust, cuda_aot::Limits::default().root, "trust root")?;
+            let rts = Runtime::open_devices(registry, &anchor, policy, devices)?;
+            Runtime::preload_all(&rts)?;
+            let mut n = 0;
+            for rt in &rts {
+                for m in rt.selected() {
+                    for f in &m.functions {
+                        rt.kernel(m.identity.module.as_str(), f.name.as_str())?;
+                        n += 1;
+                    }
+                }
+            }
+            // Ready to launch on every device; the modules stay loaded until after this.
+            let took = t.elapsed();
+            drop(rts);
+            (took, n)
+        }
+        Arm::Bare => {
+            let file = images.context("a bare probe needs --bare-images")?;
+            let list: Vec<BareImage> = serde_json::from_slice(
+                &std::fs::read(file).with_context(|| format!("reading {}", file.display()))?,
+            )?;
+            // One thread per device, as the verified arm creates its contexts; each reads the
+            // shared clock when its device is ready (modules stay loaded until then), and
+            // the start-up is the last of them.
+            let done = std::thread::scope(|s| {
+                let handles: Vec<_> = devices
+                    .iter()
+                    .map(|&d| {
+                        let list = &list;
+                        s.spawn(move || -> Result<(Duration, usize)> {
+                            let images = list
+                                .iter()
+                                .map(|i| Ok((std::fs::read(&i.path)?, i.kernels.clone())))
+                                .collect::<Result<Vec<_>>>()?;
+                            let ready = BareStartup::run(d, &images)?;
+                            let at = t.elapsed();
+                            eprintln!("bare probe: device {d} ready at {} us", at.as_micros());
+                            Ok((at, ready.kernels()))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("probe thread"))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let took = done.iter().map(|d| d.0).max().unwrap_or_default();
+            (took, done.iter().map(|d| d.1).sum::<usize>())
+        }
+    };
+    println!("{PREFIX}{} kernels={kernels}", took.as_micros());
+    Ok(())
+}
+
+/// Runs one probe in a fresh process of this same binary and returns its start-up time.
+pub fn run_child(
+    arm: Arm,
+    devices: &[usize],
+    registry: &Path,
+    trust: &Path,
+    images: &Path,
+) -> Result<Duration> {
+    let list: Vec<String> = devices.iter().map(usize::to_string).collect();
+    let out = Command::new(std::env::current_exe()?)
+        .arg("bench-load")
+        .arg("--registry")
+        .arg(registry)
+        .arg("--trust")
+        .arg(trust)
+        .arg("--startup-probe")
+        .arg(match arm {
+            Arm::Verified => "verified",
+            Arm::Bare => "bare",
+        })
+        .arg("--devices")
+        .arg(list.join(","))
+        .arg("--bare-images")
+        .arg(images)
+        .env("CUDA_CACHE_DISABLE", "1")
+        .output()
+        .context("starting a start-up probe")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "start-up probe {arm:?} on devices {list:?} failed:\n{}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let us: u64 = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(PREFIX))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("no {PREFIX} line in the probe's output: {text}"))?;
+    Ok(Duration::from_micros(us))
+}

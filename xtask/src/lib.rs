@@ -1,0 +1,176 @@
+//! `cargo xtask`: the build engineer's and reviewer's tool, also installable into any
+//! repository as the cargo subcommand `cargo cuda-aot` (`cargo install --path xtask --bin cargo-cuda-aot`). Both
+//! binaries call [`main`]; this file only dispatches, and each task lives in its own file as
+//! `impl Args { fn run(self) }`.
+//!
+//! Layers (imports point downwards only; `tests/tidy.rs` checks it):
+//! - support: `advice` (errors and `Fix:`), `anchor` (the trust root given), `args`
+//!   (shared arguments), `files`, `message` (JSON and progress), `outdir` (the build
+//!   output layout), `paths` (the project, found at run time), `process`
+//!   (children and interrupts);
+//! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`;
+//! - composite tasks: `release`, `repro`, `bench`, `bench_load`; and `keygen`, `trust_root`.
+
+#![forbid(unsafe_code)]
+
+mod advice;
+mod anchor;
+mod args;
+mod bench;
+mod bench_load;
+mod build;
+mod devkeys;
+mod files;
+mod keygen;
+mod message;
+mod outdir;
+mod paths;
+mod process;
+mod publish;
+mod release;
+mod repro;
+mod sign;
+mod toolchain;
+mod trust_root;
+mod verify;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
+
+/// Build, sign, publish and verify ahead-of-time CUDA modules.
+///
+/// The main job is `release`: it bootstraps the pinned CUDA toolkit, compiles
+/// every module of the release spec (manifests/release.toml, or --spec FILE) for every
+/// target SM, signs the manifests and publishes them into a registry (by default
+/// .cuda-aot/registry of the project), then verifies it.
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    version,
+    propagate_version = true,
+    after_long_help = "\
+The project a command acts on is found when it runs: the checkout holding --spec FILE (else the
+spec's folder), or the checkout holding the current folder (a folder with manifests/release.toml).
+Its ignored .cuda-aot/ folder holds the toolkit, build cache, outputs, dev keys and registry.
+
+Exit status: 0 success, 1 failure (the error and a Fix: line on stderr), 2 bad usage,
+130 interrupted (Ctrl-C; 143 for SIGTERM)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    Toolchain(toolchain::Args),
+    Build(build::Args),
+    Repro(repro::Args),
+    Keygen(keygen::Args),
+    TrustRoot(trust_root::Args),
+    Sign(sign::Args),
+    Publish(publish::Args),
+    Verify(verify::Args),
+    Release(release::Args),
+    Bench(bench::Args),
+    BenchLoad(bench_load::Args),
+}
+
+impl Task {
+    /// Whether the task prints JSON messages.
+    fn json(&self) -> bool {
+        match self {
+            Task::Build(a) => a.format.is_json(),
+            Task::Repro(a) => a.format.is_json(),
+            Task::Publish(a) => a.format.is_json(),
+            Task::Verify(a) => a.format.is_json(),
+            Task::Release(a) => a.format.is_json(),
+            _ => false,
+        }
+    }
+
+    fn run(self) -> anyhow::Result<()> {
+        match self {
+            Task::Toolchain(a) => a.run(),
+            Task::Build(a) => a.run(),
+            Task::Repro(a) => a.run(),
+            Task::Keygen(a) => a.run(),
+            Task::TrustRoot(a) => a.run(),
+            Task::Sign(a) => a.run(),
+            Task::Publish(a) => a.run(),
+            Task::Verify(a) => a.run(),
+            Task::Release(a) => a.run(),
+            Task::Bench(a) => a.run(),
+            Task::BenchLoad(a) => a.run(),
+        }
+    }
+}
+
+/// How the tool was started: the name its usage lines show, and its arguments. Installed
+/// as `cargo-cuda-aot`, cargo starts it as `cargo-cuda-aot cuda-aot ARGS...`.
+fn invocation() -> (&'static str, Vec<OsString>) {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    let exe = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if exe.starts_with("cargo-cuda-aot") {
+        if args.get(1).is_some_and(|a| a == "cuda-aot") {
+            args.remove(1);
+        }
+        ("cargo cuda-aot", args)
+    } else {
+        ("cargo xtask", args)
+    }
+}
+
+/// Runs the tool: parses the command line, runs the task, prints the error (with its
+/// `Fix:` line, and as a JSON message with `--message-format json`) and exits with 0, 1,
+/// 2 (usage) or 130 (interrupted).
+pub fn main() -> ! {
+    let (name, args) = invocation();
+    let matches = Cli::command()
+        .name(name)
+        .bin_name(name)
+        .get_matches_from(args);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    message::set_json(cli.task.json());
+    if let Err(e) = process::install_interrupt_handler() {
+        eprintln!("warning: {e:#}; Ctrl-C will stop the tool without cleaning up");
+    }
+    let result = cli.task.run();
+    let interrupt = process::interrupted().or_else(|| {
+        result
+            .as_ref()
+            .err()
+            .and_then(|e| {
+                e.chain()
+                    .find_map(|c| c.downcast_ref::<process::Interrupted>())
+            })
+            .copied()
+    });
+    if let Some(i) = interrupt {
+        eprintln!("interrupted");
+        if message::json() {
+            message::emit(
+                "interrupted",
+                serde_json::json!({
+                    "signal": process::signal_name(i.signal),
+                    "exit_code": i.exit_code(),
+                }),
+            );
+        }
+        std::process::exit(i.exit_code());
+    }
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            advice::print_human(&e);
+            if message::json() {
+                message::emit("error", message::error_fields(&e, 1));
+            }
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The build output folder, written by `build` and read by `sign` and `publish`; its layout
+//! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
+//! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
+//! `<out>/build.statement.json` (the builder's signed statement over all of them). Files are
+//! replaced atomically, identical ones are left alone, and files of earlier builds that a
+//! build did not produce are removed.
+
+use anyhow::{Context, Result};
+use cuda_aot::digest::check_blob;
+use cuda_aot::{Kind, Limits, Manifest, ModuleName, Target};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::advice::fail;
+use crate::files;
+
+/// `<out>/<module>/<target>.<kind>`.
+pub fn blob_path(out: &Path, m: &Manifest) -> PathBuf {
+    out.join(m.identity.module.as_str())
+        .join(format!("{}.{}", m.identity.sm, m.identity.kind))
+}
+
+/// `<out>/<module>/<target>.<kind>.manifest.json`.
+pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
+    out.join(m.identity.module.as_str()).join(format!(
+        "{}.{}.manifest.json",
+        m.identity.sm, m.identity.kind
+    ))
+}
+
+/// `<out>/build.statement.json`: where `cargo xtask sign` puts the builder's signed
+/// statement over every manifest of the build.
+pub fn statement_path(out: &Path) -> PathBuf {
+    out.join("build.statement.json")
+}
+
+/// Writes one module's blob, then its manifest (a reader that finds the manifest finds the
+/// blob it names). Returns the blob and manifest paths, and whether either changed.
+pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<([PathBuf; 2], bool)> {
+    let (b, j) = (blob_path(out, m), manifest_path(out, m));
+    let blob_changed =
+        files::write_if_changed(&b, blob).with_context(|| format!("writing {}", b.display()))?;
+    let manifest_changed = files::write_if_changed(&j, &cuda_aot::json::to_vec(m))
+        .with_context(|| format!("writing {}", j.display()))?;
+    Ok(([b, j], blob_changed || manifest_changed))
+}
+
+/// Removes the build statement of `out`: it no longer covers what the folder holds.
+pub fn remove_statement(out: &Path) -> Result<()> {
+    let s = statement_path(out);
+    match std::fs::remove_file(&s) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing the stale statement {}", s.display())),
+    }
+}
+
+/// Removes build outputs in `out` that are not in `keep`, and module folders left empty.
+/// Only files named like outputs (`<module>/<target>.{cubin,ptx}[.manifest[.dsse].json]`,
+/// with a valid module name and target) are ever removed; anything else is left alone.
+pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(out) else {
+        return Ok(removed);
+    };
+    for d in dirs.flatten() {
+        let name = d.file_name();
+        let is_module = name.to_str().is_some_and(|n| ModuleName::new(n).is_ok());
+        if !is_module || !d.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        for f in std::fs::read_dir(d.path())?.flatten() {
+            let p = f.path();
+            let looks_like_output = f.file_name().to_str().is_some_and(is_output_name);
+            if looks_like_output && !keep.contains(&p) && f.file_type().is_ok_and(|t| t.is_file()) {
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("removing the stale output {}", p.display()))?;
+                removed.push(p);
+            }
+        }
+        let _ = std::fs::remove_dir(d.path()); // only succeeds when empty
+    }
+    Ok(removed)
+}
+
+/// The blob that a manifest file describes: the path without `.manifest.json`.
+pub fn blob_of_manifest(manifest_path: &Path) -> PathBuf {
+    let s = manifest_path.to_string_lossy();
+    let stem = s.strip_suffix(".manifest.json").unwrap_or(&s);
+    PathBuf::from(stem.to_string())
+}
+
+/// Files `<out>/<module>/<name>` whose names end with `suffix`, sorted.
+pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
+    if !out.is_dir() {
+        return Err(fail(
+            format!("build output {} does not exist", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::new();
+    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
+        let e = e?;
+        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
+            v.push(e.into_path());
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// One module of a build output: its manifest, the manifest file's bytes, the blob.
+pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
+
+/// Every manifest of `out` with its file bytes and blob, each blob checked against its
+/// manifest (size, blake3).
+pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
+    let limits = Limits::default();
+    let files = files_ending(out, ".manifest.json")?;
+    if files.is_empty() {
+        return Err(fail(
+            format!("{}: no *.manifest.json files", out.display()),
+            "run `cargo xtask build` first, or pass the build output folder",
+        ));
+    }
+    let mut v = Vec::with_capacity(files.len());
+    for path in &files {
+        let bytes = cuda_aot::fs::read_capped(path, limits.manifest, "manifest")?;
+        let m: Manifest =
+            cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
+        let blob_file = blob_of_manifest(path);
+        let blob =
+            cuda_aot::fs::read_capped(&blob_file, limits.blob, "blob").with_context(|| {
+                format!(
+                    "reading the blob of {} ({})",
+                    m.label(),
+                    blob_file.display()
+                )
+            })?;
+        check_blob(&m.label(), &blob, m.size, &m.module_digest).map_err(|e| {
+            fail(
+                format!(
+                    "{}: {} no longer matches its manifest: {e}",
+                    m.label(),
+                    blob_file.display()
+                ),
+                "rebuild with `cargo xtask build`",
+            )
+        })?;
+        v.push((m, bytes, blob));
+    }
+    Ok(v)
+}
+
+/// `<target>.<kind>`, `<target>.<kind>.manifest.json` or a signature of an earlier format
+/// (`<target>.<kind>.manifest.dsse.json`), kind matching the target.
+fn is_output_name(n: &str) -> bool {
+    let n = n
+        .strip_suffix(".manifest.json")
+        .or_else(|| n.strip_suffix(".manifest.dsse.json"))
+        .unwrap_or(n);
+    let Some((t, kind)) = n.rsplit_once('.') else {
+        return false;
+    };
+    match t.parse::<Target>() {
+        Ok(t) => {
+            kind == Kind::Cubin.to_string() && !t.virtual_arch
+                || kind == Kind::Ptx.to_string() && t.virtual_arch
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_output_shaped_files_are_stale() {
+        for ok in [
+            "sm_90.cubin",
+            "sm_90a.cubin.manifest.json",
+            "compute_90.ptx",
+            "compute_90.ptx.manifest.json",
+        ] {
+            assert!(is_output_name(ok), "{ok}");
+        }
+        for no in [
+            "notes.txt",
+            "sm_90.ptx",
+            "compute_90.cubin",
+            "sm_9.cubin",
+            "sm_90.cubin.bak",
+            ".tmp-x",
+        ] {
+            assert!(!is_output_name(no), "{no}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("ntt");
+        std::fs::create_dir_all(&m).unwrap();
+        for f in ["sm_80.cubin", "sm_80.cubin.manifest.json", "README"] {
+            std::fs::write(m.join(f), "x").unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("Not-A-Module")).unwrap();
+        std::fs::write(dir.path().join("Not-A-Module/sm_80.cubin"), "x").unwrap();
+        let gone = remove_stale(dir.path(), &BTreeSet::from([m.join("sm_80.cubin")])).unwrap();
+        assert_eq!(gone, [m.join("sm_80.cubin.manifest.json")]);
+        assert!(m.join("README").exists() && dir.path().join("Not-A-Module/sm_80.cubin").exists());
+    }
+}
