@@ -51,12 +51,52 @@ impl Verdict {
 /// after its variant name in brackets (`[Threshold] ...`), which `examples/verdicts.rs`
 /// tallies.
 fn shown(e: &cuda_aot::Error) -> String {
-    let debug = format!("{e:?}");
-    let variant = debug
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or_default();
-    format!("[{variant}] {e}\nFix: {}", e.fix())
+    format!("[{}] {e}\nFix: {}", variant(e), e.fix())
+}
+
+/// The name of an error's variant.
+fn variant(e: &cuda_aot::Error) -> &'static str {
+    use cuda_aot::Error as E;
+    match e {
+        E::Io { .. } => "Io",
+        E::Missing { .. } => "Missing",
+        E::TooLarge { .. } => "TooLarge",
+        E::Json { .. } => "Json",
+        E::DuplicateKey { .. } => "DuplicateKey",
+        E::InvalidName { .. } => "InvalidName",
+        E::NotRegular { .. } => "NotRegular",
+        E::Symlink { .. } => "Symlink",
+        E::WrongPayloadType { .. } => "WrongPayloadType",
+        E::BadKey { .. } => "BadKey",
+        E::Threshold { .. } => "Threshold",
+        E::BadRoot { .. } => "BadRoot",
+        E::RootRotation { .. } => "RootRotation",
+        E::Expired { .. } => "Expired",
+        E::FreezeBound { .. } => "FreezeBound",
+        E::VersionOverflow { .. } => "VersionOverflow",
+        E::NotAttested { .. } => "NotAttested",
+        E::NotPromoted { .. } => "NotPromoted",
+        E::Rollback { .. } => "Rollback",
+        E::VersionMismatch { .. } => "VersionMismatch",
+        E::DigestMismatch { .. } => "DigestMismatch",
+        E::SizeMismatch { .. } => "SizeMismatch",
+        E::MixAndMatch { .. } => "MixAndMatch",
+        E::DuplicateEntry { .. } => "DuplicateEntry",
+        E::ElfSmMismatch { .. } => "ElfSmMismatch",
+        E::NotCubin { .. } => "NotCubin",
+        E::NotPtx { .. } => "NotPtx",
+        E::PtxTargetMismatch { .. } => "PtxTargetMismatch",
+        E::FunctionMismatch { .. } => "FunctionMismatch",
+        E::AmbiguousKernel { .. } => "AmbiguousKernel",
+        E::Load { .. } => "Load",
+        E::NoExactTarget { .. } => "NoExactTarget",
+        E::DriverTooOld { .. } => "DriverTooOld",
+        E::Unknown { .. } => "Unknown",
+        E::Argument { .. } => "Argument",
+        E::Channel { .. } => "Channel",
+        E::Cuda(_) => "Cuda",
+        _ => "other",
+    }
 }
 
 // ---- plain parsers -----------------------------------------------------------------------
