@@ -76,9 +76,18 @@ impl Serialize for Time {
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_rfc3339(&s).map(Time::from).map_err(|e| {
+        let t = humantime::parse_rfc3339(&s).map(Time::from).map_err(|e| {
             serde::de::Error::custom(format!("bad time {:?}: {e}", s.escape_debug().to_string()))
-        })
+        })?;
+        // One spelling per instant: whole seconds, as written. A fraction would be signed
+        // but dropped when the time is read, shown or written again (found by fuzzing).
+        if t.to_string() != s {
+            return Err(serde::de::Error::custom(format!(
+                "bad time {:?}: expected whole seconds in UTC, e.g. {t}",
+                s.escape_debug().to_string()
+            )));
+        }
+        Ok(t)
     }
 }
 
@@ -397,3 +406,29 @@ document!(Timestamp, PayloadType::Timestamp, RoleName::Publisher);
 document!(Index, PayloadType::Index, RoleName::Publisher);
 document!(BuildStatement, PayloadType::Build, RoleName::Builder);
 document!(Promotion, PayloadType::Promotion, RoleName::Reviewer);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_only_in_their_canonical_whole_second_form() {
+        let t: Time = serde_json::from_str("\"2027-01-01T00:00:00Z\"").unwrap();
+        assert_eq!(t, Time::from_unix(1_798_761_600));
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2027-01-01T00:00:00Z\""
+        );
+        // Regression (fuzz/regressions/timestamp/bad-fractional-seconds-expiry): a fraction
+        // parsed, then vanished when the time was written again.
+        for bad in [
+            "2027-01-01T00:00:00.5Z",
+            "2027-01-01T00:00:00.000Z",
+            "2027-01-01t00:00:00z",
+            "2027-01-01 00:00:00Z",
+        ] {
+            let err = serde_json::from_str::<Time>(&format!("{bad:?}")).unwrap_err();
+            assert!(err.to_string().contains("bad time"), "{bad}: {err}");
+        }
+    }
+}

@@ -52,6 +52,9 @@ pub fn inspect(bytes: &[u8]) -> Result<PtxInfo, String> {
         .next()
         .unwrap_or_default()
         .to_string();
+    if target.is_empty() {
+        return Err("empty .target directive: not PTX".into());
+    }
     Ok(PtxInfo {
         target,
         kernels: entries(text)?,
@@ -206,6 +209,13 @@ mod tests {
         );
         assert!(inspect(b"hello\n").unwrap_err().contains(".version"));
         assert!(inspect(b".version 9.0\n").unwrap_err().contains(".target"));
+        // Found by fuzzing (fuzz/regressions/ptx/bad-empty-target): a `.target` directive
+        // with nothing after it read as PTX for the empty target.
+        assert!(
+            inspect(b".version 9.0\n.target \n")
+                .unwrap_err()
+                .contains("empty .target")
+        );
         assert!(
             inspect(b".version 9.0\n.target sm_90\x1b[31m\n")
                 .unwrap_err()
