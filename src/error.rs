@@ -306,9 +306,11 @@ pub enum Error {
         candidates: String,
     },
     /// A CUDA driver call failed, or there is no driver on this host.
+    #[cfg(feature = "driver")]
     #[error(transparent)]
     Cuda(#[from] crate::cuda::CudaError),
     /// The driver refused to load a verified module.
+    #[cfg(feature = "driver")]
     #[error("{what}: the driver could not load it: {source}")]
     Load {
         /// Module and target (PTX is labelled).
@@ -495,6 +497,7 @@ impl Error {
             ),
             Error::FunctionMismatch { .. } => "the manifest was not written for these bytes: rebuild and re-sign the module (cargo xtask release)".into(),
             Error::AmbiguousKernel { .. } => "name the kernel by its full demangled signature or by its symbol, as listed above".into(),
+            #[cfg(feature = "driver")]
             Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {
                 let mut s = format!("add {device_sm} to the targets in manifests/release.toml and release again (cargo xtask release)");

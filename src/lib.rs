@@ -40,6 +40,7 @@
 #![deny(unsafe_code)]
 
 pub mod content;
+#[cfg(feature = "driver")]
 #[allow(unsafe_code)]
 pub mod cuda;
 pub mod digest;
@@ -57,6 +58,7 @@ pub mod parallel;
 pub mod ptx;
 #[cfg(feature = "research")]
 pub mod research;
+#[cfg(feature = "driver")]
 pub mod runtime;
 pub mod source;
 pub mod state;
@@ -71,4 +73,5 @@ pub use identity::{
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
 pub use name::{FunctionName, KernelName, ModuleName, Target};
+#[cfg(feature = "driver")]
 pub use runtime::{Counters, Module, Policy, Runtime};
