@@ -43,6 +43,10 @@ pub(crate) struct Publishing {
     anchor: Vec<u8>,
     store: DirRegistry,
     staged: Mutex<Vec<Staged>>,
+    /// Held from a timestamp's If-Match check to its commit: two publishers racing for the
+    /// same version are decided here (the second sees the moved timestamp: 412), never
+    /// half-way through the first one's commit.
+    committing: Mutex<()>,
 }
 
 /// An index uploaded but not committed: when, its blake3, its bytes.
@@ -60,6 +64,7 @@ impl Publishing {
             anchor,
             store: DirRegistry::new(root),
             staged: Mutex::new(Vec::new()),
+            committing: Mutex::new(()),
         }
     }
 
@@ -510,6 +515,7 @@ fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Ac
         .root()?
         .open::<Timestamp>(body, limits.timestamp, layout::TIMESTAMP)?
         .doc;
+    let _one_at_a_time = p.committing.lock().expect("commit lock");
     let dir_source = DirSource::new(p.store.root());
     let dir = &dir_source;
     let current = dir.read_at_most(layout::TIMESTAMP, limits.timestamp)?;
