@@ -668,31 +668,7 @@ fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec)
             .iter()
             .map(|d| format!("--include-path={}", d.abs.display())),
     );
-    let mut it = flags.iter();
-    while let Some(f) = it.next() {
-        if f == "-Xcicc" {
-            it.next();
-            continue;
-        }
-        // Spellings both nvcc and NVRTC accept.
-        let keep = [
-            "-D",
-            "-U",
-            "--std=",
-            "-std=",
-            "--use_fast_math",
-            "-use_fast_math",
-            "-ftz=",
-            "-prec-div=",
-            "-prec-sqrt=",
-            "-fmad=",
-            "-maxrregcount=",
-            "--maxrregcount=",
-        ];
-        if keep.iter().any(|k| f.starts_with(k)) {
-            out.push(f.clone());
-        }
-    }
+    out.extend(cuda_aot_kernels::parity::module::nvrtc_compatible(flags));
     out
 }
 

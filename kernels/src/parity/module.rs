@@ -124,26 +124,7 @@ impl ParityModule {
             .iter()
             .map(|d| format!("--include-path={}", d.display()))
             .collect();
-        let keep = [
-            "-D",
-            "-U",
-            "--std=",
-            "-std=",
-            "--use_fast_math",
-            "-use_fast_math",
-            "-ftz=",
-            "-prec-div=",
-            "-prec-sqrt=",
-            "-fmad=",
-            "-maxrregcount=",
-            "--maxrregcount=",
-        ];
-        out.extend(
-            self.flags
-                .iter()
-                .filter(|f| keep.iter().any(|k| f.starts_with(k)))
-                .cloned(),
-        );
+        out.extend(nvrtc_compatible(&self.flags));
         out.extend(
             self.geometry
                 .iter()
@@ -191,4 +172,34 @@ mod tests {
         let err = ParityModule::load(&spec, "nope").unwrap_err();
         assert!(err.contains("modules: ntt_fused"), "{err}");
     }
+}
+
+/// The nvcc flags NVRTC accepts with the same meaning (defines, language standard, math
+/// modes, register cap), in order; what only nvcc understands is dropped, `-Xcicc` with
+/// its value. The one translation from an AOT build's flags to a research build's.
+pub fn nvrtc_compatible(flags: &[String]) -> Vec<String> {
+    const KEEP: [&str; 12] = [
+        "-D",
+        "-U",
+        "--std=",
+        "-std=",
+        "--use_fast_math",
+        "-use_fast_math",
+        "-ftz=",
+        "-prec-div=",
+        "-prec-sqrt=",
+        "-fmad=",
+        "-maxrregcount=",
+        "--maxrregcount=",
+    ];
+    let mut out = Vec::new();
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-Xcicc" {
+            it.next();
+        } else if KEEP.iter().any(|k| f.starts_with(k)) {
+            out.push(f.clone());
+        }
+    }
+    out
 }
