@@ -145,35 +145,6 @@ pub fn spec_digest(parity: &ParitySpec, geometry: &BTreeMap<String, u64>) -> cud
     cuda_aot::Digest::of(&serde_json::to_vec(&(parity, geometry)).expect("serialisable"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_research_spec_reads_with_its_parity_section() {
-        let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("research/research.toml");
-        let m = ParityModule::load(&spec, "ntt_fused").unwrap();
-        assert!(m.source.exists(), "{}", m.source.display());
-        assert_eq!(m.geometry["tile_log"], 10);
-        let opts = m.research_options();
-        assert!(
-            opts.contains(&"-DCUDA_AOT_TILE_LOG=10".to_string()),
-            "{opts:?}"
-        );
-        assert!(opts.contains(&"--std=c++17".to_string()), "{opts:?}");
-        assert!(!opts.iter().any(|o| o == "-O3"), "{opts:?}");
-        assert!(opts.iter().any(|o| o.ends_with("/cuda")), "{opts:?}");
-        let progs = m.parity.programs(&m.geometry).unwrap();
-        assert_eq!(progs.len(), 5);
-        // 2^20 with tiles of 2^10: the bit reversal and two fused launches.
-        let p = progs.iter().find(|p| p.vars["log_n"] == 20).unwrap();
-        assert_eq!(p.launches.len(), 3);
-        assert_eq!(m.spec_digest(), m.spec_digest());
-        let err = ParityModule::load(&spec, "nope").unwrap_err();
-        assert!(err.contains("modules: ntt_fused"), "{err}");
-    }
-}
-
 /// The nvcc flags NVRTC accepts with the same meaning (defines, language standard, math
 /// modes, register cap), in order; what only nvcc understands is dropped, `-Xcicc` with
 /// its value. The one translation from an AOT build's flags to a research build's.
@@ -202,4 +173,33 @@ pub fn nvrtc_compatible(flags: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_research_spec_reads_with_its_parity_section() {
+        let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("research/research.toml");
+        let m = ParityModule::load(&spec, "ntt_fused").unwrap();
+        assert!(m.source.exists(), "{}", m.source.display());
+        assert_eq!(m.geometry["tile_log"], 10);
+        let opts = m.research_options();
+        assert!(
+            opts.contains(&"-DCUDA_AOT_TILE_LOG=10".to_string()),
+            "{opts:?}"
+        );
+        assert!(opts.contains(&"--std=c++17".to_string()), "{opts:?}");
+        assert!(!opts.iter().any(|o| o == "-O3"), "{opts:?}");
+        assert!(opts.iter().any(|o| o.ends_with("/cuda")), "{opts:?}");
+        let progs = m.parity.programs(&m.geometry).unwrap();
+        assert_eq!(progs.len(), 5);
+        // 2^20 with tiles of 2^10: the bit reversal and two fused launches.
+        let p = progs.iter().find(|p| p.vars["log_n"] == 20).unwrap();
+        assert_eq!(p.launches.len(), 3);
+        assert_eq!(m.spec_digest(), m.spec_digest());
+        let err = ParityModule::load(&spec, "nope").unwrap_err();
+        assert!(err.contains("modules: ntt_fused"), "{err}");
+    }
 }
