@@ -668,7 +668,7 @@ fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec)
             .iter()
             .map(|d| format!("--include-path={}", d.abs.display())),
     );
-    out.extend(cuda_aot_kernels::parity::module::nvrtc_compatible(flags));
+    out.extend(cuda_aot_kernels::parity::module::research_flags(flags));
     out
 }
 

@@ -124,7 +124,7 @@ impl ParityModule {
             .iter()
             .map(|d| format!("--include-path={}", d.display()))
             .collect();
-        out.extend(nvrtc_compatible(&self.flags));
+        out.extend(research_flags(&self.flags));
         out.extend(
             self.geometry
                 .iter()
@@ -148,7 +148,7 @@ pub fn spec_digest(parity: &ParitySpec, geometry: &BTreeMap<String, u64>) -> cud
 /// The nvcc flags NVRTC accepts with the same meaning (defines, language standard, math
 /// modes, register cap), in order; what only nvcc understands is dropped, `-Xcicc` with
 /// its value. The one translation from an AOT build's flags to a research build's.
-pub fn nvrtc_compatible(flags: &[String]) -> Vec<String> {
+pub fn research_flags(flags: &[String]) -> Vec<String> {
     const KEEP: [&str; 12] = [
         "-D",
         "-U",
