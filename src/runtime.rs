@@ -9,9 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
-use crate::cuda::{
-    CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, ParamInfo, SignedAbi,
-};
+use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, SignedAbi};
 use crate::error::{Error, Result};
 use crate::identity::{
     Channel, DriverVersion, Kind, Manifest, describe_functions, resolve_function,
@@ -277,19 +275,7 @@ impl Module {
                 }
             }
         })?;
-        let abi = SignedAbi {
-            display_name: f.display_name().to_string(),
-            params: f
-                .abi
-                .params
-                .iter()
-                .map(|p| ParamInfo {
-                    offset: p.offset as usize,
-                    size: p.size as usize,
-                })
-                .collect(),
-            max_threads: f.abi.max_threads,
-        };
+        let abi = SignedAbi::of(f);
         Ok(self
             .loaded
             .function(f.symbol.as_str())?

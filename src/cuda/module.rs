@@ -370,6 +370,25 @@ pub struct SignedAbi {
     pub max_threads: Option<u32>,
 }
 
+impl SignedAbi {
+    /// The launch ABI a manifest signs for kernel `f`.
+    pub fn of(f: &crate::identity::Function) -> SignedAbi {
+        SignedAbi {
+            display_name: f.display_name().to_string(),
+            params: f
+                .abi
+                .params
+                .iter()
+                .map(|p| ParamInfo {
+                    offset: p.offset as usize,
+                    size: p.size as usize,
+                })
+                .collect(),
+            max_threads: f.abi.max_threads,
+        }
+    }
+}
+
 /// One kernel argument for [`Kernel::launch_args`]: a pointer to the value and its size, so
 /// the launch can compare the size with the kernel's signed parameter layout.
 #[derive(Debug)]

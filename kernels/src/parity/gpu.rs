@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuda_aot::cuda::{
-    CudaSlice, CudaStream, DevicePtr, Kernel, KernelArg, LoadedModule, ParamInfo, SignedAbi,
+    CudaSlice, CudaStream, DevicePtr, Kernel, KernelArg, LoadedModule, SignedAbi,
 };
 use cuda_aot::{Manifest, identity::resolve_function};
 
@@ -33,19 +33,7 @@ pub fn kernels(
                 c.len()
             )
         })?;
-        let abi = SignedAbi {
-            display_name: f.display_name().to_string(),
-            params: f
-                .abi
-                .params
-                .iter()
-                .map(|p| ParamInfo {
-                    offset: p.offset as usize,
-                    size: p.size as usize,
-                })
-                .collect(),
-            max_threads: f.abi.max_threads,
-        };
+        let abi = SignedAbi::of(f);
         let k = module
             .function(f.symbol.as_str())
             .and_then(|k| k.with_signed_abi(abi))
