@@ -344,6 +344,31 @@ pub struct BuildStatement {
 impl BuildStatement {
     /// The schema tag.
     pub const SCHEMA: &'static str = "cuda-aot/build/v1";
+
+    /// The statement over the manifest files of one build of `channel`: each manifest with
+    /// the exact bytes of its file, listed sorted (so the same build always gives the same
+    /// statement, and the same signature).
+    pub fn over<'a>(
+        channel: Channel,
+        manifests: impl IntoIterator<Item = (&'a crate::identity::Manifest, &'a [u8])>,
+    ) -> BuildStatement {
+        let mut attested: Vec<Attested> = manifests
+            .into_iter()
+            .map(|(m, file)| Attested {
+                module: m.identity.module.clone(),
+                sm: m.identity.sm,
+                kind: m.identity.kind,
+                manifest: Digest::of(file),
+                manifest_size: file.len() as u64,
+            })
+            .collect();
+        attested.sort();
+        BuildStatement {
+            schema: BuildStatement::SCHEMA.into(),
+            channel,
+            manifests: attested,
+        }
+    }
 }
 
 /// A reviewer's promotion record: a research kernel's AOT build passed parity and review,

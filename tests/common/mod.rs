@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use cuda_aot::envelope::Envelope;
 use cuda_aot::metadata::{
-    Attested, BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, MaxExpiry, Promotion,
-    Role, Roles, Root, Time, Timestamp,
+    BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, MaxExpiry, Promotion, Role,
+    Roles, Root, Time, Timestamp,
 };
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
@@ -182,23 +182,13 @@ impl Build {
             .map(|(m, b)| (json::to_vec(m), b.clone()))
             .collect();
         let channel = modules.first().map_or(Channel::Dev, |(m, _)| m.channel);
-        let mut manifests: Vec<Attested> = modules
-            .iter()
-            .zip(&files)
-            .map(|((m, _), (f, _))| Attested {
-                module: m.identity.module.clone(),
-                sm: m.identity.sm,
-                kind: m.identity.kind,
-                manifest: Digest::of(f),
-                manifest_size: f.len() as u64,
-            })
-            .collect();
-        manifests.sort();
-        let statement = BuildStatement {
-            schema: BuildStatement::SCHEMA.into(),
+        let statement = BuildStatement::over(
             channel,
-            manifests,
-        };
+            modules
+                .iter()
+                .zip(&files)
+                .map(|((m, _), (f, _))| (m, f.as_slice())),
+        );
         Build {
             statement: sign_doc(&statement, signers),
             files,

@@ -2,9 +2,9 @@
 //! a builder key.
 
 use anyhow::{Context, Result, bail};
+use cuda_aot::SecretKey;
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Attested, BuildStatement};
-use cuda_aot::{Digest, SecretKey};
+use cuda_aot::metadata::BuildStatement;
 use std::path::{Path, PathBuf};
 
 use crate::{devkeys, outdir, paths};
@@ -59,22 +59,10 @@ pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
             m.channel
         );
     }
-    let mut manifests: Vec<Attested> = modules
-        .iter()
-        .map(|(m, bytes, _)| Attested {
-            module: m.identity.module.clone(),
-            sm: m.identity.sm,
-            kind: m.identity.kind,
-            manifest: Digest::of(bytes),
-            manifest_size: bytes.len() as u64,
-        })
-        .collect();
-    manifests.sort();
-    let statement = BuildStatement {
-        schema: BuildStatement::SCHEMA.into(),
+    let statement = BuildStatement::over(
         channel,
-        manifests,
-    };
+        modules.iter().map(|(m, bytes, _)| (m, bytes.as_slice())),
+    );
     let env = Envelope::sign(
         PayloadType::Build,
         &cuda_aot::json::to_vec(&statement),
