@@ -101,16 +101,22 @@ pub fn probe(
     Ok(())
 }
 
-/// Runs one probe in a fresh process of this same binary and returns its start-up time.
+/// Runs one probe in a fresh process of this same binary and returns its start-up time;
+/// with `connections`, the probe runs with CUDA_DEVICE_MAX_CONNECTIONS set to it.
 pub fn run_child(
     arm: Arm,
     devices: &[usize],
+    connections: Option<u32>,
     registry: &Path,
     trust: &Path,
     images: &Path,
 ) -> Result<Duration> {
     let list: Vec<String> = devices.iter().map(usize::to_string).collect();
-    let out = Command::new(std::env::current_exe()?)
+    let mut probe = Command::new(std::env::current_exe()?);
+    if let Some(n) = connections {
+        probe.env("CUDA_DEVICE_MAX_CONNECTIONS", n.to_string());
+    }
+    let out = probe
         .arg("bench-load")
         .arg("--registry")
         .arg(registry)
