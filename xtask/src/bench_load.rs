@@ -192,8 +192,14 @@ impl Args {
             std::hint::black_box(Instant::now());
         }
         let clock_ns = t.elapsed().as_nanos() / 100_000;
+        // What the context check before every driver call costs (cuCtxGetCurrent).
+        let t = Instant::now();
+        for _ in 0..100_000 {
+            device.context().bind_to_thread()?;
+        }
+        let bind_ns = t.elapsed().as_nanos() / 100_000;
         let header = format!(
-            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, clock read {clock_ns} ns, CUDA_CACHE_DISABLE=1\n",
+            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, clock read {clock_ns} ns, context check {bind_ns} ns, CUDA_CACHE_DISABLE=1\n",
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
             info.name,
             info.sm(),
@@ -436,10 +442,12 @@ impl Args {
             Row::new(scope, "verified_load_unload", total),
             Row::new(scope, "raw_cuModuleLoadData", total),
             Row::new(scope, "raw_load_unload_fresh_copy", total),
+            Row::new(scope, "verified_module_each", total),
+            Row::new(scope, "verified_module_each_driver", total),
         ];
         for i in 0..=self.ratio_reps.max(2) {
             // Rotate the order so no arm always runs first.
-            for arm in (0..5).map(|k| (k + i) % 5) {
+            for arm in (0..6).map(|k| (k + i) % 6) {
                 let took = match arm {
                     0 => {
                         let rt = Runtime::open(registry, trust, policy.clone())?;
@@ -479,7 +487,7 @@ impl Args {
                         }
                         sum
                     }
-                    _ => {
+                    4 => {
                         let mut sum = Duration::ZERO;
                         for name in &names {
                             let rt = Runtime::open(registry, trust, policy.clone())?;
@@ -487,6 +495,22 @@ impl Args {
                             sum += cuda::raw::time_cubin_load_from_copy(ctx, image)?;
                         }
                         sum
+                    }
+                    _ => {
+                        // Diagnostic: the kept-loaded verified load one module() call at a
+                        // time, with the runtime's own clock around each driver load
+                        // (driver_time), to place the preload's extra cost.
+                        let rt = Runtime::open(registry, trust, policy.clone())?;
+                        warm(&fresh(&rt));
+                        let t = Instant::now();
+                        for name in &names {
+                            rt.module(name)?;
+                        }
+                        let took = t.elapsed();
+                        if i > 0 {
+                            rows[6].samples.push(rt.counters().driver_time);
+                        }
+                        took
                     }
                 };
                 if i > 0 {
@@ -519,6 +543,22 @@ impl Args {
                 &format!("{scope}/raw_load_unload_fresh_copy"),
                 &rows[2].samples,
                 &rows[4].samples,
+                None,
+            ),
+            Ratio::paired(
+                &format!("{scope}_module_each_vs_bare_kept"),
+                &format!("{scope}/verified_module_each"),
+                &format!("{scope}/raw_kept_loaded"),
+                &rows[5].samples,
+                &rows[1].samples,
+                None,
+            ),
+            Ratio::paired(
+                &format!("{scope}_module_each_driver_vs_bare_kept"),
+                &format!("{scope}/verified_module_each_driver"),
+                &format!("{scope}/raw_kept_loaded"),
+                &rows[6].samples,
+                &rows[1].samples,
                 None,
             ),
             Ratio::paired(
@@ -879,7 +919,9 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
     let color = |m: &str| match m {
         "verified_load" => "#2b8a3e",
         "raw_cuModuleLoadData" | "raw_kept_loaded" | "raw_load_unload_fresh_copy" => "#1c7ed6",
-        "verified_load_unload" => "#2f9e44",
+        "verified_load_unload" | "verified_module_each" | "verified_module_each_driver" => {
+            "#2f9e44"
+        }
         "verified_1_device" | "verified_2_devices" => "#2b8a3e",
         "verified_1_device_connections" | "verified_2_devices_connections" => "#66a80f",
         "bare_1_device" | "bare_2_devices" => "#1c7ed6",
