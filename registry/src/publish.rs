@@ -202,6 +202,11 @@ pub struct PublishOptions {
     /// Keep the current index's entries for (module, target, kind) this release does not
     /// hold. Off by default: the next index holds exactly this release.
     pub keep_unlisted: bool,
+    /// The versions of this registry already seen where the publisher runs (its verify
+    /// state). A registry started afresh (no timestamp yet: deleted and published again)
+    /// numbers its first index and timestamp above them, so no client that saw the old
+    /// line, that machine's own verifier included, refuses the new one as a rollback.
+    pub seen: TrustState,
 }
 
 impl Default for PublishOptions {
@@ -211,6 +216,7 @@ impl Default for PublishOptions {
             timestamp_ttl: Duration::from_secs(7 * 86_400),
             index_ttl: Duration::from_secs(365 * 86_400),
             keep_unlisted: false,
+            seen: TrustState::default(),
         }
     }
 }
@@ -236,6 +242,9 @@ pub struct Published {
     /// A timestamp that no publisher key of the trust root signed was set aside (after a
     /// rotation of the publisher keys): this publish started a new version line.
     pub recovered: bool,
+    /// The registry held no release yet and its versions continue above the ones already
+    /// seen ([`PublishOptions::seen`]): the highest index version seen before.
+    pub continued_after: Option<u64>,
 }
 
 /// The steps of a publish, in order. A publisher killed after any of them leaves a
@@ -438,8 +447,10 @@ pub fn publish(
 
     let (base_ts, base_index) = match (&base.timestamp, &base.index) {
         (Some((ts, _)), Some(idx)) => (ts.version, idx.version),
-        _ => (0, 0),
+        _ => (opts.seen.timestamp, opts.seen.index),
     };
+    let continued_after =
+        (base.timestamp.is_none() && !base.recovered && base_index > 0).then_some(base_index);
     let version = match base.recovered {
         false => next_version("index", base_index)?,
         true => first_free_index(store)?,
@@ -471,6 +482,7 @@ pub fn publish(
             entries: entries.len(),
             removed: 0,
             recovered: false,
+            continued_after: None,
         });
     }
     let index = Index {
@@ -514,6 +526,7 @@ pub fn publish(
         entries: index.entries.len(),
         removed,
         recovered: base.recovered,
+        continued_after,
     })
 }
 

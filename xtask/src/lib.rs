@@ -156,7 +156,11 @@ pub fn main() -> ! {
         .get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     message::set_json(cli.task.json());
-    if let Err(e) = process::install_interrupt_handler() {
+    // `serve` handles SIGINT/SIGTERM itself: a graceful stop (in-flight requests finish),
+    // which is how an operator ends it, so it exits 0 rather than "interrupted".
+    if !matches!(cli.task, Task::Serve(_))
+        && let Err(e) = process::install_interrupt_handler()
+    {
         eprintln!("warning: {e:#}; Ctrl-C will stop the tool without cleaning up");
     }
     let result = cli.task.run();

@@ -1,6 +1,7 @@
 //! `cargo xtask publish`: publish a signed build output into a registry.
 
 use anyhow::{Context, Result};
+use cuda_aot::state::TrustState;
 use cuda_aot::{Channel, Limits, SecretKey};
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
@@ -108,6 +109,10 @@ impl Args {
         let extra = &self.promotions;
         let p = match Target::of(&registry) {
             Target::Dir(dir) => {
+                let opts = PublishOptions {
+                    seen: seen_here(dir)?,
+                    ..opts
+                };
                 publish_output_to(&DirRegistry::new(dir), &out, &trust, &key, &opts, extra)?
             }
             Target::Http(url) => {
@@ -147,6 +152,7 @@ pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
         "blobs_written": p.blobs_written,
         "blobs_reused": p.blobs_reused,
         "recovered": p.recovered,
+        "continued_after": p.continued_after,
     })
 }
 
@@ -188,9 +194,13 @@ pub fn describe(p: &Published, registry: &Path) -> String {
         p.blobs_written,
         p.blobs_reused,
         if p.recovered {
-            "; the old timestamp was signed by a key the trust root no longer lists: a new version line started"
+            "; the old timestamp was signed by a key the trust root no longer lists: a new version line started".to_string()
+        } else if let Some(v) = p.continued_after {
+            format!(
+                "; a new registry: its versions continue above index v{v}, which this checkout has already verified there"
+            )
         } else {
-            ""
+            String::new()
         }
     )
 }
@@ -205,14 +215,25 @@ pub fn publish_output(
     publisher: &SecretKey,
     opts: &PublishOptions,
 ) -> Result<Published> {
+    let opts = PublishOptions {
+        seen: seen_here(registry)?,
+        ..opts.clone()
+    };
     publish_output_to(
         &DirRegistry::new(registry),
         out,
         trust,
         publisher,
-        opts,
+        &opts,
         &[],
     )
+}
+
+/// The versions of the registry folder `registry` that this checkout's verifier has seen
+/// (its default state file): a registry deleted and published again continues above them.
+fn seen_here(registry: &Path) -> Result<TrustState> {
+    let state = crate::verify::default_state_path(registry);
+    Ok(TrustState::load(&state, Limits::default().state)?)
 }
 
 /// Checks the build statement of `out` against the trust root and publishes the build, with

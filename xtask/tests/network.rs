@@ -59,17 +59,29 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
+impl Server {
+    /// Sends SIGTERM and waits (10 s at most, then SIGKILL) for the exit status.
+    fn stop(&mut self) -> std::process::ExitStatus {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let t = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
             if t.elapsed() > Duration::from_secs(10) {
                 let _ = self.child.kill();
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            self.stop();
         }
     }
 }
@@ -124,14 +136,25 @@ fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
     (synced, String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-/// One fresh release per test binary (real nvcc builds, dev keys): `registry/` and the
+/// One fresh release per test process (real nvcc builds, dev keys): `registry/` and the
 /// signed build output `out/`.
 fn release() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         common::toolkit_root();
-        // A fixed folder, replaced on each run (a static is never dropped to clean up).
-        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("network-release");
+        // One folder per process (a static is never dropped to clean up, and test runners
+        // such as nextest run each test in its own process at the same time); the folders
+        // of processes that have ended are removed here.
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if let Some(pid) = name.strip_prefix("network-release-")
+                && !Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let d = tmp.join(format!("network-release-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         run_ok(
             xtask()
@@ -150,10 +173,13 @@ fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_a
     let reg = release().join("registry");
     let published = files_under(&reg);
 
-    let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
+    let mut serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
     let (synced, table) = sync_and_verify(&serve.url(), tmp.path(), "from-serve");
     assert!(synced.starts_with("synced "), "{synced}");
-    assert!(table.starts_with("registry OK: index v1"), "{table}");
+    assert!(table.starts_with("registry OK: index v"), "{table}");
+    // SIGTERM is how an operator stops the server: a graceful stop, exit status 0.
+    let status = serve.stop();
+    assert_eq!(status.code(), Some(0), "serve after SIGTERM: {status:?}");
 
     let nginx = Server::start(
         &["servers", "nginx", "--workers", "1", "--root"],
@@ -207,7 +233,7 @@ fn a_release_round_trips_through_an_oci_registry() {
     assert!(text.contains("OCI layers"), "{text}");
     let (synced, table) = sync_and_verify(&reference, tmp.path(), "pulled");
     assert!(synced.starts_with("synced "), "{synced}");
-    assert!(table.starts_with("registry OK: index v1"), "{table}");
+    assert!(table.starts_with("registry OK: index v"), "{table}");
     let local_reg = files_under(&release().join("registry"));
     let modules = local_reg
         .iter()

@@ -1,6 +1,7 @@
 //! Issue 11, item 1, with the real `xtask` binary: the registry holds exactly what the
 //! release says. A target dropped from (a copy of) the spec leaves the next index; two
-//! releases with nothing changed leave the index version where it was.
+//! releases with nothing changed leave the index version where it was; a registry deleted
+//! and released again continues its versions, so this checkout's verifier accepts it.
 
 mod common;
 
@@ -68,4 +69,54 @@ fn issue_11_a_target_removed_from_the_spec_is_gone_from_the_next_index() {
         .map(|m| m["target"].as_str().unwrap())
         .collect();
     assert_eq!(targets, ["sm_80"], "{v}");
+}
+
+#[test]
+fn issue_11_a_registry_deleted_and_released_again_continues_above_the_versions_seen() {
+    let ws = Ws::new();
+    let spec = ws.path("spec/release.toml");
+    let registry = ws.path("spec/.cuda-aot/registry");
+    let release = || {
+        finished(
+            &Out::of(
+                xtask()
+                    .args(["release", "--module", "gamma", "--json", "--spec"])
+                    .arg(&spec),
+            )
+            .ok(),
+        )
+    };
+    let first = release();
+    assert_eq!(first["index_version"], 1, "{first}");
+    // A refreshed timestamp (v2), verified here: this checkout has seen index v1, timestamp v2.
+    Out::of(
+        xtask()
+            .current_dir(ws.path("spec"))
+            .args(["publish", "--refresh-timestamp"]),
+    )
+    .ok();
+    Out::of(xtask().current_dir(ws.path("spec")).arg("verify")).ok();
+
+    // The build engineer deletes the registry and releases again: the new registry's
+    // versions start above the ones seen (index v2, timestamp v3), so the release's own
+    // verify step, and any verifier that saw the old line, accepts it.
+    std::fs::remove_dir_all(&registry).unwrap();
+    let again = release();
+    assert_eq!(
+        (
+            &again["index_version"],
+            &again["publish"]["timestamp_version"],
+            &again["publish"]["continued_after"]
+        ),
+        (
+            &serde_json::json!(2),
+            &serde_json::json!(3),
+            &serde_json::json!(1)
+        ),
+        "{again}"
+    );
+    // An unchanged registry reports no continuation.
+    let third = release();
+    assert_eq!(third["unchanged"], true, "{third}");
+    assert_eq!(third["publish"]["continued_after"], serde_json::Value::Null);
 }
