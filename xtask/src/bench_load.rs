@@ -31,8 +31,8 @@ use crate::{files, paths};
 /// Start-up: fresh processes, each measuring process start to every kernel ready to
 /// launch, through cuda-aot or bare (context + loads + lookups), interleaved; on a host with
 /// two or more GPUs also on two devices, and with --startup-connections N cuda-aot on one
-/// and two devices again with CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's per-context
-/// hardware queues, which set most of the cost of each extra context).
+/// and two devices again with CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's hardware queues
+/// per context: fewer make each context cheaper to create and let fewer streams run at once).
 ///
 /// Writes bench-load.csv (medians), bench-ratios.csv (ratios and intervals) and
 /// bench-load.svg, then gates: the upper end of every load and start-up interval at most
