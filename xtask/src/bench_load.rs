@@ -518,57 +518,27 @@ impl Args {
                 }
             }
         }
+        // `a` against `b`, paired repetition by repetition; named `<scope>_<name>`.
+        let ratio = |name: &str, a: usize, b: usize, limit: Option<f64>| {
+            Ratio::paired(
+                &format!("{scope}_{name}"),
+                &format!("{scope}/{}", rows[a].method),
+                &format!("{scope}/{}", rows[b].method),
+                &rows[a].samples,
+                &rows[b].samples,
+                limit,
+            )
+        };
         let ratios = vec![
-            Ratio::paired(
-                &format!("{scope}_load_vs_bare_kept"),
-                &format!("{scope}/verified_load"),
-                &format!("{scope}/raw_kept_loaded"),
-                &rows[0].samples,
-                &rows[1].samples,
-                Some(1.05),
-            ),
-            Ratio::paired(
-                &format!("{scope}_load_unload_vs_bare"),
-                &format!("{scope}/verified_load_unload"),
-                &format!("{scope}/raw_cuModuleLoadData"),
-                &rows[2].samples,
-                &rows[3].samples,
-                Some(1.05),
-            ),
+            ratio("load_vs_bare_kept", 0, 1, Some(1.05)),
+            ratio("load_unload_vs_bare", 2, 3, Some(1.05)),
             // Reported, not gated: the bare load from an image copied just before the clock
-            // (what this bench's bare arm did until 2026-11-30; see docs/gpu.md).
-            Ratio::paired(
-                &format!("{scope}_load_unload_vs_bare_fresh_copy"),
-                &format!("{scope}/verified_load_unload"),
-                &format!("{scope}/raw_load_unload_fresh_copy"),
-                &rows[2].samples,
-                &rows[4].samples,
-                None,
-            ),
-            Ratio::paired(
-                &format!("{scope}_module_each_vs_bare_kept"),
-                &format!("{scope}/verified_module_each"),
-                &format!("{scope}/raw_kept_loaded"),
-                &rows[5].samples,
-                &rows[1].samples,
-                None,
-            ),
-            Ratio::paired(
-                &format!("{scope}_module_each_driver_vs_bare_kept"),
-                &format!("{scope}/verified_module_each_driver"),
-                &format!("{scope}/raw_kept_loaded"),
-                &rows[6].samples,
-                &rows[1].samples,
-                None,
-            ),
-            Ratio::paired(
-                &format!("{scope}_bare_fresh_copy_vs_in_place"),
-                &format!("{scope}/raw_load_unload_fresh_copy"),
-                &format!("{scope}/raw_cuModuleLoadData"),
-                &rows[4].samples,
-                &rows[3].samples,
-                None,
-            ),
+            // (what this bench's bare arm did until 2026-11-30; see docs/gpu.md), and the
+            // diagnostic rows.
+            ratio("load_unload_vs_bare_fresh_copy", 2, 4, None),
+            ratio("module_each_vs_bare_kept", 5, 1, None),
+            ratio("module_each_driver_vs_bare_kept", 6, 1, None),
+            ratio("bare_fresh_copy_vs_in_place", 4, 3, None),
         ];
         Ok((rows.into(), ratios))
     }

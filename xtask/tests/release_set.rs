@@ -14,22 +14,25 @@ fn finished(out: &Out) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no release-finished message:\n{}", out.stdout))
 }
 
+/// `release --module gamma --json` of the workspace's spec: its `release-finished` message.
+fn release_gamma(spec: &std::path::Path) -> serde_json::Value {
+    finished(
+        &Out::of(
+            xtask()
+                .args(["release", "--module", "gamma", "--json", "--spec"])
+                .arg(spec),
+        )
+        .ok(),
+    )
+}
+
 #[test]
 fn issue_11_a_target_removed_from_the_spec_is_gone_from_the_next_index() {
     let ws = Ws::new();
     let spec = ws.path("spec/release.toml");
     let registry = ws.path("spec/.cuda-aot/registry");
     let trust = ws.path("spec/.cuda-aot/dev-keys/root.json");
-    let release = || {
-        finished(
-            &Out::of(
-                xtask()
-                    .args(["release", "--module", "gamma", "--json", "--spec"])
-                    .arg(&spec),
-            )
-            .ok(),
-        )
-    };
+    let release = || release_gamma(&spec);
     let first = release();
     assert_eq!(first["publish"]["entries"], 2, "{first}");
     // Nothing changed: nothing published, the index version stays.
@@ -76,16 +79,7 @@ fn issue_11_a_registry_deleted_and_released_again_continues_above_the_versions_s
     let ws = Ws::new();
     let spec = ws.path("spec/release.toml");
     let registry = ws.path("spec/.cuda-aot/registry");
-    let release = || {
-        finished(
-            &Out::of(
-                xtask()
-                    .args(["release", "--module", "gamma", "--json", "--spec"])
-                    .arg(&spec),
-            )
-            .ok(),
-        )
-    };
+    let release = || release_gamma(&spec);
     let first = release();
     assert_eq!(first["index_version"], 1, "{first}");
     // A refreshed timestamp (v2), verified here: this checkout has seen index v1, timestamp v2.
