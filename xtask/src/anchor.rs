@@ -57,13 +57,9 @@ pub fn bad_root(e: cuda_aot::Error, path: &Path) -> anyhow::Error {
         return anyhow::Error::new(e)
             .context(format!("{} is not a usable trust root", path.display()));
     }
-    refix(
-        e,
-        format!(
-            "pass the trust root file with --trust, or make one with `cargo xtask trust-root` \
-             (a new root, or --previous {} to rotate an expired one; docs/trust.md)",
-            path.display()
-        ),
-    )
-    .context(format!("{} is not a usable trust root", path.display()))
+    // Not a file with a signed root in it (an expired root is read fine here and refused,
+    // with its own advice, when a registry is verified against it).
+    let fix = "pass the trust root file with --trust (a regular file holding a signed root), \
+               or make a new root with `cargo xtask trust-root` (docs/trust.md)";
+    refix(e, fix).context(format!("{} is not a usable trust root", path.display()))
 }

@@ -190,6 +190,11 @@ fn issue_10_dev_zero_as_the_trust_root_is_refused_promptly() {
         !out.status.success() && t.contains("/dev/zero: is a character device"),
         "{t}"
     );
+    // The advice points at the right file, not at rotating the device as a root.
+    assert!(
+        t.contains("Fix: pass the trust root file with --trust") && !t.contains("--previous"),
+        "{t}"
+    );
 }
 
 #[test]
