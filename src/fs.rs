@@ -136,7 +136,8 @@ fn parent(path: &Path) -> std::io::Result<&Path> {
     }
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+/// Flushes the folder `dir` itself (its entries: a rename or a new file in it) to disk.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

@@ -84,16 +84,16 @@ impl DirRegistry {
     }
 
     fn lock(&self) -> Result<File> {
-        std::fs::create_dir_all(&self.root).map_err(|e| io(&self.root, e))?;
+        std::fs::create_dir_all(&self.root).map_err(|e| Error::io(&self.root, e))?;
         let path = self.root.join(".lock");
         let f = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| io(&path, e))?;
+            .map_err(|e| Error::io(&path, e))?;
         // An OS advisory lock: released by the kernel if the publisher dies.
-        f.lock().map_err(|e| io(&path, e))?;
+        f.lock().map_err(|e| Error::io(&path, e))?;
         Ok(f)
     }
 
@@ -119,7 +119,7 @@ impl Store for DirRegistry {
         {
             return Ok(false);
         }
-        write_atomic(&path, bytes).map_err(|e| io(&path, e))?;
+        write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))?;
         Ok(true)
     }
 
@@ -136,7 +136,7 @@ impl Store for DirRegistry {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     self.put_root(version, bytes)
                 }
-                Err(e) => Err(io(&path, e)),
+                Err(e) => Err(Error::io(&path, e)),
             },
         }
     }
@@ -156,7 +156,7 @@ impl Store for DirRegistry {
             // Only a publisher holding the lock creates an index, and it replaces the
             // timestamp before letting go: an index past the timestamp is the leftover of
             // a publisher that died between the two steps. Nobody references it.
-            std::fs::remove_file(&index_path).map_err(|e| io(&index_path, e))?;
+            std::fs::remove_file(&index_path).map_err(|e| Error::io(&index_path, e))?;
         }
         match create_new_atomic(&index_path, c.index) {
             Ok(()) => {}
@@ -166,11 +166,11 @@ impl Store for DirRegistry {
                     base: c.base,
                 });
             }
-            Err(e) => return Err(io(&index_path, e)),
+            Err(e) => return Err(Error::io(&index_path, e)),
         }
         pause_point(Step::Index);
         let ts_path = self.path(layout::TIMESTAMP);
-        write_atomic(&ts_path, c.timestamp).map_err(|e| io(&ts_path, e))?;
+        write_atomic(&ts_path, c.timestamp).map_err(|e| Error::io(&ts_path, e))?;
         pause_point(Step::Timestamp);
         Ok(())
     }
@@ -184,18 +184,11 @@ impl Store for DirRegistry {
             });
         }
         let path = self.path(layout::TIMESTAMP);
-        write_atomic(&path, bytes).map_err(|e| io(&path, e))
+        write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))
     }
 
     fn describe(&self) -> String {
         self.root.display().to_string()
-    }
-}
-
-fn io(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 

@@ -155,6 +155,14 @@ pub enum Failure {
 }
 
 impl Error {
+    /// An I/O failure on `path`.
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     /// What to do about this error.
     pub fn fix(&self) -> String {
         match self {

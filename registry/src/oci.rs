@@ -171,10 +171,7 @@ pub fn push(
     let mut layers = Vec::with_capacity(files.len());
     let mut bytes = 0u64;
     for path in &files {
-        let data = fs::read(dir.join(path)).map_err(|e| Error::Io {
-            path: dir.join(path),
-            source: e,
-        })?;
+        let data = fs::read(dir.join(path)).map_err(|e| Error::io(&dir.join(path), e))?;
         bytes += data.len() as u64;
         layers.push(ImageLayer::new(
             data,

@@ -256,12 +256,7 @@ impl HttpRemote {
             }
         };
         let path = sink.describe();
-        let io = |e: std::io::Error| {
-            AttemptError::Permanent(Error::Io {
-                path: path.clone(),
-                source: e,
-            })
-        };
+        let io = |e: std::io::Error| AttemptError::Permanent(Error::io(&path, e));
         sink.start(have).map_err(io)?;
         stats.resumed = have;
 
@@ -595,18 +590,8 @@ pub(crate) fn body_text(resp: Response) -> String {
 
 /// Reads at most `max + 1` bytes of a local file (the bytes a [`Remote`] left in `dest`).
 pub(crate) fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
-    let f = File::open(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let mut out = Vec::new();
-    f.take(max.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| Error::Io {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-    Ok(out)
+    cuda_aot::fs::read_at_most(path, max)?
+        .ok_or_else(|| Error::io(path, std::io::ErrorKind::NotFound.into()))
 }
 
 #[cfg(test)]

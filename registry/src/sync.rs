@@ -305,7 +305,7 @@ pub fn sync(
     opts: &SyncOptions,
 ) -> Result<SyncReport> {
     let staging_root = target.join(STAGING_DIR);
-    fs::create_dir_all(&staging_root).map_err(|e| io(&staging_root, e))?;
+    fs::create_dir_all(&staging_root).map_err(|e| Error::io(&staging_root, e))?;
     let _lock = lock(&staging_root.join("lock"))?;
     let staging = staging_root.join("files");
 
@@ -351,8 +351,8 @@ pub fn sync(
             .parent()
             .expect("layout paths have a parent")
             .to_path_buf();
-        fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-        fs::rename(&from, &to).map_err(|e| io(&to, e))?;
+        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        fs::rename(&from, &to).map_err(|e| Error::io(&to, e))?;
         if commit_rank(path) > 0 {
             // Make the earlier files durable before the next kind names them.
             for d in std::mem::take(&mut dirs) {
@@ -428,13 +428,13 @@ fn lock(path: &Path) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(path)
-        .map_err(|e| io(path, e))?;
+        .map_err(|e| Error::io(path, e))?;
     match f.try_lock() {
         Ok(()) => Ok(f),
         Err(fs::TryLockError::WouldBlock) => Err(Error::Busy {
             path: path.to_path_buf(),
         }),
-        Err(fs::TryLockError::Error(e)) => Err(io(path, e)),
+        Err(fs::TryLockError::Error(e)) => Err(Error::io(path, e)),
     }
 }
 
@@ -449,23 +449,14 @@ fn check_no_link(target: &Path, rel: &str) -> Result<()> {
             }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(io(&p, e)),
+            Err(e) => return Err(Error::io(&p, e)),
         }
     }
     Ok(())
 }
 
 fn fsync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| io(dir, e))
-}
-
-fn io(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+    cuda_aot::fs::sync_dir(dir).map_err(|e| Error::io(dir, e))
 }
 
 #[cfg(test)]
