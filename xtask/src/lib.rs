@@ -156,23 +156,18 @@ pub fn main() -> ! {
         .get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     message::set_json(cli.task.json());
-    // `serve` handles SIGINT/SIGTERM itself: a graceful stop (in-flight requests finish),
-    // which is how an operator ends it, so it exits 0 rather than "interrupted".
-    if !matches!(cli.task, Task::Serve(_))
-        && let Err(e) = process::install_interrupt_handler()
-    {
+    if let Err(e) = process::install_interrupt_handler() {
         eprintln!("warning: {e:#}; Ctrl-C will stop the tool without cleaning up");
     }
     let result = cli.task.run();
-    let interrupt = process::interrupted().or_else(|| {
-        result
-            .as_ref()
-            .err()
-            .and_then(|e| {
-                e.chain()
-                    .find_map(|c| c.downcast_ref::<process::Interrupted>())
-            })
-            .copied()
+    // A task that failed after a signal was interrupted; one that still finished (`serve`
+    // stops gracefully on SIGTERM, a build that had just ended) exits as it finished.
+    let interrupt = result.as_ref().err().and_then(|e| {
+        process::interrupted().or_else(|| {
+            e.chain()
+                .find_map(|c| c.downcast_ref::<process::Interrupted>())
+                .copied()
+        })
     });
     if let Some(i) = interrupt {
         eprintln!("interrupted");
