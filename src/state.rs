@@ -62,6 +62,26 @@ impl TrustState {
         }
     }
 
+    /// The registry location a state file is kept for: `registry` made canonical, also
+    /// while the folder does not exist (its parent's canonical path and its name), so a
+    /// registry deleted and published again keeps its state.
+    pub fn location(registry: &Path) -> PathBuf {
+        std::fs::canonicalize(registry)
+            .or_else(|e| match (registry.parent(), registry.file_name()) {
+                (Some(parent), Some(name)) => {
+                    let parent = if parent.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        parent
+                    };
+                    std::fs::canonicalize(parent).map(|p| p.join(name))
+                }
+                _ => Err(e),
+            })
+            .or_else(|_| std::path::absolute(registry))
+            .unwrap_or_else(|_| registry.to_path_buf())
+    }
+
     /// The default state file for the registry at `registry` (see the module docs), or
     /// `None` when no per-user folder can be found (no `HOME`).
     pub fn default_path(registry: &Path) -> Option<PathBuf> {
@@ -74,7 +94,7 @@ impl TrustState {
                 })?
                 .join("cuda-aot/trust"),
         };
-        let abs = std::fs::canonicalize(registry).unwrap_or_else(|_| registry.to_path_buf());
+        let abs = Self::location(registry);
         let mut h = blake3::Hasher::new();
         h.update(b"cuda-aot trust state v1\n");
         h.update(abs.as_os_str().as_encoded_bytes());

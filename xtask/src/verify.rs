@@ -130,24 +130,10 @@ pub struct Verified {
     pub loadable_until: cuda_aot::metadata::Time,
 }
 
-/// The default state file for a registry: `.cuda-aot/state/<blake3 of its path>.json`.
-/// The path is made canonical, also while the folder does not exist (its parent's
-/// canonical path and its name), so a registry deleted and published again keeps its key.
+/// The default state file for a registry: `.cuda-aot/state/<blake3 of its location>.json`
+/// ([`TrustState::location`]: the same before and after the folder exists).
 pub fn default_state_path(registry: &Path) -> PathBuf {
-    let abs = std::fs::canonicalize(registry)
-        .or_else(|e| match (registry.parent(), registry.file_name()) {
-            (Some(parent), Some(name)) => {
-                let parent = if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                };
-                std::fs::canonicalize(parent).map(|p| p.join(name))
-            }
-            _ => Err(e),
-        })
-        .or_else(|_| std::path::absolute(registry))
-        .unwrap_or_else(|_| registry.to_path_buf());
+    let abs = TrustState::location(registry);
     let key = blake3::hash(abs.to_string_lossy().as_bytes()).to_hex();
     paths::work_dir()
         .join("state")
