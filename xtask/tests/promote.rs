@@ -107,6 +107,19 @@ impl Env {
 
     /// `cargo xtask promote ntt_fused` for sm_90 with this environment's root, registry,
     /// folders and `extra` arguments.
+    /// `promote` continuing from the parity report `report`, signed by one reviewer key.
+    fn promote_with(&self, spec: &Path, report: &Path, reviewer: &Path) -> Output {
+        self.promote(
+            spec,
+            &[
+                "--parity-report",
+                report.to_str().unwrap(),
+                "--reviewer-key",
+                reviewer.to_str().unwrap(),
+            ],
+        )
+    }
+
     fn promote(&self, spec: &Path, extra: &[&str]) -> Output {
         common::xtask()
             .args(["promote", "ntt_fused", "--target", "sm_90"])
@@ -294,21 +307,13 @@ fn issue_7_a_parity_report_that_does_not_bind_to_the_manifests_is_refused() {
     let spec = research_spec();
     build_step(&env, &spec);
     let good = report_for(&spec, &env.build_out());
-    let reviewer = env.reviewers[0].to_str().unwrap().to_string();
+    let reviewer = &env.reviewers[0];
     // A report of another build (one manifest digest changed).
     let mut other = good.clone();
     other.manifests[0] = Digest::of(b"a manifest of another build");
     other.aot[0].manifest = other.manifests[0];
     let p = write_report(&env, "other.json", &other);
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--reviewer-key",
-            &reviewer,
-        ],
-    ));
+    let out = refused(env.promote_with(&spec, &p, reviewer));
     assert!(
         out.contains("does not bind to this build's manifests"),
         "{out}"
@@ -318,15 +323,7 @@ fn issue_7_a_parity_report_that_does_not_bind_to_the_manifests_is_refused() {
     let mut spec_changed = good.clone();
     spec_changed.spec_digest = Digest::of(b"another spec");
     let p = write_report(&env, "spec.json", &spec_changed);
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--reviewer-key",
-            &reviewer,
-        ],
-    ));
+    let out = refused(env.promote_with(&spec, &p, reviewer));
     assert!(out.contains("ran parity spec"), "{out}");
     // A failed report, whatever it binds, names its first difference.
     let mut failed = good.clone();
@@ -343,15 +340,7 @@ fn issue_7_a_parity_report_that_does_not_bind_to_the_manifests_is_refused() {
         actual_by: "nvrtc sm_90".into(),
     });
     let p = write_report(&env, "failed.json", &failed);
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--reviewer-key",
-            &reviewer,
-        ],
-    ));
+    let out = refused(env.promote_with(&spec, &p, reviewer));
     assert!(
         out.contains("parity FAILED: case `2^20 (two full launches)` after launch 1 (ntt_stages): buffer `data` element 4097"),
         "{out}"
@@ -366,15 +355,7 @@ fn issue_7_a_builder_key_signing_as_reviewer_is_refused() {
     build_step(&env, &spec);
     let p = write_report(&env, "r.json", &report_for(&spec, &env.build_out()));
     let builder = env.key("builder");
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--reviewer-key",
-            builder.to_str().unwrap(),
-        ],
-    ));
+    let out = refused(env.promote_with(&spec, &p, &builder));
     assert!(
         out.contains("is a builder key, not a reviewer key"),
         "{out}"
