@@ -87,6 +87,7 @@ pub struct Args {
     bare_images: Option<PathBuf>,
 }
 
+mod order;
 mod startup;
 mod stats;
 
@@ -253,6 +254,8 @@ impl Args {
 
     fn measure(&self, trust: &[u8], trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
         let policy = policy_for(trust)?;
+        // First, while no CUDA call has been made in this process.
+        let (startup_rows, startup_ratios) = self.startup(trust_path)?;
         let probe = Runtime::open(self.at.registry(), trust, policy.clone())?;
         let selected: Vec<(String, Vec<u8>, u32)> = probe
             .selected()
@@ -393,16 +396,17 @@ impl Args {
             rows.push(bundle);
         }
         rows.extend(self.nvrtc_rows(&selected, ctx, &info, reps)?);
-        let (startup_rows, startup_ratios) = self.startup(trust, trust_path)?;
         rows.extend(startup_rows);
         ratios.extend(startup_ratios);
         Ok((rows, ratios))
     }
 
-    /// The bundle load of `registry`: four arms interleaved over `ratio_reps` repetitions,
-    /// each after an identical `Runtime::open`, compared like with like: the verified
-    /// preload (modules kept loaded until the clock stops) against bare loads kept loaded,
-    /// and verified loads each followed by an unload against bare load + unload.
+    /// The bundle load of `registry`: its arms interleaved over `ratio_reps` repetitions in
+    /// a balanced order ([`order::williams`]), each after an identical `Runtime::open`,
+    /// compared like with like: the verified preload (modules kept loaded until the clock
+    /// stops) against bare loads kept loaded, and verified loads each followed by an unload
+    /// against bare load + unload; plus the bare kept arm a second time (the A/A control),
+    /// the bare load from a fresh copy and a diagnostic arm, reported.
     fn load_arms(
         &self,
         scope: &str,
@@ -444,10 +448,14 @@ impl Args {
             Row::new(scope, "raw_load_unload_fresh_copy", total),
             Row::new(scope, "verified_module_each", total),
             Row::new(scope, "verified_module_each_driver", total),
+            Row::new(scope, "raw_kept_loaded_again", total),
         ];
+        // Arm 6 is timed inside arm 5; the others run in a balanced order (every arm right
+        // after every other equally often), arm 7 being arm 1 again: the A/A control.
+        let arms = [0, 1, 2, 3, 4, 5, 7];
+        let orders = order::williams(arms.len());
         for i in 0..=self.ratio_reps.max(2) {
-            // Rotate the order so no arm always runs first.
-            for arm in (0..6).map(|k| (k + i) % 6) {
+            for arm in orders[i % orders.len()].iter().map(|&k| arms[k]) {
                 let took = match arm {
                     0 => {
                         let rt = Runtime::open(registry, trust, policy.clone())?;
@@ -456,7 +464,7 @@ impl Args {
                         rt.preload()?;
                         t.elapsed()
                     }
-                    1 => {
+                    1 | 7 => {
                         let rt = Runtime::open(registry, trust, policy.clone())?;
                         let bytes = fresh(&rt);
                         warm(&bytes);
@@ -496,7 +504,7 @@ impl Args {
                         }
                         sum
                     }
-                    _ => {
+                    5 => {
                         // Diagnostic: the kept-loaded verified load one module() call at a
                         // time, with the runtime's own clock around each driver load
                         // (driver_time), to place the preload's extra cost.
@@ -512,6 +520,7 @@ impl Args {
                         }
                         took
                     }
+                    _ => unreachable!("arm {arm}"),
                 };
                 if i > 0 {
                     rows[arm].samples.push(took);
@@ -539,37 +548,26 @@ impl Args {
             ratio("module_each_vs_bare_kept", 5, 1, None),
             ratio("module_each_driver_vs_bare_kept", 6, 1, None),
             ratio("bare_fresh_copy_vs_in_place", 4, 3, None),
+            // The A/A control: the same bare arm twice. Its interval shows what order and
+            // noise alone do to a comparison of this size.
+            ratio("bare_kept_vs_itself", 7, 1, None),
         ];
         Ok((rows.into(), ratios))
     }
 
     /// Start-up in fresh processes: cuda-aot vs bare on device 0, and cuda-aot on devices 0
-    /// and 1 when the host has two GPUs, interleaved.
-    fn startup(&self, trust: &[u8], trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
+    /// and 1 when the host has two GPUs, interleaved. Runs before this process initialises
+    /// the driver (see [`startup`]).
+    fn startup(&self, trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
         let registry = self.at.registry();
-        let policy = policy_for(trust)?;
-        // The cubin files a bare prover would load: the same ones cuda-aot selects.
-        let images: Vec<startup::BareImage> = {
-            let rt = Runtime::open(&registry, trust, policy.clone())?;
-            rt.selected()
-                .map(|m| startup::BareImage {
-                    path: registry.join(cuda_aot::source::layout::blob(&m.module_digest)),
-                    kernels: m
-                        .functions
-                        .iter()
-                        .map(|f| f.symbol.as_str().to_string())
-                        .collect(),
-                })
-                .collect()
-        };
         let list = self
             .out
             .clone()
             .unwrap_or_else(|| paths::work_dir().join("bench-load"))
             .join("bare-images.json");
         std::fs::create_dir_all(list.parent().expect("a folder"))?;
-        files::write(&list, &serde_json::to_vec_pretty(&images)?)?;
-        let two = cuda::device_count()? >= 2;
+        let plan = startup::plan(&registry, trust_path, &list)?;
+        let two = plan.devices >= 2;
         let mut rows = vec![
             Row::new("startup", "verified_1_device", 0),
             Row::new("startup", "bare_1_device", 0),
@@ -594,10 +592,10 @@ impl Args {
             (true, false) => vec![0, 1, 2, 3],
             (true, true) => vec![0, 1, 2, 3, 4, 5],
         };
+        let orders = order::williams(used.len());
         for i in 0..=self.startup_reps.max(2) {
-            // Rotate the order so no arm always runs first.
-            for j in 0..used.len() {
-                let k = used[(j + i) % used.len()];
+            for &j in &orders[i % orders.len()] {
+                let k = used[j];
                 let (kind, devices, connections) = arms[k];
                 let took =
                     startup::run_child(kind, devices, connections, &registry, trust_path, &list)?;
@@ -888,7 +886,10 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
     let h = ratio_top + 40.0 + ratios.len() as f64 * (bar_h + 6.0) + 30.0;
     let color = |m: &str| match m {
         "verified_load" => "#2b8a3e",
-        "raw_cuModuleLoadData" | "raw_kept_loaded" | "raw_load_unload_fresh_copy" => "#1c7ed6",
+        "raw_cuModuleLoadData"
+        | "raw_kept_loaded"
+        | "raw_kept_loaded_again"
+        | "raw_load_unload_fresh_copy" => "#1c7ed6",
         "verified_load_unload" | "verified_module_each" | "verified_module_each_driver" => {
             "#2f9e44"
         }

@@ -2,7 +2,10 @@
 //! kernel ready to launch, through cuda-aot (`Runtime::open_devices` + `preload_all` +
 //! kernel lookups) or bare (context creation + `cuModuleLoadData` of the same cubin files +
 //! `cuModuleGetFunction`), on one device or several. The primary context is created once
-//! per process, so each sample is its own child process of `bench-load`.
+//! per process, so each sample is its own child process of `bench-load`; and the parent
+//! has not initialised the driver while they run (a process holding the GPUs makes the
+//! next process's `cuInit` about 190 ms cheaper, which no prover starting alone on its
+//! host sees), so even what the probes load is planned by a child ([`plan`]).
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::cuda::raw::BareStartup;
@@ -19,6 +22,16 @@ pub enum Arm {
     Verified,
     /// The same cubin files straight into the driver.
     Bare,
+    /// Not timed: writes the cubin files a bare probe loads (what cuda-aot selects on
+    /// device 0) to `--bare-images` and prints the number of devices.
+    Plan,
+}
+
+/// What the start-up phase needs to know before its probes run: learnt in a child process,
+/// so that the parent never initialises the driver.
+pub struct Plan {
+    /// CUDA devices on this host.
+    pub devices: usize,
 }
 
 /// One module a bare start-up loads: the cubin file and its kernel symbols.
@@ -32,6 +45,8 @@ pub struct BareImage {
 
 /// What a probe process prints on its last line.
 const PREFIX: &str = "startup_us=";
+/// What a plan process prints on its last line.
+const PLAN_PREFIX: &str = "devices=";
 
 /// The probe itself (runs in the child): measures and prints `startup_us=<n>`.
 pub fn probe(
@@ -44,6 +59,26 @@ pub fn probe(
 ) -> Result<()> {
     let t = Instant::now();
     let (took, kernels) = match arm {
+        Arm::Plan => {
+            let file = images.context("a plan probe needs --bare-images")?;
+            let anchor =
+                cuda_aot::fs::read_capped(trust, cuda_aot::Limits::default().root, "trust root")?;
+            let rt = Runtime::open(registry, &anchor, policy)?;
+            let list: Vec<BareImage> = rt
+                .selected()
+                .map(|m| BareImage {
+                    path: registry.join(cuda_aot::source::layout::blob(&m.module_digest)),
+                    kernels: m
+                        .functions
+                        .iter()
+                        .map(|f| f.symbol.as_str().to_string())
+                        .collect(),
+                })
+                .collect();
+            crate::files::write(file, &serde_json::to_vec_pretty(&list)?)?;
+            println!("{PLAN_PREFIX}{}", cuda_aot::cuda::device_count()?);
+            return Ok(());
+        }
         Arm::Verified => {
             let anchor =
                 cuda_aot::fs::read_capped(trust, cuda_aot::Limits::default().root, "trust root")?;
@@ -126,6 +161,7 @@ pub fn run_child(
         .arg(match arm {
             Arm::Verified => "verified",
             Arm::Bare => "bare",
+            Arm::Plan => "plan",
         })
         .arg("--devices")
         .arg(list.join(","))
@@ -150,4 +186,34 @@ pub fn run_child(
         .and_then(|n| n.parse().ok())
         .with_context(|| format!("no {PREFIX} line in the probe's output: {text}"))?;
     Ok(Duration::from_micros(us))
+}
+
+/// Runs a [`Arm::Plan`] probe: writes the bare probes' image list to `images` and returns
+/// what the start-up phase needs, without initialising the driver in this process.
+pub fn plan(registry: &Path, trust: &Path, images: &Path) -> Result<Plan> {
+    let out = Command::new(std::env::current_exe()?)
+        .arg("bench-load")
+        .arg("--registry")
+        .arg(registry)
+        .arg("--trust")
+        .arg(trust)
+        .args(["--startup-probe", "plan", "--bare-images"])
+        .arg(images)
+        .output()
+        .context("starting the start-up plan probe")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "the start-up plan probe failed:\n{}{}",
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let devices = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(PLAN_PREFIX))
+        .and_then(|n| n.trim().parse().ok())
+        .with_context(|| format!("no {PLAN_PREFIX} line in the plan probe's output: {text}"))?;
+    Ok(Plan { devices })
 }

@@ -1,0 +1,104 @@
+//! The order in which bench-load runs its interleaved arms: a Williams design, so that every
+//! arm runs in every position and right after every other arm equally often.
+//!
+//! A plain rotation (0 1 2 … then 1 2 … 0) puts every arm in every position, but each arm
+//! always follows the same neighbour. The driver keeps state from one load to the next (the
+//! previous arm's unloads, what its heap and caches hold), so a fixed neighbour is a bias
+//! that no number of repetitions averages out: it is why two identical arms could differ
+//! by a few per cent.
+
+/// The sequences of a Williams design for `n` arms: `n` of them for even `n`, `2n` for odd.
+/// Repetition `i` runs `sequences[i % len]`. Over one full cycle every arm is in each
+/// position equally often, and every ordered pair (a right before b, a ≠ b) occurs equally
+/// often (once for even `n`, twice for odd).
+pub fn williams(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // First row: 0, 1, n-1, 2, n-2, … (alternately up from the start and down from the end).
+    let mut first = Vec::with_capacity(n);
+    first.push(0);
+    let (mut low, mut high) = (1, n - 1);
+    for j in 1..n {
+        if j % 2 == 1 {
+            first.push(low);
+            low += 1;
+        } else {
+            first.push(high);
+            high -= 1;
+        }
+    }
+    let mut rows: Vec<Vec<usize>> = (0..n)
+        .map(|k| first.iter().map(|a| (a + k) % n).collect())
+        .collect();
+    if n % 2 == 1 {
+        let reversed: Vec<Vec<usize>> = rows
+            .iter()
+            .map(|r| r.iter().rev().copied().collect())
+            .collect();
+        rows.extend(reversed);
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(n: usize) {
+        let rows = williams(n);
+        assert_eq!(rows.len(), if n % 2 == 0 { n } else { 2 * n });
+        let per_cell = rows.len() / n;
+        let mut position = vec![vec![0; n]; n];
+        let mut follows = vec![vec![0; n]; n];
+        for r in &rows {
+            let mut sorted = r.clone();
+            sorted.sort();
+            assert_eq!(
+                sorted,
+                (0..n).collect::<Vec<_>>(),
+                "{r:?} is not a permutation"
+            );
+            for (p, &a) in r.iter().enumerate() {
+                position[a][p] += 1;
+            }
+            for w in r.windows(2) {
+                follows[w[0]][w[1]] += 1;
+            }
+        }
+        for a in 0..n {
+            assert!(
+                position[a].iter().all(|&c| c == per_cell),
+                "n={n}: {position:?}"
+            );
+            for b in 0..n {
+                let want = if a == b { 0 } else { per_cell };
+                assert_eq!(follows[a][b], want, "n={n}: {a} before {b}: {follows:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_arm_follows_every_other_equally_often() {
+        for n in 1..=9 {
+            check(n);
+        }
+    }
+
+    /// The rotation it replaces fails the same check: arm 1 always followed arm 0.
+    #[test]
+    fn a_plain_rotation_is_not_balanced() {
+        let n = 6;
+        let rotation: Vec<Vec<usize>> = (0..n)
+            .map(|i| (0..n).map(|k| (k + i) % n).collect())
+            .collect();
+        let after_0 = rotation
+            .iter()
+            .flat_map(|r| r.windows(2))
+            .filter(|w| w[0] == 0)
+            .map(|w| w[1])
+            .collect::<Vec<_>>();
+        assert!(after_0.iter().all(|&b| b == 1), "{after_0:?}");
+        assert_eq!(williams(6)[0], vec![0, 1, 5, 2, 4, 3]);
+    }
+}
