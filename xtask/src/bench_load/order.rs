@@ -47,7 +47,7 @@ mod tests {
 
     fn check(n: usize) {
         let rows = williams(n);
-        assert_eq!(rows.len(), if n % 2 == 0 { n } else { 2 * n });
+        assert_eq!(rows.len(), if n.is_multiple_of(2) { n } else { 2 * n });
         let per_cell = rows.len() / n;
         let mut position = vec![vec![0; n]; n];
         let mut follows = vec![vec![0; n]; n];
