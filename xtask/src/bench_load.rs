@@ -76,6 +76,12 @@ pub struct Args {
     /// streams running concurrently).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
     startup_connections: Option<u32>,
+    /// The order of the interleaved arms: `balanced` (a Williams design: every arm right
+    /// after every other equally often) or `rotation` (each arm always after the same
+    /// neighbour; kept to show the bias it carries, in the A/A control row
+    /// `*_bare_kept_vs_itself`).
+    #[arg(long, value_enum, default_value_t = order::Order::Balanced)]
+    order: order::Order,
     /// (internal) Run one start-up probe in this process and print its time.
     #[arg(long, value_enum, hide = true)]
     startup_probe: Option<startup::Arm>,
@@ -200,7 +206,7 @@ impl Args {
         }
         let bind_ns = t.elapsed().as_nanos() / 100_000;
         let header = format!(
-            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, clock read {clock_ns} ns, context check {bind_ns} ns, CUDA_CACHE_DISABLE=1\n",
+            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, {} order, clock read {clock_ns} ns, context check {bind_ns} ns, CUDA_CACHE_DISABLE=1\n",
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
             info.name,
             info.sm(),
@@ -210,7 +216,8 @@ impl Args {
             self.startup_reps,
             self.startup_connections
                 .map(|n| format!(" (*_connections: CUDA_DEVICE_MAX_CONNECTIONS={n})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            self.order.name(),
         );
         let mut text = header.clone() + "scope,method,bytes,reps,median_us,p10_us,p90_us\n";
         for r in &rows {
@@ -453,7 +460,7 @@ impl Args {
         // Arm 6 is timed inside arm 5; the others run in a balanced order (every arm right
         // after every other equally often), arm 7 being arm 1 again: the A/A control.
         let arms = [0, 1, 2, 3, 4, 5, 7];
-        let orders = order::williams(arms.len());
+        let orders = self.order.sequences(arms.len());
         for i in 0..=self.ratio_reps.max(2) {
             for arm in orders[i % orders.len()].iter().map(|&k| arms[k]) {
                 let took = match arm {
@@ -592,7 +599,7 @@ impl Args {
             (true, false) => vec![0, 1, 2, 3],
             (true, true) => vec![0, 1, 2, 3, 4, 5],
         };
-        let orders = order::williams(used.len());
+        let orders = self.order.sequences(used.len());
         for i in 0..=self.startup_reps.max(2) {
             for &j in &orders[i % orders.len()] {
                 let k = used[j];

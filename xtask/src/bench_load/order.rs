@@ -7,6 +7,35 @@
 //! that no number of repetitions averages out: it is why two identical arms could differ
 //! by a few per cent.
 
+/// How bench-load orders its interleaved arms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Order {
+    /// [`williams`]: every arm right after every other equally often.
+    Balanced,
+    /// Repetition `i` runs arms `i, i+1, …` (mod n): each arm always after the same one.
+    Rotation,
+}
+
+impl Order {
+    /// The sequences for `n` arms; repetition `i` runs `sequences[i % len]`.
+    pub fn sequences(self, n: usize) -> Vec<Vec<usize>> {
+        match self {
+            Order::Balanced => williams(n),
+            Order::Rotation => (0..n)
+                .map(|i| (0..n).map(|k| (k + i) % n).collect())
+                .collect(),
+        }
+    }
+
+    /// Its name in the CSV header.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Balanced => "balanced",
+            Order::Rotation => "rotation",
+        }
+    }
+}
+
 /// The sequences of a Williams design for `n` arms: `n` of them for even `n`, `2n` for odd.
 /// Repetition `i` runs `sequences[i % len]`. Over one full cycle every arm is in each
 /// position equally often, and every ordered pair (a right before b, a ≠ b) occurs equally
