@@ -765,11 +765,15 @@ fn policy_for(trust: &[u8]) -> Result<Policy> {
     })
 }
 
+/// How far an A/A control (`*_vs_itself`) may stray from 1 either way.
+const CONTROL_LIMIT: f64 = 1.05;
+
 /// Re-reads `bench-load.csv` and `bench-ratios.csv` beside it and applies the gate: the
 /// upper end of the 95 % interval of every gated ratio within its limit (verified bundle
 /// load and start-up at most 1.05x bare; two devices against one and the fresh-copy rows are
-/// reported), both bare load methods present, and the verified bundle load at least 100x
-/// faster than NVRTC compile + load.
+/// reported), every A/A control (`*_vs_itself`) within [1/1.05, 1.05] (else the run could
+/// not resolve the gate's 5 %), both bare load methods present, and the verified bundle load
+/// at least 100x faster than NVRTC compile + load.
 pub fn gate(csv: &Path) -> Result<()> {
     let text =
         std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?;
@@ -802,6 +806,10 @@ pub fn gate(csv: &Path) -> Result<()> {
         }
     }
     for r in &ratios {
+        // The A/A controls (one arm against itself) must show no difference the gate could
+        // mistake for a cost: their whole interval within the gate's resolution.
+        let control = r.name.ends_with("_vs_itself");
+        let control_ok = r.low >= 1.0 / CONTROL_LIMIT && r.high <= CONTROL_LIMIT;
         println!(
             "gate: {:<30} median {:.3}x, 95% interval [{:.3}, {:.3}] over {} pairs ({}): {}",
             r.name,
@@ -809,15 +817,35 @@ pub fn gate(csv: &Path) -> Result<()> {
             r.low,
             r.high,
             r.pairs,
-            r.limit.map_or("reported, not gated".into(), |l| format!(
-                "limit {l:.2}x on the upper end"
-            )),
-            match (r.limit, r.passes()) {
-                (None, _) => "-",
-                (Some(_), true) => "ok",
-                (Some(_), false) => "FAIL",
+            if control {
+                format!(
+                    "A/A control, within [{:.3}, {CONTROL_LIMIT:.2}]",
+                    1.0 / CONTROL_LIMIT
+                )
+            } else {
+                r.limit.map_or("reported, not gated".into(), |l| {
+                    format!("limit {l:.2}x on the upper end")
+                })
+            },
+            match (control, r.limit, r.passes()) {
+                (true, ..) if control_ok => "ok",
+                (true, ..) => "FAIL",
+                (false, None, _) => "-",
+                (false, Some(_), true) => "ok",
+                (false, Some(_), false) => "FAIL",
             }
         );
+        if control && !control_ok {
+            failures.push(format!(
+                "{} (the same bare arm twice) spans [{:.3}, {:.3}]: this run cannot resolve a \
+                 {:.0} % difference (the host was busy, or the arms disturb each other). \
+                 Fix: run bench-load again on a quiet host",
+                r.name,
+                r.low,
+                r.high,
+                (CONTROL_LIMIT - 1.0) * 100.0
+            ));
+        }
         if let (Some(limit), false) = (r.limit, r.passes()) {
             failures.push(format!(
                 "{} is up to {:.3}x (95% interval upper end; limit {limit:.2}x)",

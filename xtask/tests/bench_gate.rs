@@ -37,10 +37,25 @@ fn the_committed_h200_evidence_gives_the_verdict_recorded_with_it() {
     assert_eq!(ok, !logged.contains("gate FAILED"), "{text}");
 }
 
+/// The runs with the balanced order (A/A controls included) pass the gate as logged.
+#[test]
+fn the_balanced_order_runs_pass_the_gate_with_their_controls() {
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../docs/evidence/2026-11-30-h200x2-order");
+    for run in ["run1", "run2", "run3"] {
+        let dir = base.join(run);
+        let (ok, text) = gate(&dir);
+        assert!(ok, "{run}: {text}");
+        assert_eq!(text.matches("A/A control").count(), 2, "{run}: {text}");
+        let logged = std::fs::read_to_string(dir.join("bench-load.txt")).unwrap();
+        assert!(logged.contains("gate: PASS"), "{run}");
+    }
+}
+
 #[test]
 fn the_gate_fails_on_an_interval_above_its_limit_or_a_small_nvrtc_gap() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |nvrtc: f64, kept_high: f64, startup: bool| {
+    let write_with = |nvrtc: f64, kept_high: f64, startup: bool, extra: &str| {
         std::fs::write(
             dir.path().join("bench-load.csv"),
             format!(
@@ -53,8 +68,11 @@ fn the_gate_fails_on_an_interval_above_its_limit_or_a_small_nvrtc_gap() {
         if startup {
             ratios += "startup_vs_bare,a,b,15,1.0000,0.9800,1.0200,1.05\n";
         }
+        ratios += extra;
         std::fs::write(dir.path().join("bench-ratios.csv"), ratios).unwrap();
     };
+    let write =
+        |nvrtc: f64, kept_high: f64, startup: bool| write_with(nvrtc, kept_high, startup, "");
     write(1e6, 1.04, true);
     let (ok, text) = gate(dir.path());
     assert!(ok && text.contains("gate: PASS"), "{text}");
@@ -65,6 +83,24 @@ fn the_gate_fails_on_an_interval_above_its_limit_or_a_small_nvrtc_gap() {
         !ok && text.contains("bundle_load_vs_bare_kept is up to 1.080x"),
         "{text}"
     );
+    // An A/A control (the same arm twice) must lie within [1/1.05, 1.05] on both ends.
+    let control = |low: f64, high: f64| {
+        format!("bundle_bare_kept_vs_itself,a,a,300,1.0000,{low:.4},{high:.4},-\n")
+    };
+    write_with(1e6, 1.04, true, &control(0.98, 1.02));
+    let (ok, text) = gate(dir.path());
+    assert!(
+        ok && text.contains("A/A control, within [0.952, 1.05]): ok"),
+        "{text}"
+    );
+    for (low, high) in [(0.99, 1.06), (0.94, 1.01)] {
+        write_with(1e6, 1.04, true, &control(low, high));
+        let (ok, text) = gate(dir.path());
+        assert!(
+            !ok && text.contains("cannot resolve a 5 % difference") && text.contains("Fix: run"),
+            "{text}"
+        );
+    }
     write(5000.0, 1.04, true);
     let (ok, text) = gate(dir.path());
     assert!(!ok && text.contains("only 50x faster than NVRTC"), "{text}");

@@ -1,0 +1,12 @@
+set -uo pipefail
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,compute_cap,memory.total,persistence_mode --format=csv; } > "$OUT/device.txt" 2>&1
+bash .gpu/ctxprobe/run2.sh > $OUT/ctx-connections.txt 2>&1; echo "ctxprobe exit $?"
+O=$OUT/run2; mkdir -p $O
+.gpu/xtask bench-load --registry .gpu/registry --trust .gpu/root.json --spec manifests/release.toml \
+  --also-registry .gpu/foreign-registry --out "$O" --reps 20 --ratio-reps 300 --startup-reps 100 > "$O/bench-load.txt" 2>&1
+echo "== run 2 $(date -u)"; grep -E "^gate|error" "$O/bench-load.txt"; rm -f $O/bare-images.json
+O=$OUT/rotation; mkdir -p $O
+.gpu/xtask bench-load --registry .gpu/registry --trust .gpu/root.json --spec manifests/release.toml \
+  --also-registry .gpu/foreign-registry --out "$O" --reps 3 --ratio-reps 300 --startup-reps 2 --order rotation > "$O/bench-load.txt" 2>&1
+echo "== rotation $(date -u)"; grep -E "^gate|error" "$O/bench-load.txt"; rm -f $O/bare-images.json $O/bench-load.csv $O/bench-load.svg
