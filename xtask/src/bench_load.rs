@@ -24,20 +24,24 @@ use crate::{files, paths};
 /// (b) bare cuModuleLoadData in two fair ways (each module loaded and unloaded; all modules
 /// kept loaded until the clock stops), (c) PTX through the driver JIT with the JIT cache off
 /// (CUDA_CACHE_DISABLE=1), (d) NVRTC compile + load (--features research builds). The
-/// bundle arms are interleaved over many repetitions, each after an identical
-/// Runtime::open, and compared as paired ratios with a bootstrap 95 % interval; with
-/// --also-registry the same is done for a second registry (the foreign-style corpus).
+/// bundle arms are interleaved over many repetitions in a balanced order (every arm right
+/// after every other equally often), each after an identical Runtime::open, and compared
+/// as paired ratios with a bootstrap 95 % interval; the bare kept arm runs twice, as an A/A
+/// control. With --also-registry the same is done for a second registry (the foreign-style
+/// corpus).
 ///
-/// Start-up: fresh processes, each measuring process start to every kernel ready to
-/// launch, through cuda-aot or bare (context + loads + lookups), interleaved; on a host with
+/// Start-up: fresh processes, run before this process touches the driver, each measuring
+/// process start to every kernel ready to launch, through cuda-aot or bare (context +
+/// loads + lookups), interleaved; on a host with
 /// two or more GPUs also on two devices, and with --startup-connections N cuda-aot on one
 /// and two devices again with CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's hardware queues
 /// per context: fewer make each context cheaper to create and let fewer streams run at once).
 ///
 /// Writes bench-load.csv (medians), bench-ratios.csv (ratios and intervals) and
 /// bench-load.svg, then gates: the upper end of every load and start-up interval at most
-/// 1.05x bare, and the verified load at least 100x faster than NVRTC. Two devices against
-/// one is reported beside the bare driver's own figure.
+/// 1.05x bare, every A/A control within [1/1.05, 1.05], and the verified load at least 100x
+/// faster than NVRTC. Two devices against one is reported beside the bare driver's own
+/// figure.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
