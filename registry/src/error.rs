@@ -61,6 +61,17 @@ pub enum Error {
         /// The registry.
         path: PathBuf,
     },
+    /// The registry is empty, and the versions it would continue above (what this publisher
+    /// has seen of it, [`crate::publish::PublishOptions::seen`]) cannot be incremented.
+    #[error(
+        "the registry is empty and the versions seen of it before (index v{index}, timestamp v{timestamp}) cannot be incremented"
+    )]
+    SeenExhausted {
+        /// The highest index version seen.
+        index: u64,
+        /// The highest timestamp version seen.
+        timestamp: u64,
+    },
     /// A transfer failed, after its retries where the failure was transient.
     #[error("{url}: {failure} (after {attempts} attempt(s))")]
     Transfer {
@@ -176,6 +187,7 @@ impl Error {
                 version + 1
             ),
             Error::NotPublisher { root, .. } => format!("publish with a publisher key listed in trust root v{root} (--publisher-key), or rotate the trust root to list this key"),
+            Error::SeenExhausted { .. } => "those versions come from the publisher's local trust state for this registry, not from the registry: the state was edited or saved from a registry a stolen key inflated. If this registry was emptied on purpose, delete that state file (cargo xtask keeps it under .cuda-aot/state/) and publish again; verifiers holding the same state must drop theirs too".into(),
             Error::NoRoot { .. } => "publish with --trust pointing at the trust root (cargo xtask release creates a dev one)".into(),
             Error::Transfer { failure, .. } => match failure {
                 Failure::Connect(_) => "check that the server is running and the URL is right; the local copy was not changed, and running the sync again resumes partial downloads".into(),

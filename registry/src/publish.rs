@@ -397,6 +397,15 @@ pub fn publish(
         });
     }
     let base = base(store, anchor, publisher)?;
+    // An empty registry continues above the versions this publisher has seen: refuse seen
+    // versions that cannot grow before anything is written.
+    let from_seen = (base.timestamp.is_none() || base.index.is_none()) && !base.recovered;
+    if from_seen && opts.seen.index.max(opts.seen.timestamp) == u64::MAX {
+        return Err(Error::SeenExhausted {
+            index: opts.seen.index,
+            timestamp: opts.seen.timestamp,
+        });
+    }
     let build = &release.build;
     let channel = base.root.root().channel;
     if build.channel() != channel {

@@ -108,13 +108,7 @@ impl Args {
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
         let extra = &self.promotions;
         let p = match Target::of(&registry) {
-            Target::Dir(dir) => {
-                let opts = PublishOptions {
-                    seen: seen_here(dir)?,
-                    ..opts
-                };
-                publish_output_to(&DirRegistry::new(dir), &out, &trust, &key, &opts, extra)?
-            }
+            Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &opts, extra)?,
             Target::Http(url) => {
                 let store = self.remote.http_store(url)?;
                 publish_output_to(&store, &out, &trust, &key, &opts, extra)?
@@ -215,6 +209,19 @@ pub fn publish_output(
     publisher: &SecretKey,
     opts: &PublishOptions,
 ) -> Result<Published> {
+    publish_dir(registry, out, trust, publisher, opts, &[])
+}
+
+/// [`publish_output_to`] a directory registry, continuing above the versions this checkout
+/// has seen of it ([`seen_here`]) if it is empty.
+fn publish_dir(
+    registry: &Path,
+    out: &Path,
+    trust: &Path,
+    publisher: &SecretKey,
+    opts: &PublishOptions,
+    extra: &[PathBuf],
+) -> Result<Published> {
     let opts = PublishOptions {
         seen: seen_here(registry)?,
         ..opts.clone()
@@ -225,8 +232,16 @@ pub fn publish_output(
         trust,
         publisher,
         &opts,
-        &[],
+        extra,
     )
+    .map_err(|e| match e.downcast_ref::<cuda_aot_registry::Error>() {
+        // Name the state file those versions come from.
+        Some(cuda_aot_registry::Error::SeenExhausted { .. }) => e.context(format!(
+            "trust state {}",
+            crate::verify::default_state_path(registry).display()
+        )),
+        _ => e,
+    })
 }
 
 /// The versions of the registry folder `registry` that this checkout's verifier has seen

@@ -114,3 +114,50 @@ fn issue_11_a_registry_deleted_and_released_again_continues_above_the_versions_s
     assert_eq!(third["unchanged"], true, "{third}");
     assert_eq!(third["publish"]["continued_after"], serde_json::Value::Null);
 }
+
+/// A local trust state inflated to u64::MAX (edited, or saved from a registry a stolen key
+/// filled) cannot seed an emptied registry: the release says which state file and what to
+/// do, writes no index, and works once that file is gone.
+#[test]
+fn an_inflated_local_state_is_named_with_its_fix_when_a_registry_is_emptied() {
+    let ws = Ws::new();
+    let spec = ws.path("spec/release.toml");
+    let registry = ws.path("spec/.cuda-aot/registry");
+    release_gamma(&spec);
+    Out::of(xtask().current_dir(ws.path("spec")).arg("verify")).ok();
+    let states: Vec<_> = std::fs::read_dir(ws.path("spec/.cuda-aot/state"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(states.len(), 1, "{states:?}");
+    let state = &states[0];
+    let mut s: serde_json::Value = serde_json::from_slice(&std::fs::read(state).unwrap()).unwrap();
+    s["index"] = u64::MAX.into();
+    s["timestamp"] = u64::MAX.into();
+    std::fs::write(state, serde_json::to_vec(&s).unwrap()).unwrap();
+
+    std::fs::remove_dir_all(&registry).unwrap();
+    let out = Out::of(
+        xtask()
+            .args(["release", "--module", "gamma", "--spec"])
+            .arg(&spec),
+    )
+    .failed();
+    assert!(
+        out.stderr
+            .contains(&format!("trust state {}", state.display()))
+            && out.stderr.contains("cannot be incremented")
+            && out.fix().contains("delete that state file"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.fix().contains("rotate"), "{}", out.fix());
+    assert!(
+        !registry.join("timestamp.json").exists() && !registry.join("index").exists(),
+        "no index or timestamp written"
+    );
+
+    std::fs::remove_file(state).unwrap();
+    let again = release_gamma(&spec);
+    assert_eq!(again["index_version"], 1, "{again}");
+}
