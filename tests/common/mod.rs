@@ -3,27 +3,20 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+mod fixtures;
+pub use fixtures::*;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cuda_aot::envelope::Envelope;
 use cuda_aot::metadata::{
-    BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, MaxExpiry, Promotion, Role,
-    Roles, Root, Time, Timestamp,
+    BuildStatement, DocRef, Index, IndexEntry, IndexRef, Promotion, Root, Time, Timestamp,
 };
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::verify::{Options, VerifiedIndex, VerifiedModule, verify_index};
 use cuda_aot::*;
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
-
-/// A fresh random key (tests generate keys; none is ever committed).
-pub fn key() -> SecretKey {
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).unwrap();
-    SecretKey::from_seed(seed)
-}
 
 /// A file under `tests/data/`: from the source tree, else relative to the working folder
 /// (test binaries copied to the GPU host run from a checkout elsewhere).
@@ -42,51 +35,6 @@ pub fn data(rel: &str) -> Vec<u8> {
 /// A real cubin of `tests/data/elf/add.cu` for `sm` (sm_80, sm_90, sm_90a, sm_120).
 pub fn cubin(sm: &str) -> Vec<u8> {
     data(&format!("elf/add_{sm}.cubin"))
-}
-
-/// The keys of one trust root.
-pub struct Keys {
-    pub root: SecretKey,
-    pub builder: SecretKey,
-    pub reviewer: SecretKey,
-    pub publisher: SecretKey,
-}
-
-impl Keys {
-    pub fn new() -> Self {
-        Keys {
-            root: key(),
-            builder: key(),
-            reviewer: key(),
-            publisher: key(),
-        }
-    }
-}
-
-/// A root payload listing `keys` with threshold 1 each.
-pub fn root_payload(keys: &Keys, version: u64, channel: Channel) -> Root {
-    let one = |k: &SecretKey| Role {
-        keys: vec![k.public()],
-        threshold: 1,
-    };
-    Root {
-        schema: Root::SCHEMA.into(),
-        version,
-        expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
-        channel,
-        max_expiry: MaxExpiry::DEFAULT,
-        roles: Roles {
-            root: one(&keys.root),
-            builder: one(&keys.builder),
-            reviewer: one(&keys.reviewer),
-            publisher: one(&keys.publisher),
-        },
-    }
-}
-
-/// Signs any document with `signers`.
-pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
 }
 
 /// Signs a root payload with `signers`.
@@ -113,59 +61,6 @@ pub fn add_module(target: &str, channel: Channel) -> (Manifest, Vec<u8>) {
         m.identity.driver_floor = "13.0".parse().unwrap();
     }
     (m, blob)
-}
-
-/// The kernels of a cubin or PTX blob, as the build records them (C names only: the test
-/// blobs hold `extern "C"` kernels).
-pub fn functions_of(blob: &[u8]) -> Vec<Function> {
-    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
-        Ok(info) => info
-            .kernels
-            .into_iter()
-            .map(|k| (k.symbol, k.abi))
-            .collect(),
-        Err(_) => cuda_aot::ptx::inspect(blob)
-            .map(|p| p.kernels)
-            .unwrap_or_default(),
-    };
-    kernels
-        .into_iter()
-        .map(|(symbol, abi)| Function {
-            symbol: FunctionName::new(&symbol).unwrap(),
-            name: KernelName::new(&symbol).unwrap(),
-            signature: None,
-            abi,
-        })
-        .collect()
-}
-
-/// A manifest for a blob, as the build would write it.
-pub fn manifest(module: &str, sm: &str, blob: &[u8], channel: Channel) -> Manifest {
-    Manifest {
-        schema: Manifest::SCHEMA.into(),
-        identity: Identity {
-            module: ModuleName::new(module).unwrap(),
-            sm: sm.parse().unwrap(),
-            kind: Kind::Cubin,
-            toolkit: Toolkit {
-                nvcc: "13.0.88".into(),
-                digest: Digest::of(b"toolkit"),
-                source: "pinned-wheels".into(),
-            },
-            driver_floor: "13.0".parse().unwrap(),
-            host_toolchain: "g++ 12.2.0".into(),
-            flags: vec!["-cubin".into(), format!("-arch={sm}")],
-            include_dirs: vec![],
-            source_digest: Digest::of(b"add.cu"),
-            protocol: "test-v1".into(),
-            geometry: BTreeMap::from([("block".to_string(), 256)]),
-            schedule_version: 1,
-        },
-        module_digest: Digest::of(blob),
-        size: blob.len() as u64,
-        functions: functions_of(blob),
-        channel,
-    }
 }
 
 /// A build as `cargo xtask build` + `sign` produce it: manifest files, blobs, and the

@@ -1,6 +1,7 @@
 //! Command-line arguments shared by several tasks, spelled and documented once: the
 //! registry and trust root, the toolkit choice, the build selection (spec, modules,
-//! targets, jobs, cache), the channel and the message format. Value names are the same
+//! targets, jobs, cache), the verifier's checks (state file, clock skew, channel), the
+//! channel and the message format. Value names are the same
 //! everywhere: `DIR` for folders, `FILE` for files, `N` for counts, `SIZE` for byte sizes.
 
 use anyhow::Result;
@@ -8,6 +9,40 @@ use cuda_aot::{Channel, ModuleName, Target};
 use std::path::PathBuf;
 
 use crate::{anchor, paths};
+
+/// The verifier's settings shared by `verify` and `sync`: the rollback-protection state
+/// file, the clock-skew allowance and the required channel.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Rollback-protection state file [default: one per registry folder under
+    /// .cuda-aot/state/ of the project, the same for verify and sync].
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub clock_skew_secs: u64,
+    /// Require this channel (production refuses dev-signed registries).
+    #[arg(long, value_enum, value_name = "CHANNEL")]
+    pub channel: Option<ChannelArg>,
+}
+
+impl CheckArgs {
+    /// The state file for the registry folder `registry`: `--state`, else its default.
+    pub fn state_path(&self, registry: &std::path::Path) -> PathBuf {
+        self.state
+            .clone()
+            .unwrap_or_else(|| crate::paths::state_file(registry))
+    }
+
+    /// Verification options with this clock skew and channel.
+    pub fn options(&self) -> cuda_aot::verify::Options {
+        cuda_aot::verify::Options {
+            skew: std::time::Duration::from_secs(self.clock_skew_secs),
+            required_channel: self.channel.map(Channel::from),
+            ..cuda_aot::verify::Options::default()
+        }
+    }
+}
 
 /// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
 #[derive(clap::Args, Debug, Clone)]

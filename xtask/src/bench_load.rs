@@ -84,7 +84,7 @@ pub struct Args {
     /// after every other equally often) or `rotation` (each arm always after the same
     /// neighbour; kept to show the bias it carries, in the A/A control row
     /// `*_bare_kept_vs_itself`).
-    #[arg(long, value_enum, default_value_t = order::Order::Balanced)]
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = order::Order::Balanced)]
     order: order::Order,
     /// (internal) Run one start-up probe in this process and print its time.
     #[arg(long, value_enum, hide = true)]

@@ -210,6 +210,17 @@ fn checkout_at_or_above(dir: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// The default trust-state file for a registry: `.cuda-aot/state/<blake3 of its
+/// location>.json` ([`cuda_aot::state::TrustState::location`]: the same before and after
+/// the folder exists), shared by verify, sync and publish.
+pub fn state_file(registry: &Path) -> PathBuf {
+    let abs = cuda_aot::state::TrustState::location(registry);
+    let key = blake3::hash(abs.to_string_lossy().as_bytes()).to_hex();
+    work_dir()
+        .join("state")
+        .join(format!("{}.json", &key[..16]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -238,7 +238,7 @@ fn publish_dir(
         // Name the state file those versions come from.
         Some(cuda_aot_registry::Error::SeenExhausted { .. }) => e.context(format!(
             "trust state {}",
-            crate::verify::default_state_path(registry).display()
+            crate::paths::state_file(registry).display()
         )),
         _ => e,
     })
@@ -247,7 +247,7 @@ fn publish_dir(
 /// The versions of the registry folder `registry` that this checkout's verifier has seen
 /// (its default state file): a registry deleted and published again continues above them.
 fn seen_here(registry: &Path) -> Result<TrustState> {
-    let state = crate::verify::default_state_path(registry);
+    let state = crate::paths::state_file(registry);
     Ok(TrustState::load(&state, Limits::default().state)?)
 }
 

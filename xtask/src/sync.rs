@@ -3,16 +3,15 @@
 //! does the work; a prover's init step calls the same function).
 
 use anyhow::{Context, Result};
+use cuda_aot::Limits;
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::Options;
-use cuda_aot::{Channel, Limits};
 use cuda_aot_registry::remote::{HttpOptions, MinSpeed};
 use cuda_aot_registry::sync::{SyncOptions, SyncReport};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::args::ChannelArg;
-use crate::{anchor, verify};
+use crate::anchor;
+use crate::args::CheckArgs;
 
 /// Sync a registry from a URL into a local folder, verified before anything is visible.
 ///
@@ -37,15 +36,8 @@ pub struct Args {
     /// else keys/root.json of the project].
     #[arg(long, value_name = "FILE")]
     trust: Option<PathBuf>,
-    /// Rollback-protection state file [default: the one `verify --registry DIR` uses].
-    #[arg(long, value_name = "FILE")]
-    state: Option<PathBuf>,
-    /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    clock_skew_secs: u64,
-    /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum, value_name = "CHANNEL")]
-    channel: Option<ChannelArg>,
+    #[command(flatten)]
+    check: CheckArgs,
     /// Seconds allowed to open a connection.
     #[arg(long, value_name = "N", default_value_t = 10)]
     connect_timeout_secs: u64,
@@ -68,18 +60,11 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let trust = anchor::trust_file(self.trust.as_deref())?;
         let anchor = anchor::read_bytes(&trust)?;
-        let state_path = self
-            .state
-            .clone()
-            .unwrap_or_else(|| verify::default_state_path(&self.to));
+        let state_path = self.check.state_path(&self.to);
         let limits = Limits::default();
         let seen = TrustState::load(&state_path, limits.state)?;
         let opts = SyncOptions {
-            verify: Options {
-                skew: Duration::from_secs(self.clock_skew_secs),
-                required_channel: self.channel.map(Channel::from),
-                ..Options::default()
-            },
+            verify: self.check.options(),
             seen,
         };
         let http = HttpOptions {
@@ -97,7 +82,7 @@ impl Args {
             self.from,
             self.to.display(),
             trust.display(),
-            self.clock_skew_secs
+            self.check.clock_skew_secs
         );
         let remote =
             cuda_aot_registry::sync::open_remote(&self.from, &http, &self.oci.oci_options()?)?;

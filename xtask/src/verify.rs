@@ -5,12 +5,12 @@ use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::verify::{Freshness, Options, VerifiedIndex, VerifiedManifest, verify_metadata};
 use cuda_aot::{Channel, Limits};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::advice::Subject;
-use crate::args::{ChannelArg, FormatArgs, RegistryArgs};
-use crate::{anchor, message, paths};
+use crate::args::{CheckArgs, FormatArgs, RegistryArgs};
+use crate::{anchor, message};
 
 /// Verify a registry offline against a trust root and print what it holds.
 ///
@@ -24,15 +24,8 @@ use crate::{anchor, message, paths};
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
-    /// Rollback-protection state file [default: one per registry under .cuda-aot/state/].
-    #[arg(long, value_name = "FILE")]
-    state: Option<PathBuf>,
-    /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    clock_skew_secs: u64,
-    /// Require this channel (production refuses dev-signed registries).
-    #[arg(long, value_enum, value_name = "CHANNEL")]
-    channel: Option<ChannelArg>,
+    #[command(flatten)]
+    check: CheckArgs,
     /// Verify as a production prover does (`--channel production`): production trust root,
     /// every module promoted. A refusal lists every manifest that lacks a promotion.
     #[arg(long, conflicts_with = "channel")]
@@ -50,15 +43,15 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
         let registry = self.at.registry();
-        let state = self.state.unwrap_or_else(|| default_state_path(&registry));
+        let state = self.check.state_path(&registry);
+        let base = self.check.options();
         let opts = Options {
-            skew: Duration::from_secs(self.clock_skew_secs),
             offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
             required_channel: match self.production {
                 true => Some(Channel::Production),
-                false => self.channel.map(Channel::from),
+                false => base.required_channel,
             },
-            ..Options::default()
+            ..base
         };
         let v = match verify_registry(&registry, &trust, &state, &opts) {
             Ok(v) => v,
@@ -128,16 +121,6 @@ pub struct Verified {
     pub index: VerifiedIndex,
     /// Until when it stays loadable if nothing is republished.
     pub loadable_until: cuda_aot::metadata::Time,
-}
-
-/// The default state file for a registry: `.cuda-aot/state/<blake3 of its location>.json`
-/// ([`TrustState::location`]: the same before and after the folder exists).
-pub fn default_state_path(registry: &Path) -> PathBuf {
-    let abs = TrustState::location(registry);
-    let key = blake3::hash(abs.to_string_lossy().as_bytes()).to_hex();
-    paths::work_dir()
-        .join("state")
-        .join(format!("{}.json", &key[..16]))
 }
 
 /// Verifies everything, blobs included, and saves the state only if all passed.

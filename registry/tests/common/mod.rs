@@ -5,6 +5,10 @@
 
 #![allow(dead_code)] // each test file uses a subset
 
+#[path = "../../../tests/common/fixtures.rs"]
+mod fixtures;
+pub use fixtures::*;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -14,8 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cuda_aot::envelope::Envelope;
-use cuda_aot::metadata::{Attested, BuildStatement, Document, MaxExpiry, Role, Roles, Root, Time};
+use cuda_aot::metadata::{Attested, BuildStatement};
 use cuda_aot::source::DirSource;
 use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
 use cuda_aot::*;
@@ -26,18 +29,6 @@ pub type Module = (Manifest, Vec<u8>);
 /// A manifest file and its blob, as a signed build holds them.
 pub type ManifestAndBlob = (Vec<u8>, Vec<u8>);
 
-/// Signs any document with `signers`.
-pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
-}
-
-/// A fresh random key (tests generate keys; none is ever committed).
-pub fn key() -> SecretKey {
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).unwrap();
-    SecretKey::from_seed(seed)
-}
-
 /// A file of the workspace's `tests/data/`.
 pub fn data(rel: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -46,97 +37,15 @@ pub fn data(rel: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// The keys of one trust root.
-pub struct Keys {
-    pub root: SecretKey,
-    pub builder: SecretKey,
-    pub reviewer: SecretKey,
-    pub publisher: SecretKey,
+/// The signed trust root (v1, dev channel) of `keys`.
+pub fn root_file(keys: &Keys) -> Vec<u8> {
+    sign_doc(&root_payload(keys, 1, Channel::Dev), &[&keys.root])
 }
 
-impl Keys {
-    pub fn new() -> Self {
-        Keys {
-            root: key(),
-            builder: key(),
-            reviewer: key(),
-            publisher: key(),
-        }
-    }
-
-    pub fn root_file(&self) -> Vec<u8> {
-        let one = |k: &SecretKey| Role {
-            keys: vec![k.public()],
-            threshold: 1,
-        };
-        let root = Root {
-            schema: Root::SCHEMA.into(),
-            version: 1,
-            expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
-            channel: Channel::Dev,
-            max_expiry: MaxExpiry::DEFAULT,
-            roles: Roles {
-                root: one(&self.root),
-                builder: one(&self.builder),
-                reviewer: one(&self.reviewer),
-                publisher: one(&self.publisher),
-            },
-        };
-        sign_doc(&root, &[&self.root])
-    }
-}
-
-/// The kernels of a blob as the build records them (cubin or PTX).
-pub fn functions_of(blob: &[u8]) -> Vec<Function> {
-    let kernels: Vec<(String, LaunchAbi)> = match cuda_aot::elf::inspect(blob) {
-        Ok(info) => info
-            .kernels
-            .into_iter()
-            .map(|k| (k.symbol, k.abi))
-            .collect(),
-        Err(_) => cuda_aot::ptx::inspect(blob)
-            .map(|p| p.kernels)
-            .unwrap_or_default(),
-    };
-    kernels
-        .into_iter()
-        .map(|(symbol, abi)| Function {
-            symbol: FunctionName::new(&symbol).unwrap(),
-            name: KernelName::new(&symbol).unwrap(),
-            signature: None,
-            abi,
-        })
-        .collect()
-}
-
-/// A manifest for `blob`, as the build would write it (`compute_*` targets are PTX).
+/// A dev-channel manifest for `blob`, as the build would write it (`compute_*` targets
+/// are PTX).
 pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
-    let ptx = target.starts_with("compute_");
-    Manifest {
-        schema: Manifest::SCHEMA.into(),
-        identity: Identity {
-            module: ModuleName::new(module).unwrap(),
-            sm: target.parse().unwrap(),
-            kind: if ptx { Kind::Ptx } else { Kind::Cubin },
-            toolkit: Toolkit {
-                nvcc: "13.0.88".into(),
-                digest: Digest::of(b"toolkit"),
-                source: "pinned-wheels".into(),
-            },
-            driver_floor: "13.0".parse().unwrap(),
-            host_toolchain: "g++ 12.2.0".into(),
-            flags: vec![format!("-arch={target}")],
-            include_dirs: vec![],
-            source_digest: Digest::of(b"add.cu"),
-            protocol: "test-v1".into(),
-            geometry: BTreeMap::new(),
-            schedule_version: 1,
-        },
-        module_digest: Digest::of(blob),
-        size: blob.len() as u64,
-        functions: functions_of(blob),
-        channel: Channel::Dev,
-    }
+    fixtures::manifest(module, target, blob, Channel::Dev)
 }
 
 /// PTX text of `add.cu` padded with comment lines to about `size` bytes: a large module
@@ -163,7 +72,7 @@ pub struct Fixture {
 impl Fixture {
     pub fn new() -> Self {
         let keys = Keys::new();
-        let root_file = keys.root_file();
+        let root_file = root_file(&keys);
         let f = Fixture {
             dir: tempfile::tempdir().unwrap(),
             keys,

@@ -146,6 +146,30 @@ pub fn run_child(
     trust: &Path,
     images: &Path,
 ) -> Result<Duration> {
+    let text = child(arm, devices, connections, registry, trust, images)?;
+    let us: u64 = last_value(&text, PREFIX)?;
+    Ok(Duration::from_micros(us))
+}
+
+/// Runs a [`Arm::Plan`] probe: writes the bare probes' image list to `images` and returns
+/// what the start-up phase needs, without initialising the driver in this process.
+pub fn plan(registry: &Path, trust: &Path, images: &Path) -> Result<Plan> {
+    let text = child(Arm::Plan, &[0], None, registry, trust, images)?;
+    Ok(Plan {
+        devices: last_value(&text, PLAN_PREFIX)?,
+    })
+}
+
+/// Runs `bench-load --startup-probe ARM` in a fresh process of this binary (JIT cache off)
+/// and returns what it printed, or fails with its output.
+fn child(
+    arm: Arm,
+    devices: &[usize],
+    connections: Option<u32>,
+    registry: &Path,
+    trust: &Path,
+    images: &Path,
+) -> Result<String> {
     let list: Vec<String> = devices.iter().map(usize::to_string).collect();
     let mut probe = Command::new(std::env::current_exe()?);
     if let Some(n) = connections {
@@ -169,8 +193,8 @@ pub fn run_child(
         .arg(images)
         .env("CUDA_CACHE_DISABLE", "1")
         .output()
-        .context("starting a start-up probe")?;
-    let text = String::from_utf8_lossy(&out.stdout);
+        .with_context(|| format!("starting a start-up probe ({arm:?})"))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
         bail!(
             "start-up probe {arm:?} on devices {list:?} failed:\n{}{}",
@@ -178,42 +202,15 @@ pub fn run_child(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let us: u64 = text
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix(PREFIX))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("no {PREFIX} line in the probe's output: {text}"))?;
-    Ok(Duration::from_micros(us))
+    Ok(text)
 }
 
-/// Runs a [`Arm::Plan`] probe: writes the bare probes' image list to `images` and returns
-/// what the start-up phase needs, without initialising the driver in this process.
-pub fn plan(registry: &Path, trust: &Path, images: &Path) -> Result<Plan> {
-    let out = Command::new(std::env::current_exe()?)
-        .arg("bench-load")
-        .arg("--registry")
-        .arg(registry)
-        .arg("--trust")
-        .arg(trust)
-        .args(["--startup-probe", "plan", "--bare-images"])
-        .arg(images)
-        .output()
-        .context("starting the start-up plan probe")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!(
-            "the start-up plan probe failed:\n{}{}",
-            text,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let devices = text
-        .lines()
+/// The number after `prefix` on the last line of `text` that starts with it.
+fn last_value<T: std::str::FromStr>(text: &str, prefix: &str) -> Result<T> {
+    text.lines()
         .rev()
-        .find_map(|l| l.strip_prefix(PLAN_PREFIX))
-        .and_then(|n| n.trim().parse().ok())
-        .with_context(|| format!("no {PLAN_PREFIX} line in the plan probe's output: {text}"))?;
-    Ok(Plan { devices })
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .with_context(|| format!("no {prefix} line in the probe's output: {text}"))
 }
