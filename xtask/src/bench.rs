@@ -381,13 +381,9 @@ fn expect_noop(r: &BuildReport) -> Result<()> {
 }
 
 /// The cargo that runs this tool: `$CARGO` (set by `cargo run`), else `cargo` on PATH.
-fn cargo_cmd() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
 /// Whether `cargo xtask` works here; builds the tool once (untimed) if it must.
 fn cargo_available(tk: &ToolkitArgs) -> Result<bool> {
-    let mut cmd = cargo_cmd();
+    let mut cmd = crate::process::cargo();
     cmd.current_dir(paths::repo_root())
         .args(["xtask", "--version"])
         .stdout(Stdio::null())
@@ -408,7 +404,7 @@ fn build_process(
     let report = opts.out.with_extension("report.json");
     let mut cmd = match via {
         Via::Cargo => {
-            let mut c = cargo_cmd();
+            let mut c = crate::process::cargo();
             c.current_dir(paths::repo_root()).arg("xtask");
             c
         }

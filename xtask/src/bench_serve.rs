@@ -404,9 +404,8 @@ impl Args {
 /// Builds xtask and the server with --release and re-runs this command with them.
 fn rerun_release() -> Result<()> {
     use std::os::unix::process::CommandExt;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("bench-serve: building release binaries (xtask, cuda-aot-registry)");
-    let status = Command::new(&cargo)
+    let status = crate::process::cargo()
         .args([
             "build",
             "--release",

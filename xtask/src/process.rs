@@ -3,7 +3,7 @@
 //! Ctrl-C (SIGINT) or SIGTERM kills those groups at once — nvcc with its cicc, ptxas and host
 //! compiler — and marks the run interrupted: the task keeps what finished, removes its
 //! temporary folders, and the CLI prints `interrupted` and exits 130 (143 for SIGTERM). A
-//! second signal exits at once.
+//! second signal exits at once. Also: `cargo` as a child, the way a user's shell runs it.
 
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeSet;
@@ -163,6 +163,37 @@ pub fn signal_name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
+
+/// `cargo`, as a user's shell would run it: this process runs under `cargo run`, which sets
+/// variables for the crate it runs (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, ...). A child
+/// cargo that inherited them would rebuild dependencies whose build scripts watch them
+/// (ring does), so they are removed; `CARGO` names the cargo to run.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if CRATE_VARS.iter().any(|v| name == *v)
+            || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+        {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// What cargo sets for the crate it runs or builds, besides `CARGO_PKG_*` and
+/// `CARGO_BIN_EXE_*` (cargo's "environment variables Cargo sets for crates").
+const CRATE_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+];
 
 /// The first executable named `name` on PATH (or `name` itself when it holds a `/`).
 pub fn which(name: &str) -> Result<PathBuf> {
