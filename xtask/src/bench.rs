@@ -43,7 +43,8 @@ Measures, in one run:
   (a) the full release build from a cold cache through `cargo xtask build` (what a developer
       runs), --repeat times: min / median / max;
   (b) the no-op rebuild in process, as an `xtask build` process and through `cargo xtask build`,
-      and each one's ratio to (a) (aim: through cargo within 1 %);
+      and each one's ratio to (a) (aim: through cargo within 1 %), beside cargo's own share
+      (`cargo build -p xtask` with nothing to build);
   (c) a rebuild after changing the header most modules include, then after reverting it (aim:
       the revert runs no nvcc);
   (d) parallel efficiency: time(-j1) / (N * time(-jN));
@@ -186,6 +187,18 @@ impl Args {
             None
         };
 
+        let cargo_check = if cargo {
+            eprintln!("bench: {runs} no-op `cargo build -p xtask` (cargo's own share)");
+            let mut walls = Vec::new();
+            for _ in 0..runs {
+                load.sample();
+                walls.push(cargo_noop_check()?);
+            }
+            Some(Stats::of(walls))
+        } else {
+            None
+        };
+
         let header = match most_included_header(&src)? {
             Some(h) => {
                 eprintln!("bench: rebuild after changing {h}, then after reverting it");
@@ -252,6 +265,7 @@ impl Args {
             noop: Stats::of(noop),
             noop_process,
             noop_cargo,
+            cargo_check,
             header,
             serial,
             scale,
@@ -381,6 +395,26 @@ fn expect_noop(r: &BuildReport) -> Result<()> {
 }
 
 /// The cargo that runs this tool: `$CARGO` (set by `cargo run`), else `cargo` on PATH.
+/// One `cargo build -p xtask` that has nothing to build: what cargo itself costs before a
+/// `cargo xtask` starts the tool.
+fn cargo_noop_check() -> Result<Duration> {
+    let mut cmd = crate::process::cargo();
+    cmd.current_dir(paths::repo_root())
+        .args(["build", "-q", "-p", "xtask"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let out = cmd.output().context("running cargo build -p xtask")?;
+    let wall = t.elapsed();
+    if !out.status.success() {
+        bail!(
+            "cargo build -p xtask failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(wall)
+}
+
 /// Whether `cargo xtask` works here; builds the tool once (untimed) if it must.
 fn cargo_available(tk: &ToolkitArgs) -> Result<bool> {
     let mut cmd = crate::process::cargo();

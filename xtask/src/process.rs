@@ -172,7 +172,7 @@ pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
-        if CRATE_VARS.iter().any(|v| name == *v)
+        if CRATE_VARS.contains(&name)
             || name.starts_with("CARGO_PKG_")
             || name.starts_with("CARGO_BIN_EXE_")
         {
