@@ -44,7 +44,7 @@ Measures, in one run:
       runs), --repeat times: min / median / max;
   (b) the no-op rebuild in process, as an `xtask build` process and through `cargo xtask build`,
       and each one's ratio to (a) (aim: through cargo within 1 %), beside cargo's own share
-      (`cargo build -p xtask` with nothing to build);
+      (`cargo build -p xtask --bin xtask` with nothing to build);
   (c) a rebuild after changing the header most modules include, then after reverting it (aim:
       the revert runs no nvcc);
   (d) parallel efficiency: time(-j1) / (N * time(-jN));
@@ -400,7 +400,7 @@ fn expect_noop(r: &BuildReport) -> Result<()> {
 fn cargo_noop_check() -> Result<Duration> {
     let mut cmd = crate::process::cargo();
     cmd.current_dir(paths::repo_root())
-        .args(["build", "-q", "-p", "xtask"])
+        .args(["build", "-q", "-p", "xtask", "--bin", "xtask"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let t = Instant::now();

@@ -112,7 +112,7 @@ pub(super) struct Figures {
     pub(super) noop: Stats,
     pub(super) noop_process: Stats,
     pub(super) noop_cargo: Option<Stats>,
-    /// `cargo build -p xtask` with nothing to build: cargo's own share of the row above.
+    /// `cargo build -p xtask --bin xtask` with nothing to build: cargo's own share of the row above.
     pub(super) cargo_check: Option<Stats>,
     pub(super) header: Option<Header>,
     pub(super) serial: Option<Stats>,
@@ -194,7 +194,8 @@ impl Figures {
         }
         if let Some(c) = self.cargo_check {
             rows.push((
-                "cargo's own share: `cargo build -p xtask` with nothing to build".into(),
+                "cargo's own share: `cargo build -p xtask --bin xtask` with nothing to build"
+                    .into(),
                 format!(
                     "{} = {:.2} % of the full build",
                     c.show(),
@@ -406,7 +407,7 @@ pub(super) fn write_doc(
          as ccache's direct mode keeps them). Through cargo, a no-op also pays cargo's own \
          check before the tool starts: loading the locked dependency graph of the workspace \
          and the fingerprint of every crate xtask is built from (its row \
-         `cargo build -p xtask`). That is most of the row, and it does not shrink with the \
+         `cargo build -p xtask --bin xtask`). That is most of the row, and it does not shrink with the \
          tool: on a quiet 2-core machine it alone exceeds 1 % of a full build (2026-11-30: \
          about 140 ms against a 4.6 s build; `cargo run` of a crate without dependencies \
          takes about 10 ms, so it is the size of the graph). The tool itself runs as \
