@@ -49,18 +49,12 @@ pub fn ptx(arch: &str) -> Vec<u8> {
 
 /// The manifest and blob of `add` for `target` (cubin for sm_*, PTX for compute_*).
 pub fn add_module(target: &str, channel: Channel) -> (Manifest, Vec<u8>) {
-    let (blob, kind) = if target.starts_with("compute_") {
-        (ptx(target), Kind::Ptx)
+    let blob = if target.starts_with("compute_") {
+        ptx(target)
     } else {
-        (cubin(target), Kind::Cubin)
+        cubin(target)
     };
-    let mut m = manifest("add", target, &blob, channel);
-    m.identity.kind = kind;
-    if kind == Kind::Ptx {
-        m.functions = functions_of(&blob);
-        m.identity.driver_floor = "13.0".parse().unwrap();
-    }
-    (m, blob)
+    (manifest("add", target, &blob, channel), blob)
 }
 
 /// A build as `cargo xtask build` + `sign` produce it: manifest files, blobs, and the
