@@ -394,23 +394,23 @@ fn expect_noop(r: &BuildReport) -> Result<()> {
     Ok(())
 }
 
-/// The cargo that runs this tool: `$CARGO` (set by `cargo run`), else `cargo` on PATH.
 /// One `cargo build -p xtask` that has nothing to build: what cargo itself costs before a
 /// `cargo xtask` starts the tool.
 fn cargo_noop_check() -> Result<Duration> {
     let mut cmd = crate::process::cargo();
     cmd.current_dir(paths::repo_root())
-        .args(["build", "-q", "-p", "xtask", "--bin", "xtask"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .args(["build", "-q", "-p", "xtask", "--bin", "xtask"]);
+    timed(&mut cmd, "cargo build -p xtask")
+}
+
+/// Runs `cmd` (output discarded) and returns its wall time, or fails with its stderr.
+fn timed(cmd: &mut Command, what: &str) -> Result<Duration> {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let t = Instant::now();
-    let out = cmd.output().context("running cargo build -p xtask")?;
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
     let wall = t.elapsed();
     if !out.status.success() {
-        bail!(
-            "cargo build -p xtask failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(wall)
 }
@@ -517,19 +517,8 @@ fn verify_process(registry: &Path, trust: &Path, state: &Path) -> Result<Duratio
         .arg("--trust")
         .arg(trust)
         .arg("--state")
-        .arg(state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let t = Instant::now();
-    let out = cmd.output().context("running xtask verify")?;
-    let wall = t.elapsed();
-    if !out.status.success() {
-        bail!(
-            "xtask verify failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(wall)
+        .arg(state);
+    timed(&mut cmd, "xtask verify")
 }
 
 /// Writes a spec of [`SCALE_MODULES`] modules made from the modules of `release` (each
