@@ -19,6 +19,15 @@ pub enum Error {
         /// What the OS said.
         source: std::io::Error,
     },
+    /// The rollback-protection state could not be written (a read-only or missing home,
+    /// a full disk): fail closed, since the next start would not know what this one saw.
+    #[error("rollback state {path}: cannot be saved: {source}")]
+    StateNotSaved {
+        /// The state file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
     /// A required registry file does not exist.
     #[error("{what}: missing ({path})")]
     Missing {
@@ -447,6 +456,7 @@ impl Error {
     pub fn fix(&self) -> String {
         match self {
             Error::Io { .. } => "check that the path exists and is readable by this user".into(),
+            Error::StateNotSaved { .. } => "give the rollback state a writable folder that outlives the process: set CUDA_AOT_STATE_DIR (or XDG_STATE_HOME), or Policy::with_state_file; a deployment that cannot keep state (read-only image) can pin the lowest acceptable versions with Policy::minimum_versions and open with Policy::without_rollback_protection".into(),
             Error::Missing { what, .. } => format!(
                 "publish a complete release into this registry (cargo xtask release), or point at the registry that holds the {what}"
             ),

@@ -44,11 +44,13 @@ impl TrustState {
     }
 
     /// Saves atomically (temporary file in the same folder, fsync, rename, fsync of the
-    /// folder).
+    /// folder), creating the folder; [`Error::StateNotSaved`] when it cannot.
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::fs::write_atomic(path, &crate::json::to_vec(self)).map_err(|e| Error::Io {
-            path: path.into(),
-            source: e,
+        crate::fs::write_atomic(path, &crate::json::to_vec(self)).map_err(|e| {
+            Error::StateNotSaved {
+                path: path.into(),
+                source: e,
+            }
         })
     }
 
@@ -126,6 +128,26 @@ mod tests {
                 ..TrustState::default()
             }),
             TrustState { timestamp: 9, ..s }
+        );
+    }
+
+    /// A state folder that cannot be made (here: a file stands where it would go; in a
+    /// deployment: a read-only home) fails closed with advice about where state can live.
+    #[test]
+    fn an_unwritable_state_location_is_named_with_where_state_can_live() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("home"), b"a file, not a folder").unwrap();
+        let p = d.path().join("home/.local/state/cuda-aot/trust/x.json");
+        let err = TrustState::default().save(&p).unwrap_err();
+        assert!(
+            matches!(&err, Error::StateNotSaved { path, .. } if path == &p),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cannot be saved"), "{err}");
+        assert!(err.fix().contains("CUDA_AOT_STATE_DIR"), "{}", err.fix());
+        assert_eq!(
+            std::fs::read(d.path().join("home")).unwrap(),
+            b"a file, not a folder"
         );
     }
 
