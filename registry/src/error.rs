@@ -72,6 +72,14 @@ pub enum Error {
         /// The highest timestamp version seen.
         timestamp: u64,
     },
+    /// A publish token would be sent over plain HTTP to another machine.
+    #[error(
+        "{url}: the publish token would cross the network in clear (plain http:// to a host that is not this machine)"
+    )]
+    TokenInClear {
+        /// The registry URL.
+        url: String,
+    },
     /// A transfer failed, after its retries where the failure was transient.
     #[error("{url}: {failure} (after {attempts} attempt(s))")]
     Transfer {
@@ -188,6 +196,9 @@ impl Error {
             ),
             Error::NotPublisher { root, .. } => format!("publish with a publisher key listed in trust root v{root} (--publisher-key), or rotate the trust root to list this key"),
             Error::SeenExhausted { .. } => "those versions come from the publisher's local trust state for this registry, not from the registry: the state was edited or saved from a registry a stolen key inflated. If this registry was emptied on purpose, delete that state file (cargo xtask keeps it under .cuda-aot/state/) and publish again; verifiers holding the same state must drop theirs too".into(),
+            Error::TokenInClear { url } => format!(
+                "publish over https:// (put TLS in front of `serve`: a reverse proxy or load balancer, docs/network.md), or, on a network you trust, pass --allow-plain-http (anyone on the path can then read the token and publish with it to {url})"
+            ),
             Error::NoRoot { .. } => "publish with --trust pointing at the trust root (cargo xtask release creates a dev one)".into(),
             Error::Transfer { failure, .. } => match failure {
                 Failure::Connect(_) => "check that the server is running and the URL is right; the local copy was not changed, and running the sync again resumes partial downloads".into(),

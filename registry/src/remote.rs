@@ -68,6 +68,9 @@ pub struct HttpOptions {
     pub max_backoff: Duration,
     /// A bearer token sent with every request (publishing; reads need none).
     pub bearer_token: Option<String>,
+    /// Send the bearer token over plain `http://` to a host other than this machine.
+    /// Refused by default ([`Error::TokenInClear`]): anyone on the path could read it.
+    pub allow_plain_http: bool,
 }
 
 impl Default for HttpOptions {
@@ -83,6 +86,7 @@ impl Default for HttpOptions {
             backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(8),
             bearer_token: None,
+            allow_plain_http: false,
         }
     }
 }
@@ -150,6 +154,13 @@ impl HttpRemote {
     /// Must not be called from inside an async runtime (the blocking client runs its own).
     pub fn new(url: &str, opts: HttpOptions) -> Result<Self> {
         let base = parse_base(url)?;
+        if opts.bearer_token.is_some()
+            && base.scheme() == "http"
+            && !is_this_machine(&base)
+            && !opts.allow_plain_http
+        {
+            return Err(Error::TokenInClear { url: url.into() });
+        }
         install_tls_provider();
         let client = Client::builder()
             .connect_timeout(opts.connect_timeout)
@@ -496,6 +507,17 @@ impl Remote for HttpRemote {
     }
 }
 
+/// Whether `url` names this machine (loopback): a token sent there crosses no network.
+fn is_this_machine(url: &reqwest::Url) -> bool {
+    url.host_str().is_some_and(|h| {
+        h.eq_ignore_ascii_case("localhost")
+            || h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
+}
+
 /// Parses a registry base URL: http or https, no query or fragment, ending with `/`.
 pub fn parse_base(url: &str) -> Result<reqwest::Url> {
     let bad = |reason: &str| Error::BadUrl {
@@ -597,6 +619,41 @@ pub(crate) fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A publish token goes in clear only to this machine, or when the caller says so.
+    #[test]
+    fn a_token_is_not_sent_in_clear_to_another_machine() {
+        let with_token = |allow_plain_http| HttpOptions {
+            bearer_token: Some("0123456789abcdef".into()),
+            allow_plain_http,
+            ..HttpOptions::default()
+        };
+        for url in [
+            "http://registry.example:8080/",
+            "http://10.0.0.7/r/",
+            "http://[2001:db8::1]:8080/",
+        ] {
+            let err = HttpRemote::new(url, with_token(false))
+                .map(drop)
+                .unwrap_err();
+            assert!(matches!(&err, Error::TokenInClear { .. }), "{url}: {err}");
+            assert!(err.fix().contains("https://"), "{}", err.fix());
+            assert!(HttpRemote::new(url, with_token(true)).is_ok(), "{url}");
+            // Reads carry no token: plain HTTP is fine (every file is signed or hashed).
+            assert!(
+                HttpRemote::new(url, HttpOptions::default()).is_ok(),
+                "{url}"
+            );
+        }
+        for url in [
+            "http://127.0.0.1:8080/",
+            "http://localhost/r/",
+            "http://[::1]:9/",
+            "https://registry.example/",
+        ] {
+            assert!(HttpRemote::new(url, with_token(false)).is_ok(), "{url}");
+        }
+    }
 
     #[test]
     fn base_urls_end_with_a_slash_and_other_schemes_are_refused() {

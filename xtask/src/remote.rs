@@ -44,6 +44,10 @@ pub struct RemoteArgs {
     /// --registry http(s)://…).
     #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISH_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// Send that token over plain http:// to a server on another machine (refused by
+    /// default: anyone on the path could read it and publish with it).
+    #[arg(long)]
+    pub allow_plain_http: bool,
     /// Talk plain HTTP (no TLS) to the OCI registry (loopback registries always are).
     #[arg(long)]
     pub oci_plain_http: bool,
@@ -89,7 +93,14 @@ impl RemoteArgs {
                 "keep the token in a private file (chmod 600): one line of at least 16 characters",
             )
         })?;
-        Ok(HttpStore::new(url, &token, HttpOptions::default())?)
+        Ok(HttpStore::new(
+            url,
+            &token,
+            HttpOptions {
+                allow_plain_http: self.allow_plain_http,
+                ..HttpOptions::default()
+            },
+        )?)
     }
 
     /// Publishes as the next release of the OCI tag `reference`: the tag's current

@@ -350,6 +350,28 @@ fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
         "{err}"
     );
 
+    // The token never goes in clear to another machine: refused before any connection
+    // (`.invalid` never resolves), unless the publisher says the network is trusted.
+    let o = xtask()
+        .args([
+            "publish",
+            "--registry",
+            "http://registry.invalid:8080/",
+            "--token-file",
+        ])
+        .arg(&token)
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("would cross the network in clear")
+            && err.contains("Fix: publish over https://")
+            && err.contains("--allow-plain-http"),
+        "{err}"
+    );
+
     // Two publishers prepare on the same (empty) registry, then commit at the same time.
     let pause = tmp.path().join("pause");
     std::fs::create_dir_all(&pause).unwrap();
