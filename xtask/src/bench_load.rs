@@ -998,7 +998,7 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
     // Ratios: median with its 95 % interval, and the limit, on a linear scale around 1.
     let _ = writeln!(
         s,
-        "<text x='10' y='{}'>paired ratios, median and bootstrap 95% interval (dashed: 1.0; red: the gate's limit, where the ratio is gated)</text>",
+        "<text x='10' y='{}'>paired ratios, median and bootstrap 95% interval (dashed: 1.0; red: the gate's limits, where the ratio is gated or an A/A control)</text>",
         ratio_top - 5.0
     );
     let (lo, hi) = (0.6_f64, 2.0_f64);
@@ -1020,7 +1020,13 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
             y + 13.0,
             r.name
         );
-        if let Some(limit) = r.limit {
+        // The gate's limits: the upper one of a gated ratio, both of an A/A control.
+        let limits = if r.name.ends_with("_vs_itself") {
+            vec![1.0 / CONTROL_LIMIT, CONTROL_LIMIT]
+        } else {
+            r.limit.into_iter().collect()
+        };
+        for limit in limits {
             let _ = writeln!(
                 s,
                 "<line x1='{0}' y1='{y}' x2='{0}' y2='{1}' stroke='#c92a2a' stroke-width='2'/>",
@@ -1038,7 +1044,14 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
         let _ = writeln!(
             s,
             "<text x='{}' y='{}'>{:.3} [{:.3}, {:.3}]</text>",
-            rx(r.high).max(rx(r.limit.unwrap_or(lo))) + 8.0,
+            rx(r.high)
+                .max(rx(r.limit.unwrap_or(lo)))
+                .max(if r.name.ends_with("_vs_itself") {
+                    rx(CONTROL_LIMIT)
+                } else {
+                    0.0
+                })
+                + 8.0,
             y + 13.0,
             r.median,
             r.low,
