@@ -129,13 +129,23 @@ pub fn fix_for(e: &anyhow::Error) -> Option<String> {
     })
 }
 
-/// The messages of the chain without the hidden advice and subject entries: the first is
-/// the headline (`error: ...`), the others are printed as `caused by:` lines.
+/// The messages of the chain without the hidden advice and subject entries, and without
+/// a message the one before it already spells out (an error that prints its source, such
+/// as `path: Not a directory`, followed by that source): the first is the headline
+/// (`error: ...`), the others are printed as `caused by:` lines.
 fn messages(e: &anyhow::Error) -> Vec<String> {
-    e.chain()
-        .filter(|c| c.downcast_ref::<Fix>().is_none() && c.downcast_ref::<About>().is_none())
-        .map(|c| c.to_string())
-        .collect()
+    let mut out: Vec<String> = Vec::new();
+    for c in e.chain() {
+        if c.downcast_ref::<Fix>().is_some() || c.downcast_ref::<About>().is_some() {
+            continue;
+        }
+        let m = c.to_string();
+        if out.last().is_some_and(|prev| prev.contains(&m)) {
+            continue;
+        }
+        out.push(m);
+    }
+    out
 }
 
 /// What went wrong, in one line (the top message of the chain).
@@ -177,6 +187,23 @@ pub fn print_human(e: &anyhow::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_the_message_above_already_spells_out_is_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(20);
+        let e = anyhow::Error::new(cuda_aot::Error::Io {
+            path: "/etc/hostname/state.json".into(),
+            source: io,
+        })
+        .context("reading the trust state");
+        assert_eq!(headline(&e), "reading the trust state");
+        let causes = causes(&e);
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert!(
+            causes[0].starts_with("/etc/hostname/state.json: "),
+            "{causes:?}"
+        );
+    }
 
     #[test]
     fn advice_and_subject_are_found_through_the_chain_and_not_printed_as_causes() {
