@@ -1065,6 +1065,54 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The parity runner reads a module's section of a spec with its own small reader (it
+    /// runs on the GPU host, without the build system). Both readers must see the same
+    /// module: source, include folders, geometry, protocol, and the same NVRTC options.
+    #[test]
+    fn the_parity_runners_reader_sees_the_module_the_build_sees() {
+        use cuda_aot_kernels::parity::module::ParityModule;
+        use std::collections::BTreeSet;
+        let path = paths::repo_root().join("kernels/research/research.toml");
+        let spec = crate::build::spec::load(&path, None).unwrap();
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
+        // Include paths made canonical: the runner joins them to the spec's folder as
+        // written, the build resolves them.
+        let normal = |opts: Vec<String>| -> BTreeSet<String> {
+            opts.into_iter()
+                .map(|o| match o.strip_prefix("--include-path=") {
+                    Some(d) => format!("--include-path={}", canon(Path::new(d)).display()),
+                    None => o,
+                })
+                .collect()
+        };
+        let mut checked = 0;
+        for m in spec.modules.iter().filter(|m| m.parity.is_some()) {
+            let runner = ParityModule::load(&path, m.name.as_str()).unwrap();
+            assert_eq!(canon(&runner.source), spec.sources.join(&m.source));
+            assert_eq!(runner.geometry, m.geometry, "{}", m.name);
+            assert_eq!(runner.protocol, m.protocol, "{}", m.name);
+            assert_eq!(runner.schedule_version, m.schedule_version, "{}", m.name);
+            for target in &m.targets {
+                let job = spec
+                    .jobs(std::slice::from_ref(&m.name), std::slice::from_ref(target))
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(
+                    normal(runner.research_options()),
+                    normal(nvrtc_options(&job.flags, &spec.sources, m)),
+                    "{} {target}",
+                    m.name
+                );
+            }
+            checked += 1;
+        }
+        assert!(
+            checked >= 1,
+            "no module with a parity spec in {}",
+            path.display()
+        );
+    }
+
     #[test]
     fn nvrtc_gets_the_specs_defines_standard_and_include_folders() {
         let spec = crate::build::spec::load(
