@@ -11,6 +11,11 @@ use crate::error::{Error, Result};
 /// Serve a registry folder over HTTP: GET and HEAD for anyone, with strong ETags (blake3),
 /// Range and conditional requests. One JSON line per request on stdout; SIGTERM stops
 /// accepting and lets in-flight requests finish.
+///
+/// It speaks plain HTTP. Reads need no secrecy (every file is signed or named by its
+/// digest), but a publish token must not cross a network in clear: to publish from another
+/// machine, put TLS in front of it (a reverse proxy or load balancer); publishers refuse to
+/// send the token over plain http:// to another host.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// The registry folder.
