@@ -206,6 +206,7 @@ impl Error {
                 _ => "the server or network failed during the transfer; the local copy was not changed: run the sync again (partial downloads resume)".into(),
             },
             Error::Status { status: 401 | 403, .. } => "the server refused the credentials: check the token file given to the publisher and to the server (--token-file)".into(),
+            Error::Status { status: 300..=399, .. } => "the server answered with a redirect, which a publisher never follows (its token would go along): publish to the address the server redirects to".into(),
             Error::Status { status: 404, .. } => "the URL does not point at a registry root (it must hold timestamp.json)".into(),
             Error::Status { .. } => "the server refused the request; see the message above and the server's log line for this request".into(),
             Error::BadUrl { .. } => "give an http://, https:// or oci://HOST/REPOSITORY:TAG address".into(),

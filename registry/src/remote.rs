@@ -168,6 +168,12 @@ impl HttpRemote {
             // an idle timeout, not a limit on the whole transfer.
             .timeout(opts.read_timeout)
             .user_agent(concat!("cuda-aot-registry/", env!("CARGO_PKG_VERSION")))
+            // A client carrying a token follows no redirect: the token would go along (on
+            // the same host even from https:// to http://). A redirect is an answer.
+            .redirect(match opts.bearer_token {
+                Some(_) => reqwest::redirect::Policy::none(),
+                None => reqwest::redirect::Policy::default(),
+            })
             .build()
             .map_err(|e| Error::BadUrl {
                 url: url.into(),
@@ -619,6 +625,42 @@ pub(crate) fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client carrying a token does not follow a redirect (the token would go along):
+    /// the redirect is the answer, and the other address sees no request.
+    #[test]
+    fn a_client_with_a_token_follows_no_redirect() {
+        use std::io::{Read, Write};
+        use std::net::TcpListener;
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+        let there = elsewhere.local_addr().unwrap();
+        elsewhere.set_nonblocking(true).unwrap();
+        let here = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = here.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = here.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let answer = format!(
+                "HTTP/1.1 308 Permanent Redirect\r\nLocation: http://{there}/timestamp.json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            c.write_all(answer.as_bytes()).unwrap();
+        });
+        let opts = HttpOptions {
+            bearer_token: Some("0123456789abcdef".into()),
+            attempts: 1,
+            ..HttpOptions::default()
+        };
+        let remote = HttpRemote::new(&format!("http://{addr}/"), opts).unwrap();
+        let err = remote.get("timestamp.json", 1024).unwrap_err();
+        server.join().unwrap();
+        assert!(matches!(&err, Error::Status { status: 308, .. }), "{err}");
+        assert!(err.fix().contains("redirect"), "{}", err.fix());
+        assert!(
+            elsewhere.accept().is_err(),
+            "the redirect target was contacted"
+        );
+    }
 
     /// A publish token goes in clear only to this machine, or when the caller says so.
     #[test]
