@@ -45,13 +45,46 @@ impl TrustState {
 
     /// Saves atomically (temporary file in the same folder, fsync, rename, fsync of the
     /// folder), creating the folder; [`Error::StateNotSaved`] when it cannot.
+    ///
+    /// Several processes may share the file (a prover host starting one process per GPU,
+    /// a verify beside a sync): under an exclusive lock on `<file>.lock`, what is on disk
+    /// now is merged in ([`TrustState::merged`]), so a process that verified an older
+    /// release, or that saves last, never lowers what another one recorded.
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::fs::write_atomic(path, &crate::json::to_vec(self)).map_err(|e| {
-            Error::StateNotSaved {
-                path: path.into(),
-                source: e,
-            }
-        })
+        let err = |source| Error::StateNotSaved {
+            path: path.into(),
+            source,
+        };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(err)?;
+        let mut lock_name = path.file_name().unwrap_or_default().to_os_string();
+        lock_name.push(".lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(lock_name))
+            .map_err(err)?;
+        lock.lock().map_err(err)?;
+        // A file this process cannot read (damaged, oversized) is replaced, as before.
+        let limit = crate::Limits::default().state;
+        let merged = match TrustState::load(path, limit) {
+            Ok(on_disk) => on_disk.merged(*self),
+            Err(_) => *self,
+        };
+        crate::fs::write_atomic(path, &crate::json::to_vec(&merged)).map_err(err)
+        // The lock is released when `lock` is dropped.
+    }
+
+    /// What to keep of this saved state and a newer save `ours`: the state of the newer
+    /// trust root (a root rotation may have discarded the old versions on purpose: the
+    /// recovery from a stolen publisher key), and for the same root the higher of each.
+    pub fn merged(self, ours: TrustState) -> TrustState {
+        match self.root.cmp(&ours.root) {
+            std::cmp::Ordering::Greater => self,
+            std::cmp::Ordering::Less => ours,
+            std::cmp::Ordering::Equal => self.max(ours),
+        }
     }
 
     /// The component-wise maximum of two states (the later `fresh_at`).
@@ -149,6 +182,37 @@ mod tests {
             std::fs::read(d.path().join("home")).unwrap(),
             b"a file, not a folder"
         );
+    }
+
+    /// Processes saving one state file in any order never lower it; a newer root's state
+    /// replaces an older root's (recovery after a rotation still works).
+    #[test]
+    fn saves_from_several_processes_never_lower_the_state() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.json");
+        let v = |root, timestamp, index| TrustState {
+            root,
+            timestamp,
+            index,
+            fresh_at: None,
+        };
+        v(1, 9, 4).save(&p).unwrap();
+        v(1, 7, 5).save(&p).unwrap(); // verified an older release, saved last
+        assert_eq!(TrustState::load(&p, 4096).unwrap(), v(1, 9, 5));
+        v(2, 1, 1).save(&p).unwrap(); // root rotated: the old line is discarded
+        assert_eq!(TrustState::load(&p, 4096).unwrap(), v(2, 1, 1));
+        v(1, 50, 50).save(&p).unwrap(); // a process still on the old root
+        assert_eq!(TrustState::load(&p, 4096).unwrap(), v(2, 1, 1));
+
+        // Sixteen threads saving at once: the result is the maximum of all.
+        let q = d.path().join("t.json");
+        std::thread::scope(|s| {
+            for k in 0..16u64 {
+                let q = &q;
+                s.spawn(move || v(1, k, 15 - k).save(q).unwrap());
+            }
+        });
+        assert_eq!(TrustState::load(&q, 4096).unwrap(), v(1, 15, 15));
     }
 
     #[test]

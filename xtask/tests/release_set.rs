@@ -128,6 +128,7 @@ fn an_inflated_local_state_is_named_with_its_fix_when_a_registry_is_emptied() {
     let states: Vec<_> = std::fs::read_dir(ws.path("spec/.cuda-aot/state"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     assert_eq!(states.len(), 1, "{states:?}");
     let state = &states[0];
