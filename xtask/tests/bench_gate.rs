@@ -42,7 +42,7 @@ fn the_committed_h200_evidence_gives_the_verdict_recorded_with_it() {
 fn the_balanced_order_runs_pass_the_gate_with_their_controls() {
     let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../docs/evidence/2026-11-30-h200x2-order");
-    for run in ["run1", "run2", "run3"] {
+    for run in ["run1", "run2", "run3", "run4"] {
         let dir = base.join(run);
         let (ok, text) = gate(&dir);
         assert!(ok, "{run}: {text}");
