@@ -464,9 +464,8 @@ impl Args {
         // Arm 6 is timed inside arm 5; the others run in a balanced order (every arm right
         // after every other equally often), arm 7 being arm 1 again: the A/A control.
         let arms = [0, 1, 2, 3, 4, 5, 7];
-        let orders = self.order.sequences(arms.len());
         for i in 0..=self.ratio_reps.max(2) {
-            for arm in orders[i % orders.len()].iter().map(|&k| arms[k]) {
+            for arm in self.order.run(arms.len(), i).into_iter().map(|k| arms[k]) {
                 let took = match arm {
                     0 => {
                         let rt = Runtime::open(registry, trust, policy.clone())?;
@@ -603,9 +602,8 @@ impl Args {
             (true, false) => vec![0, 1, 2, 3],
             (true, true) => vec![0, 1, 2, 3, 4, 5],
         };
-        let orders = self.order.sequences(used.len());
         for i in 0..=self.startup_reps.max(2) {
-            for &j in &orders[i % orders.len()] {
+            for j in self.order.run(used.len(), i) {
                 let k = used[j];
                 let (kind, devices, connections) = arms[k];
                 let took =

@@ -5,7 +5,10 @@
 //! always follows the same neighbour. The driver keeps state from one load to the next (the
 //! previous arm's unloads, what its heap and caches hold), so a fixed neighbour is a bias
 //! that no number of repetitions averages out: it is why two identical arms could differ
-//! by a few per cent.
+//! by a few per cent. Effects that reach further back (the arm two before) are not
+//! balanced by the design itself, so each cycle of it runs under a fresh random relabelling
+//! of the arms (fixed seed): the balance of neighbours holds in every cycle, and what is
+//! left is spread at random instead of always falling on the same arms.
 
 /// How bench-load orders its interleaved arms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -24,6 +27,25 @@ impl Order {
             Order::Rotation => (0..n)
                 .map(|i| (0..n).map(|k| (k + i) % n).collect())
                 .collect(),
+        }
+    }
+
+    /// The arms of repetition `rep` (of `n` arms), in the order they run. Balanced: the
+    /// Williams row `rep % len`, its arms relabelled by a random permutation drawn for the
+    /// cycle `rep / len` (seeded, so a run can be repeated).
+    pub fn run(self, n: usize, rep: usize) -> Vec<usize> {
+        let rows = self.sequences(n);
+        let row = &rows[rep % rows.len()];
+        match self {
+            Order::Rotation => row.clone(),
+            Order::Balanced => {
+                let cycle = (rep / rows.len()) as u64;
+                let mut rng =
+                    fastrand::Rng::with_seed(0x0dde_c0de ^ cycle.wrapping_mul(0x9e37_79b9));
+                let mut label: Vec<usize> = (0..n).collect();
+                rng.shuffle(&mut label);
+                row.iter().map(|&a| label[a]).collect()
+            }
         }
     }
 
@@ -74,13 +96,13 @@ pub fn williams(n: usize) -> Vec<Vec<usize>> {
 mod tests {
     use super::*;
 
-    fn check(n: usize) {
-        let rows = williams(n);
-        assert_eq!(rows.len(), if n.is_multiple_of(2) { n } else { 2 * n });
+    /// Asserts that `rows` (one cycle, `n` arms) are permutations with every arm equally
+    /// often in each position and right after every other arm.
+    fn assert_balanced(rows: &[Vec<usize>], n: usize) {
         let per_cell = rows.len() / n;
         let mut position = vec![vec![0; n]; n];
         let mut follows = vec![vec![0; n]; n];
-        for r in &rows {
+        for r in rows {
             let mut sorted = r.clone();
             sorted.sort();
             assert_eq!(
@@ -95,22 +117,48 @@ mod tests {
                 follows[w[0]][w[1]] += 1;
             }
         }
-        for a in 0..n {
-            assert!(
-                position[a].iter().all(|&c| c == per_cell),
-                "n={n}: {position:?}"
-            );
-            for b in 0..n {
+        for (a, (pos, fol)) in position.iter().zip(&follows).enumerate() {
+            assert!(pos.iter().all(|&c| c == per_cell), "n={n}: {position:?}");
+            for (b, &count) in fol.iter().enumerate() {
                 let want = if a == b { 0 } else { per_cell };
-                assert_eq!(follows[a][b], want, "n={n}: {a} before {b}: {follows:?}");
+                assert_eq!(count, want, "n={n}: {a} before {b}: {follows:?}");
             }
         }
+    }
+
+    fn check(n: usize) {
+        let rows = williams(n);
+        assert_eq!(rows.len(), if n.is_multiple_of(2) { n } else { 2 * n });
+        assert_balanced(&rows, n);
     }
 
     #[test]
     fn every_arm_follows_every_other_equally_often() {
         for n in 1..=9 {
             check(n);
+        }
+    }
+
+    /// Every relabelled cycle keeps the balance, and the cycles differ.
+    #[test]
+    fn each_relabelled_cycle_is_still_balanced() {
+        for n in [2, 4, 6, 7] {
+            let len = williams(n).len();
+            let mut cycles = Vec::new();
+            for cycle in 0..5 {
+                let rows: Vec<Vec<usize>> = (0..len)
+                    .map(|k| Order::Balanced.run(n, cycle * len + k))
+                    .collect();
+                assert_balanced(&rows, n);
+                cycles.push(rows);
+            }
+            if n > 2 {
+                assert!(
+                    cycles.windows(2).any(|w| w[0] != w[1]),
+                    "n={n}: never relabelled"
+                );
+            }
+            assert_eq!(Order::Balanced.run(n, 3), Order::Balanced.run(n, 3));
         }
     }
 
