@@ -81,7 +81,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=32))]
     startup_connections: Option<u32>,
     /// The order of the interleaved arms: `balanced` (a Williams design: every arm right
-    /// after every other equally often) or `rotation` (each arm always after the same
+    /// after every other equally often, each cycle under a random relabelling of the arms,
+    /// seeded) or `rotation` (each arm always after the same
     /// neighbour; kept to show the bias it carries, in the A/A control row
     /// `*_bare_kept_vs_itself`).
     #[arg(long, value_enum, value_name = "KIND", default_value_t = order::Order::Balanced)]
