@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn xtask() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xtask"))
 }
@@ -50,28 +52,8 @@ impl Reg {
         let r = Reg {
             dir: tempfile::tempdir().unwrap(),
         };
-        let mut pubs = Vec::new();
-        for role in ["root", "builder", "reviewer", "publisher"] {
-            let out = xtask()
-                .args(["keygen", "--role", role, "--out"])
-                .arg(r.p(&format!("{role}.key")))
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", text(&out));
-            pubs.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
-        }
-        let mut cmd = xtask();
-        cmd.args(["trust-root", "--channel", "dev", "--out"])
-            .arg(r.p("root.json"))
-            .arg("--sign-with")
-            .arg(r.p("root.key"));
-        for (flag, k) in ["--root", "--builder", "--reviewer", "--publisher"]
-            .iter()
-            .zip(&pubs)
-        {
-            cmd.args([*flag, k]);
-        }
-        assert!(cmd.status().unwrap().success());
+        // Keys for every role and a dev root: <dir>/<role>.key, <dir>/root.json.
+        common::Keys::new(r.dir.path(), "dev");
         // One module: the real sm_90 cubin of tests/data/elf/add.cu, with its manifest.
         let blob = std::fs::read(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/elf/add_sm_90.cubin"),

@@ -47,19 +47,9 @@ impl Env {
         };
         let mut pubs = BTreeMap::new();
         for role in ["root", "builder", "reviewer", "reviewer2", "publisher"] {
-            let out = common::xtask()
-                .args(["keygen", "--role", role.trim_end_matches('2'), "--out"])
-                .arg(env.key(role))
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
             pubs.insert(
                 role,
-                String::from_utf8(out.stdout).unwrap().trim().to_string(),
+                common::keygen(role.trim_end_matches('2'), &env.key(role)),
             );
         }
         let out = common::xtask()
@@ -114,6 +104,21 @@ impl Env {
             &[
                 "--parity-report",
                 report.to_str().unwrap(),
+                "--reviewer-key",
+                reviewer.to_str().unwrap(),
+            ],
+        )
+    }
+
+    /// Co-signs the partial record `partial` with `reviewer`, deriving again from `report`.
+    fn cosign(&self, spec: &Path, report: &Path, partial: &Path, reviewer: &Path) -> Output {
+        self.promote(
+            spec,
+            &[
+                "--parity-report",
+                report.to_str().unwrap(),
+                "--cosign",
+                partial.to_str().unwrap(),
                 "--reviewer-key",
                 reviewer.to_str().unwrap(),
             ],
@@ -536,32 +541,7 @@ fn issue_7_verify_production_on_a_fresh_dev_release_names_the_missing_promotions
     common::toolkit_root();
     let dir = tempfile::tempdir().unwrap();
     let p = |r: &str| dir.path().join(r);
-    let mut pubs = BTreeMap::new();
-    for role in ["root", "builder", "reviewer", "publisher"] {
-        let out = common::xtask()
-            .args(["keygen", "--role", role, "--out"])
-            .arg(p(&format!("{role}.key")))
-            .output()
-            .unwrap();
-        pubs.insert(
-            role,
-            String::from_utf8(out.stdout).unwrap().trim().to_string(),
-        );
-    }
-    ok(common::xtask()
-        .args(["trust-root", "--channel", "dev", "--out"])
-        .arg(p("root.json"))
-        .args(["--root", &pubs["root"], "--builder", &pubs["builder"]])
-        .args([
-            "--reviewer",
-            &pubs["reviewer"],
-            "--publisher",
-            &pubs["publisher"],
-        ])
-        .arg("--sign-with")
-        .arg(p("root.key"))
-        .output()
-        .unwrap());
+    common::Keys::new(dir.path(), "dev");
     ok(common::xtask()
         .args([
             "build",
@@ -642,10 +622,7 @@ fn issue_7_two_reviewers_sign_one_after_the_other() {
     build_step(&env, &spec);
     let report = report_for(&spec, &env.build_out());
     let p = write_report(&env, "r.json", &report);
-    let (r1, r2) = (
-        env.reviewers[0].to_str().unwrap(),
-        env.reviewers[1].to_str().unwrap(),
-    );
+    let r1 = env.reviewers[0].to_str().unwrap();
     let out = ok(env.promote(
         &spec,
         &[
@@ -668,46 +645,16 @@ fn issue_7_two_reviewers_sign_one_after_the_other() {
     let mut other = report.clone();
     other.finished = "2026-11-30T00:00:02Z".into();
     let q = write_report(&env, "other.json", &other);
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            q.to_str().unwrap(),
-            "--cosign",
-            partial.to_str().unwrap(),
-            "--reviewer-key",
-            r2,
-        ],
-    ));
+    let out = refused(env.cosign(&spec, &q, &partial, &env.reviewers[1]));
     assert!(
         out.contains("the partial record promises parity report"),
         "{out}"
     );
     // The same reviewer again does not reach the threshold.
-    let out = refused(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--cosign",
-            partial.to_str().unwrap(),
-            "--reviewer-key",
-            r1,
-        ],
-    ));
+    let out = refused(env.cosign(&spec, &p, &partial, &env.reviewers[0]));
     assert!(out.contains("reviewer"), "{out}");
     // The second reviewer: promoted with both signatures and alice's note.
-    let out = ok(env.promote(
-        &spec,
-        &[
-            "--parity-report",
-            p.to_str().unwrap(),
-            "--cosign",
-            partial.to_str().unwrap(),
-            "--reviewer-key",
-            r2,
-        ],
-    ));
+    let out = ok(env.cosign(&spec, &p, &partial, &env.reviewers[1]));
     assert!(
         out.contains("4/5 promotion record") && out.contains("threshold 2"),
         "{out}"

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 use cuda_aot::{
     Channel, Digest, Function, FunctionName, Identity, Kind, Manifest, ModuleName, Toolkit,
 };
@@ -34,25 +36,8 @@ impl Setup {
         let s = Setup {
             dir: tempfile::tempdir().unwrap(),
         };
-        let mut pubs = Vec::new();
-        for role in ["root", "builder", "reviewer", "publisher"] {
-            let out = run_ok(
-                xtask()
-                    .args(["keygen", "--role", role, "--out"])
-                    .arg(s.key(role)),
-            );
-            pubs.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
-        }
-        let mut cmd = xtask();
-        cmd.args(["trust-root", "--channel", "dev", "--out"])
-            .arg(s.root());
-        for (flag, key) in ["--root", "--builder", "--reviewer", "--publisher"]
-            .iter()
-            .zip(&pubs)
-        {
-            cmd.args([*flag, key]);
-        }
-        run_ok(cmd.arg("--sign-with").arg(s.key("root")));
+        // Keys for every role and a dev root: <dir>/<role>.key, <dir>/root.json.
+        common::Keys::new(s.dir.path(), "dev");
         s.build_output("a", "sm_90");
         s.build_output("b", "sm_80");
         s.build_output("c", "sm_120");

@@ -407,6 +407,17 @@ pub fn toolkit_untouched(dir: &Path) -> bool {
     snapshot(&dir.join("toolkit")).is_empty() && snapshot(&dir.join("user-cache")).is_empty()
 }
 
+/// `xtask keygen --role ROLE --out OUT`: the new key's public half (what it prints).
+pub fn keygen(role: &str, out: &Path) -> String {
+    let o = xtask()
+        .args(["keygen", "--role", role, "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
 /// Signing keys made by `xtask keygen` and a trust root made by `xtask trust-root`, in a
 /// folder of their own.
 pub struct Keys {
@@ -420,20 +431,10 @@ impl Keys {
         let k = Keys {
             dir: dir.to_path_buf(),
         };
-        let mut publics = Vec::new();
-        for role in ["root", "builder", "reviewer", "publisher"] {
-            let out = xtask()
-                .args(["keygen", "--role", role, "--out"])
-                .arg(k.key(role))
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            publics.push(String::from_utf8(out.stdout).unwrap().trim().to_string());
-        }
+        let publics: Vec<String> = ["root", "builder", "reviewer", "publisher"]
+            .iter()
+            .map(|role| keygen(role, &k.key(role)))
+            .collect();
         let mut cmd = xtask();
         cmd.args(["trust-root", "--channel", channel, "--out"])
             .arg(k.root());
