@@ -6,7 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/release.toml");
+    // Read at run time, not baked in with env!(): cargo may reuse this build script's
+    // binary for another checkout sharing the target folder, and must read that
+    // checkout's spec.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let spec = Path::new(&dir).join("../manifests/release.toml");
     println!("cargo:rerun-if-changed={}", spec.display());
     let text = std::fs::read_to_string(&spec)
         .unwrap_or_else(|e| panic!("{}: {e} (the release set is defined there)", spec.display()));
