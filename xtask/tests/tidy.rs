@@ -1,6 +1,7 @@
 //! Keeps xtask's structure honest (issue 10, "one owner per concern"): the modules' imports
 //! form no cycle, support modules import only support modules (so helpers never live in a
-//! task's file), and the `cargo xtask` alias does not hide cargo's progress (issue 11).
+//! task's file), the `cargo xtask` alias does not hide cargo's progress (issue 11), and
+//! build scripts find their checkout at run time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -182,4 +183,31 @@ fn the_readme_example_is_the_compiled_example() {
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(block, code, "README.md and examples/readme.rs differ");
+}
+
+/// A build script reads `CARGO_MANIFEST_DIR` when it runs, never with `env!()`: cargo may
+/// reuse a build script's binary for another checkout that shares the target folder, and
+/// a path baked in at compile time would make it read that other checkout's files (or
+/// fail once it is deleted).
+#[test]
+fn build_scripts_find_their_checkout_at_run_time() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut scripts = 0;
+    for dir in [".", "registry", "xtask", "kernels"] {
+        let script = repo.join(dir).join("build.rs");
+        let Ok(text) = std::fs::read_to_string(&script) else {
+            continue;
+        };
+        scripts += 1;
+        assert!(
+            !text.contains("env!(\"CARGO_MANIFEST_DIR\")"),
+            "{}: read CARGO_MANIFEST_DIR with std::env::var_os at run time",
+            script.display()
+        );
+    }
+    assert!(
+        scripts >= 1,
+        "no build script found under {}",
+        repo.display()
+    );
 }
