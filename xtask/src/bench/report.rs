@@ -406,13 +406,9 @@ pub(super) fn write_doc(
          putting it back finds the earlier record and entry again (several records per job, \
          as ccache's direct mode keeps them). Through cargo, a no-op also pays cargo's own \
          check before the tool starts: loading the locked dependency graph of the workspace \
-         and the fingerprint of every crate xtask is built from (its row \
-         `cargo build -p xtask --bin xtask`). That is most of the row, and it does not shrink with the \
-         tool: on a quiet 2-core machine it alone exceeds 1 % of a full build (2026-11-30: \
-         about 140 ms against a 4.6 s build; `cargo run` of a crate without dependencies \
-         takes about 10 ms, so it is the size of the graph; a build-only tool with the \
-         dependencies building and signing need, 107 crates in a workspace of its own, \
-         measured 70 ms, still 1.6 %). The tool itself runs as \
+         and the fingerprint of every crate xtask is built from (the row `cargo build -p \
+         xtask --bin xtask`). That share depends on the size of the graph, not on the tool \
+         (docs/build.md, \"The no-op through cargo\"). The tool itself runs as \
          a debug build whose crypto, hashing, JSON and unzip dependencies and the runtime \
          crate are optimised in the dev profile (root `Cargo.toml`). `verify` checks a constant number of signatures (one build \
          statement, not one per entry) and hashes the blobs on several threads once the bundle \
