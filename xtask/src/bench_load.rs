@@ -102,7 +102,7 @@ mod order;
 mod startup;
 mod stats;
 
-use stats::Ratio;
+use stats::{CONTROL_LIMIT, Ratio};
 
 /// One CSV row.
 struct Row {
@@ -768,9 +768,6 @@ fn policy_for(trust: &[u8]) -> Result<Policy> {
     })
 }
 
-/// How far an A/A control (`*_vs_itself`) may stray from 1 either way.
-const CONTROL_LIMIT: f64 = 1.05;
-
 /// Re-reads `bench-load.csv` and `bench-ratios.csv` beside it and applies the gate: the
 /// upper end of the 95 % interval of every gated ratio within its limit (verified bundle
 /// load and start-up at most 1.05x bare; two devices against one and the fresh-copy rows are
@@ -809,10 +806,6 @@ pub fn gate(csv: &Path) -> Result<()> {
         }
     }
     for r in &ratios {
-        // The A/A controls (one arm against itself) must show no difference the gate could
-        // mistake for a cost: their whole interval within the gate's resolution.
-        let control = r.name.ends_with("_vs_itself");
-        let control_ok = r.low >= 1.0 / CONTROL_LIMIT && r.high <= CONTROL_LIMIT;
         println!(
             "gate: {:<30} median {:.3}x, 95% interval [{:.3}, {:.3}] over {} pairs ({}): {}",
             r.name,
@@ -820,7 +813,7 @@ pub fn gate(csv: &Path) -> Result<()> {
             r.low,
             r.high,
             r.pairs,
-            if control {
+            if r.is_control() {
                 format!(
                     "A/A control, within [{:.3}, {CONTROL_LIMIT:.2}]",
                     1.0 / CONTROL_LIMIT
@@ -830,15 +823,13 @@ pub fn gate(csv: &Path) -> Result<()> {
                     format!("limit {l:.2}x on the upper end")
                 })
             },
-            match (control, r.limit, r.passes()) {
-                (true, ..) if control_ok => "ok",
-                (true, ..) => "FAIL",
-                (false, None, _) => "-",
-                (false, Some(_), true) => "ok",
-                (false, Some(_), false) => "FAIL",
+            match (r.gated(), r.passes()) {
+                (false, _) => "-",
+                (true, true) => "ok",
+                (true, false) => "FAIL",
             }
         );
-        if control && !control_ok {
+        if r.is_control() && !r.passes() {
             failures.push(format!(
                 "{} (the same bare arm twice) spans [{:.3}, {:.3}]: this run cannot resolve a \
                  {:.0} % difference (the host was busy, or the arms disturb each other). \
@@ -1019,13 +1010,7 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
             y + 13.0,
             r.name
         );
-        // The gate's limits: the upper one of a gated ratio, both of an A/A control.
-        let limits = if r.name.ends_with("_vs_itself") {
-            vec![1.0 / CONTROL_LIMIT, CONTROL_LIMIT]
-        } else {
-            r.limit.into_iter().collect()
-        };
-        for limit in limits {
+        for &limit in &r.limits() {
             let _ = writeln!(
                 s,
                 "<line x1='{0}' y1='{y}' x2='{0}' y2='{1}' stroke='#c92a2a' stroke-width='2'/>",
@@ -1043,14 +1028,7 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
         let _ = writeln!(
             s,
             "<text x='{}' y='{}'>{:.3} [{:.3}, {:.3}]</text>",
-            rx(r.high)
-                .max(rx(r.limit.unwrap_or(lo)))
-                .max(if r.name.ends_with("_vs_itself") {
-                    rx(CONTROL_LIMIT)
-                } else {
-                    0.0
-                })
-                + 8.0,
+            r.limits().into_iter().map(rx).fold(rx(r.high), f64::max) + 8.0,
             y + 13.0,
             r.median,
             r.low,

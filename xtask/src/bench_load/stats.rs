@@ -93,11 +93,40 @@ impl Ratio {
         })
     }
 
-    /// Whether the interval's upper end is within the limit (always, when not gated).
+    /// Whether the gate accepts it: a gated ratio's upper end within its limit; an A/A
+    /// control's whole interval within [1/[`CONTROL_LIMIT`], [`CONTROL_LIMIT`]]; always,
+    /// when reported only.
     pub fn passes(&self) -> bool {
-        self.pairs > 0 && self.limit.is_none_or(|l| self.high <= l)
+        self.pairs > 0
+            && match self.is_control() {
+                true => self.low >= 1.0 / CONTROL_LIMIT && self.high <= CONTROL_LIMIT,
+                false => self.limit.is_none_or(|l| self.high <= l),
+            }
+    }
+
+    /// An A/A control: one arm against itself (named `*_vs_itself`). It must show no
+    /// difference the gate could mistake for a cost.
+    pub fn is_control(&self) -> bool {
+        self.name.ends_with("_vs_itself")
+    }
+
+    /// Whether the gate judges it (a limit, or a control).
+    pub fn gated(&self) -> bool {
+        self.is_control() || self.limit.is_some()
+    }
+
+    /// The gate's limits, as the chart draws them: the upper one of a gated ratio, both of
+    /// a control, none of a reported one.
+    pub fn limits(&self) -> Vec<f64> {
+        match self.is_control() {
+            true => vec![1.0 / CONTROL_LIMIT, CONTROL_LIMIT],
+            false => self.limit.into_iter().collect(),
+        }
     }
 }
+
+/// How far an A/A control may stray from 1, either way.
+pub const CONTROL_LIMIT: f64 = 1.05;
 
 /// The `bench-ratios.csv` header line.
 pub const CSV_HEADER: &str = "ratio,numerator,denominator,pairs,median,ci95_low,ci95_high,limit";
