@@ -79,7 +79,7 @@ impl TrustState {
     /// What to keep of this saved state and a newer save `ours`: the state of the newer
     /// trust root (a root rotation may have discarded the old versions on purpose: the
     /// recovery from a stolen publisher key), and for the same root the higher of each.
-    pub fn merged(self, ours: TrustState) -> TrustState {
+    fn merged(self, ours: TrustState) -> TrustState {
         match self.root.cmp(&ours.root) {
             std::cmp::Ordering::Greater => self,
             std::cmp::Ordering::Less => ours,

@@ -94,6 +94,15 @@ impl Samples {
         v.sort_by(f64::total_cmp);
         v[((v.len() - 1) as f64 * p).round() as usize]
     }
+    /// The samples of every client thread, merged, with the wall time since `start`.
+    fn join(handles: Vec<std::thread::JoinHandle<Samples>>, start: Instant) -> Result<Samples> {
+        let mut all = Samples::default();
+        for h in handles {
+            all.merge(h.join().map_err(|_| anyhow::anyhow!("a client panicked"))?);
+        }
+        all.wall = start.elapsed();
+        Ok(all)
+    }
     fn merge(&mut self, o: Samples) {
         self.latencies.extend(o.latencies);
         self.bytes += o.bytes;
@@ -323,12 +332,7 @@ impl Args {
                 })
             })
             .collect();
-        let mut all = Samples::default();
-        for h in handles {
-            all.merge(h.join().map_err(|_| anyhow::anyhow!("a client panicked"))?);
-        }
-        all.wall = start.elapsed();
-        Ok(all)
+        Samples::join(handles, start)
     }
 
     /// `clients` threads, each with one keep-alive client, GETting every file of the
@@ -392,12 +396,7 @@ impl Args {
                 })
             })
             .collect();
-        let mut all = Samples::default();
-        for h in handles {
-            all.merge(h.join().map_err(|_| anyhow::anyhow!("a client panicked"))?);
-        }
-        all.wall = start.elapsed();
-        Ok(all)
+        Samples::join(handles, start)
     }
 }
 
