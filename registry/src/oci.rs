@@ -71,7 +71,7 @@ fn is_loopback(registry: &str) -> bool {
         .rsplit_once(':')
         .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
         .map_or(registry, |(h, _)| h);
-    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+    crate::remote::is_loopback_host(host)
 }
 
 fn client(reference: &Reference, opts: &OciOptions) -> Client {

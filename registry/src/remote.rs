@@ -515,13 +515,18 @@ impl Remote for HttpRemote {
 
 /// Whether `url` names this machine (loopback): a token sent there crosses no network.
 fn is_this_machine(url: &reqwest::Url) -> bool {
-    url.host_str().is_some_and(|h| {
-        h.eq_ignore_ascii_case("localhost")
-            || h.trim_start_matches('[')
-                .trim_end_matches(']')
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
-    })
+    url.host_str().is_some_and(is_loopback_host)
+}
+
+/// Whether `host` (a name, an IPv4 address or a bracketed IPv6 address, no port) is this
+/// machine: `localhost`, 127.0.0.0/8 or `::1`.
+pub(crate) fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Parses a registry base URL: http or https, no query or fragment, ending with `/`.
