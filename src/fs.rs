@@ -155,6 +155,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     sync_dir(parent(path)?)
 }
 
+/// Opens (creating it if needed, never truncating) the lock file `path` for an advisory
+/// `File::lock` / `try_lock`: the kernel releases the lock when the process dies. A final
+/// symbolic link is not followed (`ELOOP`), so a planted link cannot make the caller create
+/// or open a file elsewhere.
+pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// Creates `path` with all of `bytes`, or fails with `AlreadyExists` when it exists:
 /// temporary sibling, fsync, hard link (which never replaces), fsync of the folder. The
 /// loser of a race gets a conflict, not a merge, and nobody sees a partial file.
@@ -190,6 +204,22 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// A link planted where a lock file goes is not followed: nothing is created at its
+    /// target.
+    #[test]
+    fn a_lock_file_is_never_opened_through_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        let lock = d.path().join("x.lock");
+        std::os::unix::fs::symlink(&elsewhere, &lock).unwrap();
+        let err = open_lock_file(&lock).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        assert!(!elsewhere.exists());
+        let plain = d.path().join("y.lock");
+        open_lock_file(&plain).unwrap().lock().unwrap();
+        open_lock_file(&plain).unwrap(); // opening again neither truncates nor fails
     }
 
     #[test]

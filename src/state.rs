@@ -59,12 +59,7 @@ impl TrustState {
         std::fs::create_dir_all(dir).map_err(err)?;
         let mut lock_name = path.file_name().unwrap_or_default().to_os_string();
         lock_name.push(".lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(lock_name))
-            .map_err(err)?;
+        let lock = crate::fs::open_lock_file(&dir.join(lock_name)).map_err(err)?;
         lock.lock().map_err(err)?;
         // A file this process cannot read (damaged, oversized) is replaced, as before.
         let limit = crate::Limits::default().state;

@@ -2,7 +2,7 @@
 //! content-addressed files written atomically, the next index created only if absent and
 //! `timestamp.json` replaced last, under an OS advisory lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use cuda_aot::fs::{create_new_atomic, write_atomic};
@@ -86,12 +86,7 @@ impl DirRegistry {
     fn lock(&self) -> Result<File> {
         std::fs::create_dir_all(&self.root).map_err(|e| Error::io(&self.root, e))?;
         let path = self.root.join(".lock");
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let f = cuda_aot::fs::open_lock_file(&path).map_err(|e| Error::io(&path, e))?;
         // An OS advisory lock: released by the kernel if the publisher dies.
         f.lock().map_err(|e| Error::io(&path, e))?;
         Ok(f)

@@ -7,7 +7,7 @@
 //! layout: whatever the verifier reads is what a mirror needs.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -423,12 +423,7 @@ fn verify_all<'a>(
 }
 
 fn lock(path: &Path) -> Result<File> {
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
+    let f = cuda_aot::fs::open_lock_file(path).map_err(|e| Error::io(path, e))?;
     match f.try_lock() {
         Ok(()) => Ok(f),
         Err(fs::TryLockError::WouldBlock) => Err(Error::Busy {
