@@ -1,25 +1,29 @@
 //! `cargo xtask servers`: real third-party servers for the network tests and benchmarks,
 //! without root — nginx (static hosting) and the CNCF distribution registry (an OCI
-//! registry) as pinned Debian packages: `apt-get download` by exact version into the
-//! per-user cache, sha256-checked on every use, `dpkg -x` into `.cuda-aot/servers/`, run
-//! on a loopback port with every path they write inside a work folder.
+//! registry) as Debian 12 packages pinned by name, release and upstream version: the
+//! version Debian's signed index serves today, downloaded and checked by apt (`apt.rs`)
+//! into the per-user cache, its sha256 re-checked on every use and recorded, `dpkg -x`
+//! into `.cuda-aot/servers/`, run on a loopback port with every path they write inside a
+//! work folder.
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
-use sha2::Digest as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::advice::Fix;
 use crate::paths;
 
-/// Fetch (pinned, sha256-checked) and unpack nginx and the OCI registry, or run one of
-/// them in the foreground.
+mod apt;
+
+/// Fetch (Debian 12, checked against the signed archive index) and unpack nginx and the
+/// OCI registry, or run one of them in the foreground.
 ///
-/// Without a subcommand: makes sure both packages of manifests/servers.toml are unpacked
-/// under .cuda-aot/servers/ and prints their binaries. `nginx` serves a registry folder
+/// Packages are pinned by name, Debian release and upstream version in
+/// manifests/servers.toml; the Debian revision is what the signed index serves today.
+/// Without a subcommand: makes sure both packages are unpacked under .cuda-aot/servers/
+/// and prints, for each, the version, suite and sha256 used and the binary. `nginx` serves a registry folder
 /// read-only (a plain static file server: no cuda-aot code on the server side); `oci`
 /// runs an OCI distribution registry with its storage in a folder. Both replace this
 /// process (exec), print one JSON line first, and stop on SIGTERM.
@@ -67,8 +71,14 @@ impl Args {
         match self.run {
             None => {
                 for name in ["nginx", "docker-registry"] {
-                    let bin = ensure(name)?;
-                    println!("{name:<16} {}", bin.display());
+                    let (bin, used) = ensure_recorded(name)?;
+                    println!(
+                        "{name:<16} {:<20} {:<18} sha256 {} {}",
+                        used.version,
+                        used.suite,
+                        used.sha256,
+                        paths::shown(&bin)
+                    );
                 }
                 Ok(())
             }
@@ -100,7 +110,16 @@ impl Args {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PinFile {
+    debian: Release,
     package: Vec<Package>,
+}
+
+/// The Debian release the packages come from: the suites whose signed indexes may list
+/// them (the release itself, its updates and its security archive).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Release {
+    suites: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,21 +127,15 @@ struct PinFile {
 struct Package {
     name: String,
     binary: String,
-    versions: Vec<Pin>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Pin {
-    version: String,
-    sha256: String,
+    /// The upstream version; the Debian revision is what the signed index serves today.
+    upstream: String,
 }
 
 fn pin_file() -> PathBuf {
     paths::repo_root().join("manifests/servers.toml")
 }
 
-fn load_package(name: &str) -> Result<Package> {
+fn load_package(name: &str) -> Result<(Release, Package)> {
     let path = pin_file();
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the server pins {}", path.display()))?;
@@ -139,45 +152,98 @@ fn load_package(name: &str) -> Result<Package> {
                 .all(|b| b.is_ascii_alphanumeric() || b"+-.~:".contains(&b))
     };
     if !plain(&p.name)
-        || p.versions.is_empty()
-        || p.versions.iter().any(|v| {
-            !plain(&v.version)
-                || v.sha256.len() != 64
-                || !v.sha256.bytes().all(|b| b.is_ascii_hexdigit())
-        })
+        || !plain(&p.upstream)
+        || pins.debian.suites.is_empty()
+        || !pins.debian.suites.iter().all(|s| plain(s))
         || !paths::is_relative_plain(Path::new(&p.binary))
     {
         bail!(
-            "{}: package {name} needs a plain name, a relative binary path and versions with a 64-hex-digit sha256",
+            "{}: package {name} needs a plain name and upstream version and a relative binary path, [debian] plain suite names",
             path.display()
         );
     }
-    Ok(p)
+    Ok((pins.debian, p))
 }
 
-/// The unpacked binary of package `name` (fetching and unpacking it on first use).
+/// What `ensure` records beside an unpacked package: the version and sha256 it used.
+const RECORD: &str = ".debian.json";
+
+/// The unpacked binary of package `name` (fetching and unpacking it on first use), with
+/// the Debian version it came from.
 pub fn ensure(name: &str) -> Result<PathBuf> {
-    let pkg = load_package(name)?;
+    ensure_recorded(name).map(|(bin, _)| bin)
+}
+
+fn ensure_recorded(name: &str) -> Result<(PathBuf, apt::Candidate)> {
+    let (release, pkg) = load_package(name)?;
+    let cache = paths::user_cache_dir();
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    // One process at a time uses the private apt folder (apt would refuse a second).
+    let lock_path = cache.join("apt.lock");
+    let lock = cuda_aot::fs::open_lock_file(&lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("locking {}", lock_path.display()))?;
+    let apt = apt::Apt::new(cache.join("apt"))?;
+    apt.refresh_if_stale()?;
     let base = paths::work_dir().join("servers");
-    // Already unpacked from a pin that is still listed.
-    for v in &pkg.versions {
-        let dir = base.join(format!("{}_{}", pkg.name, v.version));
+    let mut refreshed = false;
+    loop {
+        let pick = apt.candidate(&pkg.name, &pkg.upstream, &release.suites)?;
+        let dir = base.join(format!("{}_{}", pkg.name, pick.version));
         let bin = dir.join(&pkg.binary);
-        if std::fs::read_to_string(dir.join(".sha256")).is_ok_and(|s| s.trim() == v.sha256)
-            && bin.is_file()
-        {
-            return Ok(bin);
+        if read_record(&dir).is_some_and(|r| r == pick) && bin.is_file() {
+            return Ok((bin, pick));
         }
+        let deb = match fetch(&apt, &pkg, &pick) {
+            Ok(deb) => deb,
+            // Lists that lag the archive name a version it no longer has: refresh once.
+            Err(e) if !refreshed => {
+                eprintln!("servers: {e:#}; refreshing the lists");
+                apt.update().context(e)?;
+                refreshed = true;
+                continue;
+            }
+            Err(e) => {
+                return Err(crate::advice::fail(
+                    format!("{} {}: {e:#}", pkg.name, pick.version),
+                    "check the machine's apt sources (Debian 12) and its network, then run `cargo xtask servers` again",
+                ));
+            }
+        };
+        unpack(&pkg, &pick, &deb, &base, &dir)?;
+        if !bin.is_file() {
+            bail!(
+                "{} {}: the package holds no {}",
+                pkg.name,
+                pick.version,
+                pkg.binary
+            );
+        }
+        return Ok((bin, pick));
     }
-    let (pin, deb) = fetch(&pkg)?;
-    let dir = base.join(format!("{}_{}", pkg.name, pin.version));
-    let tmp = base.join(format!(".tmp.{}.{}", std::process::id(), pkg.name));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+}
+
+fn read_record(dir: &Path) -> Option<apt::Candidate> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(RECORD)).ok()?).ok()?;
+    Some(apt::Candidate {
+        version: v["version"].as_str()?.to_string(),
+        suite: v["suite"].as_str()?.to_string(),
+        sha256: v["sha256"].as_str()?.to_string(),
+    })
+}
+
+/// `dpkg -x` into a temporary sibling, the record written, then renamed into place.
+fn unpack(pkg: &Package, pick: &apt::Candidate, deb: &Path, base: &Path, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".tmp.{}.", pkg.name))
+        .tempdir_in(base)?;
     let out = Command::new("dpkg")
         .arg("-x")
-        .arg(&deb)
-        .arg(&tmp)
+        .arg(deb)
+        .arg(tmp.path())
         .output()
         .context("running dpkg -x (Debian's dpkg must be installed)")?;
     if !out.status.success() {
@@ -187,88 +253,60 @@ pub fn ensure(name: &str) -> Result<PathBuf> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    std::fs::write(tmp.join(".sha256"), &pin.sha256)?;
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&tmp, &dir).with_context(|| format!("moving into {}", dir.display()))?;
-    let bin = dir.join(&pkg.binary);
-    if !bin.is_file() {
-        bail!(
-            "{} {}: the package holds no {}",
-            pkg.name,
-            pin.version,
-            pkg.binary
-        );
-    }
-    Ok(bin)
+    let record = serde_json::json!({
+        "package": pkg.name,
+        "version": pick.version,
+        "suite": pick.suite,
+        "sha256": pick.sha256,
+    });
+    std::fs::write(tmp.path().join(RECORD), format!("{record}\n"))?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(tmp.keep(), dir).with_context(|| format!("moving into {}", dir.display()))?;
+    eprintln!(
+        "servers: {} {} ({}, sha256 {}) unpacked into {}",
+        pkg.name,
+        pick.version,
+        pick.suite,
+        pick.sha256,
+        paths::shown(dir)
+    );
+    Ok(())
 }
 
-/// The .deb of the first pin found in the per-user cache (hash-checked), else downloaded
-/// with apt-get into the cache.
-fn fetch(pkg: &Package) -> Result<(Pin, PathBuf)> {
+/// The `.deb` of `pick` from the per-user cache (re-hashed), else downloaded by apt
+/// (which checks it against the signed index) into the cache; its sha256 is checked
+/// against the index's either way.
+fn fetch(apt: &apt::Apt, pkg: &Package, pick: &apt::Candidate) -> Result<PathBuf> {
     let cache = paths::user_cache_dir().join("debs");
     std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
-    for v in &pkg.versions {
-        let p = cache.join(format!("{}.deb", v.sha256));
-        if p.exists() {
-            let got = sha256_file(&p)?;
-            if got == v.sha256 {
-                return Ok((v.clone(), p));
-            }
-            eprintln!(
-                "servers: {} has sha256 {got}, not {}: removed",
-                p.display(),
-                v.sha256
-            );
-            std::fs::remove_file(&p)?;
+    let dest = cache.join(format!("{}.deb", pick.sha256));
+    if dest.exists() {
+        let got = apt::sha256_file(&dest)?;
+        if got == pick.sha256 {
+            return Ok(dest);
         }
+        eprintln!(
+            "servers: {} has sha256 {got}, not {}: removed",
+            dest.display(),
+            pick.sha256
+        );
+        std::fs::remove_file(&dest)?;
     }
-    let mut tried = Vec::new();
-    for v in &pkg.versions {
-        let dl = tempfile::Builder::new()
-            .prefix(".download.")
-            .tempdir_in(&cache)?;
-        let spec = format!("{}={}", pkg.name, v.version);
-        eprintln!("servers: apt-get download {spec}");
-        let out = Command::new("apt-get")
-            .args(["download", "-q", &spec])
-            .current_dir(dl.path())
-            .output()
-            .context("running apt-get (the servers are Debian packages)")?;
-        if !out.status.success() {
-            tried.push(format!(
-                "{spec}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-            continue;
-        }
-        let deb = std::fs::read_dir(dl.path())?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .with_context(|| format!("apt-get download {spec} wrote no .deb"))?;
-        let got = sha256_file(&deb)?;
-        if got != v.sha256 {
-            bail!(
-                "{spec}: downloaded .deb has sha256 {got}, manifests/servers.toml pins {}",
-                v.sha256
-            );
-        }
-        let dest = cache.join(format!("{}.deb", v.sha256));
-        std::fs::rename(&deb, &dest)?;
-        return Ok((v.clone(), dest));
+    let dl = tempfile::Builder::new()
+        .prefix(".download.")
+        .tempdir_in(&cache)?;
+    let deb = apt.download(&pkg.name, &pick.version, dl.path())?;
+    let got = apt::sha256_file(&deb)?;
+    if got != pick.sha256 {
+        bail!(
+            "{} {}: downloaded .deb has sha256 {got}, the signed index says {}",
+            pkg.name,
+            pick.version,
+            pick.sha256
+        );
     }
-    Err(anyhow::Error::new(Fix(
-        "run apt-get update (Debian 12 lists) and try again; if the archive has moved past every pin, add the new version and its sha256 to manifests/servers.toml".into(),
-    )))
-    .context(format!(
-        "no pinned version of {} could be downloaded:\n  {}",
-        pkg.name,
-        tried.join("\n  ")
-    ))
-}
-
-fn sha256_file(p: &Path) -> Result<String> {
-    let bytes = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-    Ok(hex::encode(sha2::Sha256::digest(&bytes)))
+    std::fs::rename(&deb, &dest)?;
+    Ok(dest)
 }
 
 fn work_dir(given: Option<PathBuf>) -> Result<PathBuf> {
@@ -308,13 +346,6 @@ pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> Result<()> {
     Ok(())
 }
 
-/// Whether this process runs as root (then nginx's workers must be told to stay root, or
-/// they drop to `nobody` and cannot read a private temporary folder).
-fn running_as_root(work: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(work).is_ok_and(|m| m.uid() == 0)
-}
-
 /// nginx serving `root` read-only on 127.0.0.1:`port`: GET and HEAD only, no dot-files, no
 /// symbolic links, `timestamp.json` revalidated on every use; logs, pid and temporary
 /// files inside `work`.
@@ -329,7 +360,9 @@ pub fn nginx(root: &Path, port: u16, work: &Path, workers: Option<usize>) -> Res
         std::fs::create_dir_all(work.join(d))?;
     }
     let workers = workers.map_or("auto".to_string(), |n| n.to_string());
-    let user = if running_as_root(work) {
+    // As root, nginx's workers must be told to stay root, or they drop to `nobody` and
+    // cannot read a private temporary folder.
+    let user = if apt::running_as_root() {
         "user root;\n"
     } else {
         ""
