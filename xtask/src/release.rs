@@ -156,7 +156,13 @@ impl Args {
 
         eprintln!("[5/5] verify");
         let state = paths::state_file(&registry);
-        let v = verify::verify_registry(&registry, &keys.trust, &state, &Options::default())?;
+        let v = verify::verify_registry(
+            &registry,
+            &keys.trust,
+            &state,
+            &Options::default(),
+            verify::SaveState::Yes,
+        )?;
         eprintln!(
             "      registry verifies: index v{}, {} module(s) checked",
             v.index.index().version,

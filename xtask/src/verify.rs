@@ -34,8 +34,36 @@ pub struct Args {
     /// recorded in the state file (offline grace, as a prover policy may allow). Logged.
     #[arg(long, value_name = "N", default_value_t = 0)]
     offline_grace_days: u64,
+    /// Check expiry as of this later time (RFC 3339, e.g. 2027-01-01T00:00:00Z): will the
+    /// registry still verify on the day of a deployment? Saves no state. A time before
+    /// now is refused, as it would accept expired documents.
+    #[arg(long = "at", value_name = "TIME", value_parser = parse_later_time)]
+    at_time: Option<cuda_aot::metadata::Time>,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
+}
+
+/// An RFC 3339 time no earlier than now.
+fn parse_later_time(s: &str) -> std::result::Result<cuda_aot::metadata::Time, String> {
+    let t = humantime::parse_rfc3339(s)
+        .map_err(|e| format!("{e}: give an RFC 3339 time such as 2027-01-01T00:00:00Z"))?;
+    let t = cuda_aot::metadata::Time::from(t);
+    let now = cuda_aot::metadata::Time::now();
+    if t.unix() < now.unix() {
+        return Err(format!(
+            "{s} is before now ({now}): verification never runs in the past, where expired documents would pass"
+        ));
+    }
+    Ok(t)
+}
+
+/// Whether `verify_registry` records the versions it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaveState {
+    /// Save them when every step passed (a real check, now).
+    Yes,
+    /// A what-if check (`--at`): the state is read for the rollback floor, never written.
+    No,
 }
 
 impl Args {
@@ -51,9 +79,14 @@ impl Args {
                 true => Some(Channel::Production),
                 false => base.required_channel,
             },
+            now: self.at_time.unwrap_or(base.now),
             ..base
         };
-        let v = match verify_registry(&registry, &trust, &state, &opts) {
+        let save = match self.at_time {
+            Some(_) => SaveState::No,
+            None => SaveState::Yes,
+        };
+        let v = match verify_registry(&registry, &trust, &state, &opts, save) {
             Ok(v) => v,
             Err(e) if opts.required_channel == Some(Channel::Production) => {
                 return Err(with_promotion_gaps(e, &registry, &trust));
@@ -129,6 +162,7 @@ pub fn verify_registry(
     trust: &Path,
     state_path: &Path,
     opts: &Options,
+    save: SaveState,
 ) -> Result<Verified> {
     let limits = Limits::default();
     // The anchor first, on its own: a bad trust root file gets advice about trust roots.
@@ -166,7 +200,9 @@ pub fn verify_registry(
             .attach(e.into())
         })
     })?;
-    index.state().save(state_path)?;
+    if save == SaveState::Yes {
+        index.state().save(state_path)?;
+    }
     if let Some(old) = index.discarded_state() {
         eprintln!(
             "note: the trust root rotated the publisher keys: discarded the saved timestamp v{} and index v{}",

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 mod common;
 
@@ -130,8 +130,14 @@ impl Setup {
 
     /// Runs `xtask verify`; returns (success, stdout + stderr).
     fn verify(&self) -> (bool, String) {
+        self.verify_with(&[])
+    }
+
+    /// `verify` with extra arguments.
+    fn verify_with(&self, extra: &[&str]) -> (bool, String) {
         let out = xtask()
             .arg("verify")
+            .args(extra)
             .arg("--registry")
             .arg(self.registry())
             .arg("--trust")
@@ -386,9 +392,13 @@ fn refresh_timestamp_revives_an_expired_registry_and_refuses_a_wrong_key() {
     let s = Setup::new();
     // Publish with a timestamp that expires at once (0 days).
     run_ok(s.publish_cmd("a").args(["--timestamp-days", "0"]));
-    std::thread::sleep(Duration::from_millis(1100));
-    let (ok, text) = s.verify();
+    // Verified as of a minute from now (the clock option, not a sleep): expired.
+    let later = humantime::format_rfc3339_seconds(SystemTime::now() + Duration::from_secs(60));
+    let (ok, text) = s.verify_with(&["--at", &later.to_string()]);
     assert!(!ok && text.contains("timestamp v1: expired"), "{text}");
+    // A time in the past is refused before anything is read.
+    let (ok, text) = s.verify_with(&["--at", "2020-01-01T00:00:00Z"]);
+    assert!(!ok && text.contains("is before now"), "{text}");
     // A refresh signed with the builder key is refused before anything is written.
     let ts_before = std::fs::read(s.registry().join("timestamp.json")).unwrap();
     let mut wrong = xtask();
