@@ -40,8 +40,9 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
         .map_err(|e| bad_root(e, path))
 }
 
-/// Reads and verifies the trust root in `path` (self-signed by a threshold of its root
-/// keys, unexpired, consistent); returns its bytes and the verified root.
+/// Reads and verifies the trust root in `path` (consistent, and self-signed by a threshold
+/// of its root keys); returns its bytes and the verified root. Its expiry is not checked
+/// here: the verifier checks it, against its clock, when it walks the root chain.
 pub fn read(path: &Path) -> Result<(Vec<u8>, VerifiedRoot)> {
     let bytes = read_bytes(path)?;
     let root =

@@ -1,5 +1,5 @@
 //! The build output folder, written by `build` and read by `sign` and `publish`; its layout
-//! is defined here only: `<out>/<module>/<target>.<kind>` (the blob),
+//! is defined here (the parity runner of `kernels/` still derives the blob path on its own): `<out>/<module>/<target>.<kind>` (the blob),
 //! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
 //! `<out>/build.statement.json` (the builder's signed statement over all of them),
 //! `<out>/promotions/<module>.json` (reviewer-signed promotion records, published with the

@@ -4,6 +4,8 @@
 //! `cargo` in a fresh git repository that holds nothing but its own kernels and spec.
 
 mod common;
+#[path = "common/doc_json.rs"]
+mod doc_json;
 
 use common::Out;
 use std::path::{Path, PathBuf};
@@ -155,6 +157,7 @@ fn issue_9_a_prover_repository_releases_its_own_kernels_with_cargo_cuda_aot() {
     // Reproducible from the external spec too.
     let out = cargo_cuda_aot(&repo, &["repro", "--spec", "gpu/cuda-aot.toml", "--json"]).ok();
     let p = only(&out, "repro-finished");
+    doc_json::check("repro-finished", &p, tmp.path());
     assert_eq!(p["reproducible"], true, "{p}");
     assert_eq!(p["nvcc_runs"], serde_json::json!([1, 1]));
 }

@@ -3,6 +3,8 @@
 //! folders, says `interrupted` and exits 130; the rerun compiles only what had not finished.
 
 mod common;
+#[path = "common/doc_json.rs"]
+mod doc_json;
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
@@ -152,6 +154,7 @@ fn issue_11_sigint_mid_build_stops_nvcc_keeps_finished_jobs_and_cleans_up() {
         "a killed nvcc is not a compile error:\n{stderr}"
     );
     let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    doc_json::check("interrupted", &last, ws.dir.path());
     assert_eq!(
         (last["reason"].as_str(), last["exit_code"].as_u64()),
         (Some("interrupted"), Some(130)),

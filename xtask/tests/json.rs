@@ -3,8 +3,30 @@
 //! carry the message, the subject (module, target, file) and the `Fix:` advice.
 
 mod common;
+#[path = "common/doc_json.rs"]
+mod doc_json;
 
 use common::{Out, Ws, xtask};
+use serde_json::json;
+use std::path::Path;
+
+#[test]
+fn a_renamed_field_or_a_changed_type_is_a_different_shape() {
+    use doc_json::{render, shape};
+    let a = json!({"schema":"s","reason":"r","n":1,"xs":[{"k":"v"},{"k":"w"}]});
+    let same = json!({"schema":"s","reason":"r","n":7,"xs":[{"k":"z"}]});
+    assert_eq!(shape(&a), shape(&same));
+    for other in [
+        json!({"schema":"s","reason":"r","m":1,"xs":[{"k":"v"}]}),
+        json!({"schema":"s","reason":"r","n":"1","xs":[{"k":"v"}]}),
+        json!({"schema":"s","reason":"q","n":1,"xs":[{"k":"v"}]}),
+        json!({"schema":"s","reason":"r","n":1,"xs":[{"k":null}]}),
+    ] {
+        assert_ne!(shape(&a), shape(&other), "{other}");
+    }
+    let r = render(&json!({"p":"/tmp/x/a","xs":[1,2]}), Path::new("/tmp/x"));
+    assert_eq!(r, json!({"p":"/w/a","xs":[1]}));
+}
 
 fn one(out: &Out, reason: &str) -> serde_json::Value {
     let msgs = out.messages();
@@ -38,6 +60,7 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
         .ok()
     };
     let r = one(&release(), "release-finished");
+    doc_json::check("release-finished", &r, ws.dir.path());
     assert!(cache.join("objects").is_dir() && !work.join("cache").exists());
     assert_eq!(r["unchanged"], false);
     assert_eq!(r["publish"]["entries"], 1);
@@ -68,6 +91,7 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
         )
     };
     let v = one(&verify("state-a.json").ok(), "verify-finished");
+    doc_json::check("verify-finished", &v, ws.dir.path());
     assert_eq!(v["ok"], true);
     let vm = &v["modules"][0];
     assert_eq!(vm["module_digest"].as_str(), Some(digest.as_str()));
@@ -81,6 +105,7 @@ fn release_publish_and_verify_speak_json_and_verify_names_the_tampered_file() {
     std::fs::write(&blob, bytes).unwrap();
     let out = verify("state-b.json").failed();
     let e = one(&out, "error");
+    doc_json::check("error", &e, ws.dir.path());
     assert_eq!(
         e["file"].as_str(),
         Some(blob.display().to_string().as_str()),
@@ -111,6 +136,7 @@ fn publish_speaks_json_and_a_failed_build_reports_module_and_target() {
     )
     .ok();
     let p = one(&plan, "build-plan");
+    doc_json::check("build-plan", &p, ws.dir.path());
     let jobs = p["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 6, "3 modules x 2 targets: {p}");
     assert_eq!(jobs[0]["flags"][1], "-arch=sm_80");
@@ -127,6 +153,7 @@ fn publish_speaks_json_and_a_failed_build_reports_module_and_target() {
     )
     .ok();
     let b = one(&out, "build-finished");
+    doc_json::check("build-finished", &b, ws.dir.path());
     assert_eq!(b["modules"].as_array().unwrap().len(), 3);
     Out::of(
         xtask()
@@ -146,6 +173,7 @@ fn publish_speaks_json_and_a_failed_build_reports_module_and_target() {
         .ok()
     };
     let p = one(&publish(), "publish-finished");
+    doc_json::check("publish-finished", &p, ws.dir.path());
     assert_eq!(
         (p["unchanged"].as_bool(), p["entries"].as_u64()),
         (Some(false), Some(3))

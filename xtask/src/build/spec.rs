@@ -242,7 +242,9 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
         if m.entry_points.is_empty() {
             return Err(fail(
                 here("declares no entry_points"),
-                fix("list the module's extern \"C\" __global__ kernels in entry_points"),
+                fix(
+                    "list the module's __global__ kernels in entry_points (extern \"C\" symbol, C++ name or mangled symbol)",
+                ),
             ));
         }
         for e in &m.entry_points {
