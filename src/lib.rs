@@ -39,6 +39,12 @@
 
 #![deny(unsafe_code)]
 
+/// The Rust blocks of docs/runtime.md, run as doctests (`xtask/tests/doc_blocks.rs` checks
+/// that every Rust block of the docs is compiled somewhere).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/runtime.md")]
+pub struct RuntimeMdDoctests;
+
 pub mod content;
 #[cfg(feature = "driver")]
 #[allow(unsafe_code)]

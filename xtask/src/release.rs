@@ -329,3 +329,27 @@ fn check_writable(registry: &Path) -> Result<()> {
         })?;
     Ok(())
 }
+
+/// The library entry points as docs/build.md shows them (section 8): compiled here, never
+/// run, so the doc's block (which `tests/doc_blocks.rs` finds in this file) cannot drift.
+#[cfg(test)]
+#[allow(dead_code, unused_variables)]
+fn docs_build_md_library_entry_points(
+    builder_key: SecretKey,
+    publisher_key: SecretKey,
+    registry: PathBuf,
+    trust: PathBuf,
+) -> Result<()> {
+    let opts = build::BuildOptions::default(); // the project's spec, .cuda-aot/{build,cache}
+    let report: build::BuildReport = build::run_build(&opts)?;
+    for m in &report.modules { /* m.manifest, m.blob, m.manifest_path, m.cached */ }
+    let n = sign::sign_output(&opts.out, &builder_key)?; // one build statement
+    let p = publish::publish_output(
+        &registry,
+        &opts.out,
+        &trust,
+        &publisher_key,
+        &Default::default(),
+    )?;
+    Ok(())
+}

@@ -165,26 +165,6 @@ fn the_xtask_alias_shows_cargo_progress() {
     );
 }
 
-/// Issue 11, item 8: the README's Rust example is `examples/readme.rs`, which `cargo test`
-/// compiles, so it works as written.
-#[test]
-fn the_readme_example_is_the_compiled_example() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let block = readme
-        .split("```rust,no_run\n")
-        .nth(1)
-        .and_then(|s| s.split("```").next())
-        .expect("a rust block in the README");
-    let example = std::fs::read_to_string(root.join("examples/readme.rs")).unwrap();
-    let code: String = example
-        .lines()
-        .skip_while(|l| l.starts_with("//!") || l.is_empty())
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert_eq!(block, code, "README.md and examples/readme.rs differ");
-}
-
 /// A build script reads `CARGO_MANIFEST_DIR` when it runs, never with `env!()`: cargo may
 /// reuse a build script's binary for another checkout that shares the target folder, and
 /// a path baked in at compile time would make it read that other checkout's files (or
