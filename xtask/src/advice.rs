@@ -1,8 +1,33 @@
 //! Errors with advice: the `Fix:` line every refusal ends with, the subject it concerns
-//! (module, target, file) for machine-readable output, and how the CLI prints them.
+//! (module, target, file) for machine-readable output, and how the CLI prints them; and
+//! the name the user ran the tool by, so every command it prints can be pasted as is.
 
 use std::fmt::Display;
 use std::path::PathBuf;
+use std::sync::OnceLock;
+
+static TOOL: OnceLock<&'static str> = OnceLock::new();
+
+/// Records how the tool was started (`cargo xtask`, or `cargo cuda-aot` when installed as
+/// a cargo subcommand); called once by `main`.
+pub fn set_tool(name: &'static str) {
+    let _ = TOOL.set(name);
+}
+
+/// The command the user ran: what every printed next step and `Fix:` line starts with.
+pub fn tool() -> &'static str {
+    TOOL.get().copied().unwrap_or("cargo xtask")
+}
+
+/// `text` with every `cargo xtask` command written as the user runs the tool. Advice
+/// written once (here and in the libraries' errors) names the canonical `cargo xtask`;
+/// the CLI prints it as the user's own command.
+pub fn as_run(text: &str) -> String {
+    match tool() {
+        "cargo xtask" => text.to_string(),
+        other => text.replace("cargo xtask", other),
+    }
+}
 
 /// An error's `Fix:` advice, attached to the chain so the CLI prints it.
 #[derive(Debug)]
@@ -114,8 +139,13 @@ impl<T, E: Into<anyhow::Error>> Advise<T> for std::result::Result<T, E> {
     }
 }
 
-/// The `Fix:` advice of the first error in the chain that has one.
+/// The `Fix:` advice of the first error in the chain that has one, naming the command as
+/// the user runs it.
 pub fn fix_for(e: &anyhow::Error) -> Option<String> {
+    fix_in_chain(e).map(|f| as_run(&f))
+}
+
+fn fix_in_chain(e: &anyhow::Error) -> Option<String> {
     e.chain().find_map(|c| {
         if let Some(x) = c.downcast_ref::<About>() {
             x.fix.clone()
@@ -150,12 +180,20 @@ fn messages(e: &anyhow::Error) -> Vec<String> {
 
 /// What went wrong, in one line (the top message of the chain).
 pub fn headline(e: &anyhow::Error) -> String {
-    messages(e).into_iter().next().unwrap_or_default()
+    messages(e)
+        .into_iter()
+        .next()
+        .map(|m| as_run(&m))
+        .unwrap_or_default()
 }
 
 /// The messages below the headline (printed as `caused by:` lines).
 pub fn causes(e: &anyhow::Error) -> Vec<String> {
-    messages(e).into_iter().skip(1).collect()
+    messages(e)
+        .into_iter()
+        .skip(1)
+        .map(|m| as_run(&m))
+        .collect()
 }
 
 /// The subject of an error: the first [`Subject`] in its chain (fields merged outward in).

@@ -13,6 +13,14 @@ use crate::paths;
 /// The trust root to use: the given file, else the dev root if generated, else
 /// `keys/root.json` of the project.
 pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
+    trust_file_for(given, None)
+}
+
+/// [`trust_file`] for a command that reads the registry folder `registry`: when there is
+/// no default root but a release made `registry` beside a dev root (`--spec` puts both
+/// in `.cuda-aot/` beside the spec), the advice names that root. It is never picked on
+/// its own: a trust root is chosen by the user, not found next to what it verifies.
+pub fn trust_file_for(given: Option<&Path>, registry: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }
@@ -24,13 +32,26 @@ pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
     if prod.exists() {
         return Ok(prod);
     }
+    let beside = registry
+        .and_then(Path::parent)
+        .map(|w| w.join("dev-keys/root.json"))
+        .filter(|p| p.is_file());
+    let fix = match beside {
+        Some(p) => format!(
+            "this registry was released with the development root {}: pass --trust {}",
+            paths::shown(&p),
+            paths::shell(&p)
+        ),
+        None => "pass --trust FILE, or run `cargo xtask release` once to generate development keys"
+            .to_string(),
+    };
     Err(fail(
         format!(
             "no trust root: neither {} nor {} exists",
             paths::shown(&dev),
             paths::shown(&prod)
         ),
-        "pass --trust FILE, or run `cargo xtask release` once to generate development keys",
+        fix,
     ))
 }
 

@@ -66,7 +66,7 @@ impl RegistryArgs {
 
     /// The trust root file these arguments select.
     pub fn trust_file(&self) -> Result<PathBuf> {
-        anchor::trust_file(self.trust.as_deref())
+        anchor::trust_file_for(self.trust.as_deref(), self.registry.as_deref())
     }
 }
 

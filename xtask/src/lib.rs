@@ -150,9 +150,36 @@ fn invocation() -> (&'static str, Vec<OsString>) {
 /// 2 (usage) or 130 (interrupted).
 pub fn main() -> ! {
     let (name, args) = invocation();
+    advice::set_tool(name);
+    // Help texts are written once with `cargo xtask`; they show the command as run.
+    let restyle =
+        |text: Option<&clap::builder::StyledStr>| text.map(|t| advice::as_run(&t.to_string()));
     let matches = Cli::command()
         .name(name)
         .bin_name(name)
+        .mut_subcommands(|s| {
+            let texts = [
+                restyle(s.get_about()),
+                restyle(s.get_long_about()),
+                restyle(s.get_after_help()),
+                restyle(s.get_after_long_help()),
+            ];
+            let [about, long, after, after_long] = texts;
+            let mut s = s;
+            if let Some(t) = about {
+                s = s.about(t);
+            }
+            if let Some(t) = long {
+                s = s.long_about(t);
+            }
+            if let Some(t) = after {
+                s = s.after_help(t);
+            }
+            if let Some(t) = after_long {
+                s = s.after_long_help(t);
+            }
+            s
+        })
         .get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     message::set_json(cli.task.json());

@@ -181,6 +181,20 @@ pub fn user_cache_dir() -> PathBuf {
     base.join("cuda-aot")
 }
 
+/// `path` as a shell word the user can paste where they stand: [`shown`], in single
+/// quotes when it holds anything but plain path characters.
+pub fn shell(path: &Path) -> String {
+    let s = shown(path);
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
+    if plain {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// `path` as the user would like to read it: relative to the current folder when it lies
 /// below it, else as given.
 pub fn shown(path: &Path) -> String {

@@ -325,7 +325,14 @@ impl Args {
         let Some(report_path) = &self.parity_report else {
             println!(
                 "{}",
-                gpu_host_commands(m, &spec_path, &build_out, &out, &self.trust, &self.targets)
+                crate::advice::as_run(&gpu_host_commands(
+                    m,
+                    &spec_path,
+                    &build_out,
+                    &out,
+                    &self.trust,
+                    &self.targets
+                ))
             );
             return Err(fail(
                 format!(
@@ -452,9 +459,12 @@ impl Args {
                 let partial = out.join("promotion.partial.json");
                 files::write(&partial, &file)?;
                 println!(
-                    "4/5 promotion record: PARTIAL, {valid} of {threshold} reviewer signature(s) -> {}\n    the next reviewer derives steps 1-3 again and co-signs: cargo xtask promote {m} --parity-report REPORT --cosign {} --reviewer-key THEIR_KEY",
-                    partial.display(),
-                    partial.display()
+                    "{}",
+                    crate::advice::as_run(&format!(
+                        "4/5 promotion record: PARTIAL, {valid} of {threshold} reviewer signature(s) -> {}\n    the next reviewer derives steps 1-3 again and co-signs: cargo xtask promote {m} --parity-report REPORT --cosign {} --reviewer-key THEIR_KEY",
+                        partial.display(),
+                        partial.display()
+                    ))
                 );
                 return Ok(());
             }
@@ -488,19 +498,22 @@ impl Args {
         // 5. The release set.
         if !self.publish {
             println!(
-                "5/5 release set: not published (no --publish). To publish {m} with its promotion, keeping the registry's other modules:\n    cargo xtask sign {out}{bk}\n    cargo xtask publish --registry {reg} --keep-unlisted{pk} {out}\n  To keep it in every later release, add its [[module]] section (with [module.parity]) to the release spec.",
-                out = build_out.display(),
-                reg = registry.display(),
-                bk = if self.builder_key.is_some() {
-                    " --builder-key BUILDER_KEY"
-                } else {
-                    ""
-                },
-                pk = if self.publisher_key.is_some() {
-                    " --publisher-key PUBLISHER_KEY"
-                } else {
-                    ""
-                },
+                "{}",
+                crate::advice::as_run(&format!(
+                    "5/5 release set: not published (no --publish). To publish {m} with its promotion, keeping the registry's other modules:\n    cargo xtask sign {out}{bk}\n    cargo xtask publish --registry {reg} --keep-unlisted{pk} {out}\n  To keep it in every later release, add its [[module]] section (with [module.parity]) to the release spec.",
+                    out = build_out.display(),
+                    reg = registry.display(),
+                    bk = if self.builder_key.is_some() {
+                        " --builder-key BUILDER_KEY"
+                    } else {
+                        ""
+                    },
+                    pk = if self.publisher_key.is_some() {
+                        " --publisher-key PUBLISHER_KEY"
+                    } else {
+                        ""
+                    },
+                ))
             );
             return Ok(());
         }
@@ -524,15 +537,18 @@ impl Args {
             },
         )?;
         println!(
-            "5/5 release set: {m} joined the release set of {}: build statement over {n} manifest(s) signed by builder {}; {}\n    check it as a prover would: cargo xtask verify --registry {}{}",
-            registry.display(),
-            builder.public().key_id().short(),
-            publish::describe(&p, &registry),
-            registry.display(),
-            match root.root().channel {
-                cuda_aot::Channel::Production => " --production",
-                _ => "",
-            }
+            "{}",
+            crate::advice::as_run(&format!(
+                "5/5 release set: {m} joined the release set of {}: build statement over {n} manifest(s) signed by builder {}; {}\n    check it as a prover would: cargo xtask verify --registry {}{}",
+                registry.display(),
+                builder.public().key_id().short(),
+                publish::describe(&p, &registry),
+                registry.display(),
+                match root.root().channel {
+                    cuda_aot::Channel::Production => " --production",
+                    _ => "",
+                }
+            ))
         );
         Ok(())
     }

@@ -210,7 +210,7 @@ impl Args {
             println!("{module:<10} {target:<20} {rest}");
         }
         println!(
-            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: cargo xtask verify --registry {}",
+            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: {} verify --registry {} --trust {}",
             keys.channel,
             if p.unchanged {
                 "unchanged in"
@@ -220,7 +220,9 @@ impl Args {
             paths::shown(&registry),
             p.index_version,
             started.elapsed(),
-            paths::shown(&registry)
+            crate::advice::tool(),
+            paths::shell(&registry),
+            paths::shell(&keys.trust)
         );
         Ok(())
     }

@@ -211,7 +211,8 @@ pub fn verify_registry(
     }
     if let Freshness::Grace { expired, deadline } = index.freshness() {
         eprintln!(
-            "warning: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline}. Refresh the registry (cargo xtask publish --refresh-timestamp) or sync it before then."
+            "warning: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline}. Refresh the registry ({} publish --refresh-timestamp) or sync it before then.",
+            crate::advice::tool()
         );
     }
     Ok(Verified {
@@ -278,11 +279,12 @@ pub fn render_table(v: &Verified) -> String {
         v.index.signature_checks()
     );
     s += &format!(
-        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with cargo xtask publish --refresh-timestamp\n",
+        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with {} publish --refresh-timestamp\n",
         v.loadable_until,
         v.index.timestamp().expires,
         idx.expires,
-        root.expires
+        root.expires,
+        crate::advice::tool()
     );
     s += &format!(
         "{:<12} {:<11} {:<6} {:>9}  {:<14} {}\n",

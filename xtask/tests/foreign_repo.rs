@@ -193,3 +193,108 @@ fn list(dir: &Path) -> Vec<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.into_path()))
         .collect()
 }
+
+/// The command after `marker` on a line of `text`, as shell words (the paths it prints
+/// are plain or single-quoted).
+fn printed_command(text: &str, marker: &str) -> Vec<String> {
+    let line = text
+        .lines()
+        .find_map(|l| l.split_once(marker).map(|(_, c)| c.trim().to_string()))
+        .unwrap_or_else(|| panic!("no `{marker}` in:\n{text}"));
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// Runs a printed `cargo cuda-aot ...` command in `cwd`, as a user pasting it would.
+fn run_printed(cwd: &Path, words: &[String]) -> Out {
+    assert_eq!(
+        words[..2],
+        ["cargo", "cuda-aot"],
+        "the printed command names another tool: {words:?}"
+    );
+    let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
+    cargo_cuda_aot(cwd, &args)
+}
+
+/// Issue 17 item 7: in a prover's own repository (a spec outside cuda-aot, a folder with
+/// a space in its name), every next step and `Fix:` line the tool prints names the
+/// command the user ran, `cargo cuda-aot`, and works when pasted where the user stands.
+#[test]
+fn printed_next_steps_and_fix_lines_work_as_pasted_in_a_prover_repository() {
+    common::toolkit_root();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("my prover");
+    for (rel, text) in [
+        ("gpu/kernels/saxpy.cu", SAXPY_CU),
+        ("gpu/kernels/lanes.cuh", LANES_CUH),
+        ("gpu/kernels.toml", SPEC),
+    ] {
+        let p = repo.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    assert!(
+        Command::new("git")
+            .args(["init", "--quiet"])
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = cargo_cuda_aot(&repo, &["release", "--spec", "gpu/kernels.toml"]).ok();
+    // 1. The release's own next step.
+    let next = printed_command(&out.stdout, "verify with: ");
+    let v = run_printed(&repo, &next).ok();
+    assert!(v.stdout.contains("registry OK"), "{}", v.stdout);
+    // 2. What the user types first, without --trust: the Fix names the dev root the
+    //    release made, and that command works.
+    let bare = cargo_cuda_aot(&repo, &["verify", "--registry", "gpu/.cuda-aot/registry"]).failed();
+    let fix = bare.fix();
+    assert!(
+        fix.contains("--trust gpu/.cuda-aot/dev-keys/root.json"),
+        "{}",
+        bare.stderr
+    );
+    let mut again: Vec<String> = [
+        "cargo",
+        "cuda-aot",
+        "verify",
+        "--registry",
+        "gpu/.cuda-aot/registry",
+    ]
+    .map(String::from)
+    .to_vec();
+    again.extend(printed_command(fix, "pass "));
+    run_printed(&repo, &again).ok();
+    // 3. A Fix line that names a command names the one the user ran.
+    let e = cargo_cuda_aot(&repo, &["sign", "gpu/no-such-build"]).failed();
+    assert!(
+        e.fix().contains("cargo cuda-aot build") && !e.stderr.contains("cargo xtask"),
+        "{}",
+        e.stderr
+    );
+    // 4. The examples of --help too.
+    let help = cargo_cuda_aot(&repo, &["release", "--help"]).ok();
+    assert!(
+        help.stdout.contains("cargo cuda-aot release --module")
+            && !help.stdout.contains("cargo xtask"),
+        "{}",
+        help.stdout
+    );
+}
