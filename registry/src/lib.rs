@@ -43,16 +43,24 @@
 //! anyone, and, given a bearer token file and a trust root, a publishing target whose
 //! client is [`http_store::HttpStore`], the publish algorithm's second [`Store`].
 //! `docs/network.md` describes all of it.
+//!
+//! The network half (HTTP and OCI clients, sync, the server: tokio, hyper, reqwest,
+//! rustls, oci-client) is the cargo feature `net`, on by default. Without it the crate is
+//! the publish algorithm and the directory store, which is all a local release needs.
 
 #![forbid(unsafe_code)]
 
 mod dir;
 mod error;
+#[cfg(feature = "net")]
 pub mod http_store;
+#[cfg(feature = "net")]
 pub mod oci;
 pub mod publish;
+#[cfg(feature = "net")]
 pub mod remote;
 pub mod serve;
+#[cfg(feature = "net")]
 pub mod sync;
 
 pub use dir::DirRegistry;

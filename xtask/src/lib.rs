@@ -11,7 +11,8 @@
 //! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`;
 //! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `servers`
 //!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
-//!   server);
+//!   server); their code needs the `net` feature, and `net` runs them again under a build
+//!   that has it;
 //! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`;
 //!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
@@ -29,6 +30,8 @@ mod files;
 mod keygen;
 mod machine;
 mod message;
+#[cfg(not(feature = "net"))]
+mod net;
 mod outdir;
 mod paths;
 mod process;
@@ -119,7 +122,10 @@ impl Task {
             Task::Bench(a) => a.run(),
             Task::BenchLoad(a) => a.run(),
             Task::BenchServe(a) => a.run(),
+            #[cfg(feature = "net")]
             Task::Serve(a) => a.run().map_err(Into::into),
+            #[cfg(not(feature = "net"))]
+            Task::Serve(_) => net::rerun("serve"),
             Task::Sync(a) => a.run(),
             Task::Servers(a) => a.run(),
         }

@@ -65,6 +65,10 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
         let registry = self.at.registry();
+        #[cfg(not(feature = "net"))]
+        if !matches!(Target::of(&registry), Target::Dir(_)) {
+            return crate::net::rerun("publishing to an HTTP or OCI registry");
+        }
         let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
@@ -77,6 +81,7 @@ impl Args {
         };
         if self.refresh_timestamp {
             let ts = match Target::of(&registry) {
+                #[cfg(feature = "net")]
                 Target::Http(url) => cuda_aot_registry::publish::refresh_timestamp(
                     &self.remote.http_store(url)?,
                     &anchor,
@@ -109,10 +114,16 @@ impl Args {
         let extra = &self.promotions;
         let p = match Target::of(&registry) {
             Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &opts, extra)?,
+            #[cfg(not(feature = "net"))]
+            Target::Http(_) | Target::Oci(_) => {
+                unreachable!("run again with the net feature above")
+            }
+            #[cfg(feature = "net")]
             Target::Http(url) => {
                 let store = self.remote.http_store(url)?;
                 publish_output_to(&store, &out, &trust, &key, &opts, extra)?
             }
+            #[cfg(feature = "net")]
             Target::Oci(reference) => {
                 let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
                     publish_output_to(&DirRegistry::new(work), &out, &trust, &key, &opts, extra)

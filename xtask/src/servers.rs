@@ -8,10 +8,9 @@
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::paths;
 
@@ -335,9 +334,11 @@ pub fn pick_port(port: u16) -> Result<u16> {
 }
 
 /// Waits until something accepts connections on `addr`.
-pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> Result<()> {
+#[cfg(feature = "net")] // bench-serve's
+pub fn wait_listening(addr: std::net::SocketAddr, timeout: std::time::Duration) -> Result<()> {
+    use std::time::{Duration, Instant};
     let t = Instant::now();
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if t.elapsed() > timeout {
             bail!("nothing listens on {addr} after {timeout:?}");
         }

@@ -159,6 +159,8 @@ fn the_xtask_alias_shows_cargo_progress() {
         .find(|l| l.trim_start().starts_with("xtask"))
         .expect("an xtask alias");
     assert!(alias.contains("--package xtask"), "{alias}");
+    // Issue 17 item 4: the first command compiles the local pipeline only.
+    assert!(alias.contains("--no-default-features"), "{alias}");
     assert!(
         !alias.contains("--quiet") && !alias.contains(" -q"),
         "{alias}"
@@ -190,4 +192,33 @@ fn build_scripts_find_their_checkout_at_run_time() {
         "no build script found under {}",
         repo.display()
     );
+}
+
+/// Issue 17 item 4: what the `cargo xtask` alias builds (xtask without `net`) needs at most
+/// 150 crates and none of the network stack; the network commands bring it on first use.
+#[test]
+fn the_first_command_compiles_no_network_stack() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--locked", "-p", "xtask", "--no-default-features"])
+        .args(["-e", "normal,build", "--prefix", "none", "--format", "{p}"])
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let crates: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim_end_matches(" (*)").to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    let names: BTreeSet<&str> = crates.iter().filter_map(|c| c.split(' ').next()).collect();
+    for heavy in ["tokio", "hyper", "axum", "reqwest", "rustls", "oci-client", "h2"] {
+        assert!(!names.contains(heavy), "the first command compiles {heavy}");
+    }
+    assert!(
+        crates.len() <= 150,
+        "the first command compiles {} crates (at most 150)",
+        crates.len()
+    );
+    // With `net` (tests, `cargo install`), the network commands are all there.
+    assert!(crates.iter().any(|c| c.starts_with("cuda-aot-registry ")));
 }

@@ -3,9 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+#[cfg(feature = "net")]
 use std::time::Duration;
 
-use super::{PublishSettings, ServeOptions, Server, shutdown_signal};
+#[cfg(feature = "net")]
+use super::server::{PublishSettings, ServeOptions, Server, shutdown_signal};
+#[cfg(feature = "net")]
 use crate::error::{Error, Result};
 
 /// Serve a registry folder over HTTP: GET and HEAD for anyone, with strong ETags (blake3),
@@ -51,6 +54,7 @@ pub struct ServeArgs {
     pub max_upload_mib: u64,
 }
 
+#[cfg(feature = "net")]
 impl ServeArgs {
     /// The server options these arguments select (reading the token and trust root files
     /// when publishing is on).
