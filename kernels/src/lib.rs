@@ -28,6 +28,7 @@
 pub mod contract;
 pub mod foreign;
 pub mod goldilocks;
+#[cfg(feature = "gpu")]
 pub mod gpu;
 pub mod merkle;
 pub mod ntt;

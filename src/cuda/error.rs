@@ -208,7 +208,7 @@ fn error_message(err: &DriverError) -> String {
 
 impl CudaError {
     /// A failed driver call (`op` is the entry point) as an error with its evidence.
-    pub(crate) fn driver(op: &'static str, err: DriverError) -> Self {
+    pub fn driver(op: &'static str, err: DriverError) -> Self {
         CudaError::Driver {
             op,
             code: err.0,
@@ -217,7 +217,7 @@ impl CudaError {
     }
 
     /// A failed driver call about the kernel `function`.
-    pub(crate) fn function(function: &str, op: &'static str, err: DriverError) -> Self {
+    pub fn function(function: &str, op: &'static str, err: DriverError) -> Self {
         CudaError::Function {
             function: function.to_owned(),
             op,

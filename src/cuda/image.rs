@@ -14,7 +14,7 @@ const FATBIN_MAGIC: &[u8; 4] = &[0x50, 0xed, 0x55, 0xba];
 ///
 /// Refuses empty input, NUL bytes before the end (the driver would silently ignore what
 /// follows them, so it would not compile the bytes that were verified) and binary images.
-pub(super) fn ptx_with_nul(ptx: &[u8]) -> Result<Box<[u8]>, CudaError> {
+pub fn ptx_with_nul(ptx: &[u8]) -> Result<Box<[u8]>, CudaError> {
     let bad = |reason: String| CudaError::BadImage {
         what: "PTX",
         reason,
@@ -46,7 +46,7 @@ pub(super) fn ptx_with_nul(ptx: &[u8]) -> Result<Box<[u8]>, CudaError> {
 ///
 /// The driver takes a pointer without a length and trusts the ELF's own offsets, so this is
 /// what keeps a truncated or damaged blob from making it read past the allocation.
-pub(super) fn check_cubin(image: &[u8]) -> Result<(), CudaError> {
+pub fn check_cubin(image: &[u8]) -> Result<(), CudaError> {
     crate::elf::check_structure(image).map_err(|reason| CudaError::BadImage {
         what: "cubin",
         reason,

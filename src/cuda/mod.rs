@@ -20,6 +20,23 @@
 //! Every `unsafe` block carries a `// SAFETY:` comment and every `unsafe fn` a `# Safety`
 //! section.
 //!
+//! No build of this crate has a loader of unchecked bytes for benchmarks: the bare-driver
+//! baselines are the crate `cuda-aot-bench`. These doctests run with whatever features
+//! cargo unified into the crate (in `cargo test --workspace`, those of every member): the
+//! image checks the baselines share compile, the baselines themselves do not.
+//!
+//! ```no_run
+//! let _ = cuda_aot::cuda::check_cubin(b"\x7fELF");
+//! ```
+//!
+//! ```compile_fail
+//! let _ = cuda_aot::cuda::raw::time_module_load;
+//! ```
+//!
+//! ```compile_fail
+//! let _ = cuda_aot::cuda::BareStartup::run;
+//! ```
+//!
 //! ```ignore
 //! // The flow, as the runtime uses it (see `module.rs` tests for the compiled version).
 //! let device = Device::open(0)?;                       // DriverMissing / NoDevice / Driver
@@ -33,8 +50,6 @@ mod device;
 mod error;
 mod image;
 mod module;
-#[cfg(feature = "bench")]
-pub mod raw;
 #[cfg(feature = "research")]
 pub mod research;
 
@@ -44,6 +59,7 @@ pub use cudarc::driver::sys::CUdeviceptr;
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 pub use device::{Device, DeviceInfo, device_count, driver_version};
 pub use error::CudaError;
+pub use image::{check_cubin, ptx_with_nul};
 pub use module::{
     ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo, SignedAbi,
 };
@@ -62,8 +78,9 @@ pub fn driver_present() -> bool {
     })
 }
 
-/// `Ok(())` when libcuda is loadable, [`CudaError::DriverMissing`] otherwise.
-pub(crate) fn require_driver() -> Result<(), CudaError> {
+/// `Ok(())` when libcuda is loadable, [`CudaError::DriverMissing`] otherwise: what every
+/// entry point checks before calling into the driver (cudarc panics without it).
+pub fn require_driver() -> Result<(), CudaError> {
     if driver_present() {
         Ok(())
     } else {

@@ -147,15 +147,15 @@ impl fmt::Debug for LoadedModule {
     }
 }
 
-/// Declares a loader that takes raw bytes: public only in builds with the `bench` or
-/// `research` feature (benchmarks load unverified bytes as a baseline; the research loop
-/// loads what NVRTC just compiled). A production build reaches the driver only through
-/// [`LoadedModule::load_verified`], which takes the verifier's proof.
+/// Declares a loader that takes raw bytes: public only in builds with the `research`
+/// feature (the research loop loads what NVRTC just compiled). A production build reaches
+/// the driver only through [`LoadedModule::load_verified`], which takes the verifier's
+/// proof; the benchmarks' bare loads live in the `cuda-aot-bench` crate.
 macro_rules! byte_loader {
     ($(#[$m:meta])* fn $name:ident $($rest:tt)*) => {
-        #[cfg(any(feature = "bench", feature = "research"))]
+        #[cfg(feature = "research")]
         $(#[$m])* pub fn $name $($rest)*
-        #[cfg(not(any(feature = "bench", feature = "research")))]
+        #[cfg(not(feature = "research"))]
         #[allow(dead_code, reason = "used by the crate's tests and feature builds")]
         $(#[$m])* pub(crate) fn $name $($rest)*
     };

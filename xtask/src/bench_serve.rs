@@ -54,6 +54,6 @@ pub struct Args {
 impl Args {
     /// Runs the task: under a build with the network stack.
     pub fn run(self) -> anyhow::Result<()> {
-        crate::net::rerun("bench-serve")
+        crate::features::rerun("bench-serve", "net")
     }
 }

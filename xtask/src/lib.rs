@@ -26,12 +26,12 @@ mod bench_load;
 mod bench_serve;
 mod build;
 mod devkeys;
+#[cfg(not(all(feature = "net", feature = "gpu")))]
+mod features;
 mod files;
 mod keygen;
 mod machine;
 mod message;
-#[cfg(not(feature = "net"))]
-mod net;
 mod outdir;
 mod paths;
 mod process;
@@ -125,7 +125,7 @@ impl Task {
             #[cfg(feature = "net")]
             Task::Serve(a) => a.run().map_err(Into::into),
             #[cfg(not(feature = "net"))]
-            Task::Serve(_) => net::rerun("serve"),
+            Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
             Task::Servers(a) => a.run(),
         }

@@ -67,7 +67,7 @@ impl Args {
         let registry = self.at.registry();
         #[cfg(not(feature = "net"))]
         if !matches!(Target::of(&registry), Target::Dir(_)) {
-            return crate::net::rerun("publishing to an HTTP or OCI registry");
+            return crate::features::rerun("publishing to an HTTP or OCI registry", "net");
         }
         let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {

@@ -55,6 +55,6 @@ pub struct Args {
 impl Args {
     /// Runs the task: under a build with the network stack.
     pub fn run(self) -> anyhow::Result<()> {
-        crate::net::rerun("sync")
+        crate::features::rerun("sync", "net")
     }
 }

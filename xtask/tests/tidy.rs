@@ -199,19 +199,38 @@ fn build_scripts_find_their_checkout_at_run_time() {
 #[test]
 fn the_first_command_compiles_no_network_stack() {
     let out = std::process::Command::new(env!("CARGO"))
-        .args(["tree", "--offline", "--locked", "-p", "xtask", "--no-default-features"])
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-p",
+            "xtask",
+            "--no-default-features",
+        ])
         .args(["-e", "normal,build", "--prefix", "none", "--format", "{p}"])
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let crates: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| l.trim_end_matches(" (*)").to_string())
         .filter(|l| !l.is_empty())
         .collect();
     let names: BTreeSet<&str> = crates.iter().filter_map(|c| c.split(' ').next()).collect();
-    for heavy in ["tokio", "hyper", "axum", "reqwest", "rustls", "oci-client", "h2"] {
+    for heavy in [
+        "tokio",
+        "hyper",
+        "axum",
+        "reqwest",
+        "rustls",
+        "oci-client",
+        "h2",
+    ] {
         assert!(!names.contains(heavy), "the first command compiles {heavy}");
     }
     assert!(

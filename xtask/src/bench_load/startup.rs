@@ -8,24 +8,14 @@
 //! host sees), so even what the probes load is planned by a child ([`plan`]).
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::cuda::raw::BareStartup;
 use cuda_aot::{Policy, Runtime};
+use cuda_aot_bench::BareStartup;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Which arm a start-up probe runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Arm {
-    /// Through cuda-aot: verify, select, load, look up every kernel.
-    Verified,
-    /// The same cubin files straight into the driver.
-    Bare,
-    /// Not timed: writes the cubin files a bare probe loads (what cuda-aot selects on
-    /// device 0) to `--bare-images` and prints the number of devices.
-    Plan,
-}
+pub use super::Arm;
 
 /// What the start-up phase needs to know before its probes run: learnt in a child process,
 /// so that the parent never initialises the driver.

@@ -1,5 +1,12 @@
-//! Bare driver loads with no cuda-aot checks around them: the baseline that
-//! `cargo xtask bench-load` measures the runtime's verified load against.
+//! cuda-aot-bench: bare driver loads with no cuda-aot checks around them, the baseline
+//! that `cargo xtask bench-load` measures the runtime's verified load against.
+//!
+//! A crate of its own so that no prover can reach unverified loaders: the runtime crate
+//! has no such entry point in any build (`tests/no_bench_loaders.rs` checks its compiled
+//! libraries). Only the image checks that keep the driver from reading past a buffer are
+//! shared with the runtime (`cuda_aot::cuda::check_cubin`, `ptx_with_nul`).
+
+#![deny(missing_docs)]
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -7,8 +14,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, result};
 
-use super::image::{check_cubin, ptx_with_nul};
-use super::{CudaError, require_driver};
+use cuda_aot::cuda::{CudaError, check_cubin, ptx_with_nul, require_driver};
 
 /// Loads `image` with a bare `cuModuleLoadData` into `ctx`, unloads it again, and returns
 /// the time of the load call alone. A cubin is loaded straight from `image` (what a prover
