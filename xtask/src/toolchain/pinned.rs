@@ -205,9 +205,15 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
                 opts.toolkit_dir.display()
             )
         })?;
-    // The unpack takes a while (about 270 MB written): progress per wheel, a bar on a terminal.
+    // The unpack takes a while (about 270 MB written): the wheels on several threads (the
+    // large ones are compute-bound inflating, the many-file one waits on the disk), with
+    // progress per wheel, a bar on a terminal. That needs the wheels to hold disjoint
+    // files, which is checked first (one wheel overwriting another's file would also make
+    // the toolkit depend on the unpack order).
+    check_disjoint(&wheels)?;
     let progress = Progress::new("toolchain", wheels.len(), true);
-    for (pin, bytes) in &wheels {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cuda_aot::parallel::try_map(&wheels, threads, |(pin, bytes)| {
         let what = format!("unpacking {} ({} MB)", pin.label(), bytes.len() >> 20);
         progress.start(&what, true);
         let t = Instant::now();
@@ -216,7 +222,8 @@ fn bootstrap(opts: &ToolchainOptions, pins: &PinFile, dir: &Path) -> Result<Tool
             &what,
             Some(&format!("{n} files in {:.1} s", t.elapsed().as_secs_f64())),
         );
-    }
+        anyhow::Ok(())
+    })?;
     progress.finish_and_clear();
     drop(wheels);
     let root = tmp.path().join(&pins.root);
@@ -422,6 +429,24 @@ fn download(
 
 /// Extracts a wheel (a zip) into `dest`; files whose zip mode has an exec bit become 0755.
 /// Returns the number of files; stops at an interrupt.
+/// Refuses two wheels that hold the same file.
+fn check_disjoint(wheels: &[(WheelPin, Vec<u8>)]) -> Result<()> {
+    let mut owner: std::collections::BTreeMap<String, String> = Default::default();
+    for (pin, bytes) in wheels {
+        let zip = zip::ZipArchive::new(std::io::Cursor::new(bytes.as_slice()))
+            .with_context(|| format!("reading wheel {}", pin.label()))?;
+        for name in zip.file_names().filter(|n| !n.ends_with('/')) {
+            if let Some(other) = owner.insert(name.to_string(), pin.label()) {
+                bail!(
+                    "the pinned wheels {other} and {} both hold {name}; pin versions that do not overlap in manifests/toolchain.toml",
+                    pin.label()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn unpack_wheel(pin: &WheelPin, bytes: &[u8], dest: &Path) -> Result<usize> {
     use std::os::unix::fs::PermissionsExt;
     let ctx = || format!("unpacking wheel {}", pin.label());
