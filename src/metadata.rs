@@ -6,9 +6,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::digest::Digest;
-use crate::envelope::PayloadType;
+use crate::envelope::{Envelope, PayloadType};
 use crate::identity::{Channel, Kind};
-use crate::keys::PublicKey;
+use crate::keys::{PublicKey, SecretKey};
 use crate::name::{ModuleName, Target};
 
 /// A point in time, written in RFC 3339 UTC (`2027-01-01T00:00:00Z`), whole seconds since
@@ -411,6 +411,13 @@ pub trait Document: serde::de::DeserializeOwned + Serialize {
     const SIGNER: RoleName;
     /// The schema tag this payload carries.
     fn schema(&self) -> &str;
+}
+
+/// Signs `doc` as an envelope of its own kind: the payload type of [`Document`], the
+/// payload its canonical JSON. The one way the tools sign a document; [`Envelope::sign`]
+/// signs any bytes under any type, which only attack fixtures need.
+pub fn sign_doc<T: Document>(doc: &T, keys: &[&SecretKey]) -> Envelope {
+    Envelope::sign(T::PAYLOAD_TYPE, &crate::json::to_vec(doc), keys)
 }
 
 macro_rules! document {

@@ -190,7 +190,6 @@ impl Store for DirRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cuda_aot::envelope::{Envelope, PayloadType};
     use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
     use cuda_aot::{Channel, SecretKey};
 
@@ -213,7 +212,7 @@ mod tests {
                 publisher: role(seed + 3),
             },
         };
-        Envelope::sign(PayloadType::Root, &cuda_aot::json::to_vec(&root), &[&k]).to_bytes()
+        cuda_aot::metadata::sign_doc(&root, &[&k]).to_bytes()
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use cuda_aot::digest::check_hashed;
-use cuda_aot::envelope::Envelope;
 use cuda_aot::metadata::{
     BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, Promotion, Time, Timestamp,
 };
@@ -597,7 +596,7 @@ fn check_promoted(
 }
 
 fn sign<T: Document>(doc: &T, keys: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(T::PAYLOAD_TYPE, &cuda_aot::json::to_vec(doc), keys).to_bytes()
+    cuda_aot::metadata::sign_doc(doc, keys).to_bytes()
 }
 
 fn next_version(what: &str, v: u64) -> Result<u64> {

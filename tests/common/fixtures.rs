@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cuda_aot::envelope::Envelope;
 use cuda_aot::metadata::{Document, MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::*;
 
@@ -18,7 +17,7 @@ pub fn key() -> SecretKey {
 
 /// Signs any document with `signers`.
 pub fn sign_doc<T: Document>(doc: &T, signers: &[&SecretKey]) -> Vec<u8> {
-    Envelope::sign(T::PAYLOAD_TYPE, &json::to_vec(doc), signers).to_bytes()
+    cuda_aot::metadata::sign_doc(doc, signers).to_bytes()
 }
 
 /// The keys of one trust root.

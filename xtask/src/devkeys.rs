@@ -2,7 +2,6 @@
 //! on first use (labelled `dev` everywhere).
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{MaxExpiry, Role, RoleName, Roles, Root, Time};
 use cuda_aot::{Channel, SecretKey};
 use std::io::Write;
@@ -143,11 +142,7 @@ pub fn ensure() -> Result<DevKeys> {
             },
         };
         let root_key = &keys[0].1;
-        let env = Envelope::sign(
-            PayloadType::Root,
-            &cuda_aot::json::to_vec(&root),
-            &[root_key],
-        );
+        let env = cuda_aot::metadata::sign_doc(&root, &[root_key]);
         cuda_aot::fs::write_atomic(&tmp.path().join("root.json"), &env.to_bytes())?;
         let tmp = tmp.keep();
         if dir.exists() {

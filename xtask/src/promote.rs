@@ -17,7 +17,6 @@
 //!    with its promotion, the registry's other modules kept.
 
 use anyhow::{Context, Result};
-use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{Promotion, RoleName};
 use cuda_aot::source::DirSource;
 use cuda_aot::state::TrustState;
@@ -427,11 +426,7 @@ impl Args {
         let env = match &self.cosign {
             None => {
                 let refs: Vec<&SecretKey> = keys.iter().collect();
-                Envelope::sign(
-                    PayloadType::Promotion,
-                    &cuda_aot::json::to_vec(&promotion),
-                    &refs,
-                )
+                cuda_aot::metadata::sign_doc(&promotion, &refs)
             }
             Some(path) => {
                 let bytes = cuda_aot::fs::read_capped(path, limit, "partial promotion record")

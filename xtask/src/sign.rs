@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::SecretKey;
-use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::BuildStatement;
 use std::path::{Path, PathBuf};
 
@@ -63,11 +62,7 @@ pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
         channel,
         modules.iter().map(|(m, bytes, _)| (m, bytes.as_slice())),
     );
-    let env = Envelope::sign(
-        PayloadType::Build,
-        &cuda_aot::json::to_vec(&statement),
-        &[key],
-    );
+    let env = cuda_aot::metadata::sign_doc(&statement, &[key]);
     let path = outdir::statement_path(out);
     cuda_aot::fs::write_atomic(&path, &env.to_bytes())
         .with_context(|| format!("writing {}", path.display()))?;

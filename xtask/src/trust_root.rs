@@ -1,7 +1,6 @@
 //! `cargo xtask trust-root`: write a signed trust root (first version or a rotation).
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::{Channel, Limits, PublicKey};
 use std::path::PathBuf;
@@ -126,8 +125,7 @@ impl Args {
             .map(|p| devkeys::read_key(p))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<_> = keys.iter().collect();
-        let file =
-            Envelope::sign(PayloadType::Root, &cuda_aot::json::to_vec(&root), &refs).to_bytes();
+        let file = cuda_aot::metadata::sign_doc(&root, &refs).to_bytes();
         // Check it exactly as a client will, before writing anything.
         match &previous {
             Some(prev) => {
