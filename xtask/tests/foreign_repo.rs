@@ -67,21 +67,37 @@ fn only(out: &Out, reason: &str) -> serde_json::Value {
     m[0].clone()
 }
 
-#[test]
-fn issue_9_a_prover_repository_releases_its_own_kernels_with_cargo_cuda_aot() {
-    common::toolkit_root(); // the pinned wheels are in the per-user cache
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("prover");
+/// A prover's repository at `repo`: its kernels in `gpu/kernels/`, the spec at `spec`
+/// (relative to `repo`), a README, and `git init` (nothing of cuda-aot's tree).
+fn prover_repo(repo: &Path, spec: &str) {
     for (rel, text) in [
         ("gpu/kernels/saxpy.cu", SAXPY_CU),
         ("gpu/kernels/lanes.cuh", LANES_CUH),
-        ("gpu/cuda-aot.toml", SPEC),
+        (spec, SPEC),
         ("README.md", "a prover\n"),
     ] {
         let p = repo.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
+    let o = Command::new("git")
+        .args(["init", "--quiet"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "git init: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn issue_9_a_prover_repository_releases_its_own_kernels_with_cargo_cuda_aot() {
+    common::toolkit_root(); // the pinned wheels are in the per-user cache
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("prover");
+    prover_repo(&repo, "gpu/cuda-aot.toml");
     let git = |args: &[&str]| {
         let o = Command::new("git")
             .args(args)
@@ -95,7 +111,6 @@ fn issue_9_a_prover_repository_releases_its_own_kernels_with_cargo_cuda_aot() {
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    git(&["init", "--quiet"]);
 
     // The whole pipeline: toolkit (from the pins built into the tool), build, sign,
     // publish, verify; everything lands beside the spec.
@@ -240,23 +255,7 @@ fn printed_next_steps_and_fix_lines_work_as_pasted_in_a_prover_repository() {
     common::toolkit_root();
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("my prover");
-    for (rel, text) in [
-        ("gpu/kernels/saxpy.cu", SAXPY_CU),
-        ("gpu/kernels/lanes.cuh", LANES_CUH),
-        ("gpu/kernels.toml", SPEC),
-    ] {
-        let p = repo.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    assert!(
-        Command::new("git")
-            .args(["init", "--quiet"])
-            .current_dir(&repo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    prover_repo(&repo, "gpu/kernels.toml");
     let out = cargo_cuda_aot(&repo, &["release", "--spec", "gpu/kernels.toml"]).ok();
     // 1. The release's own next step.
     let next = printed_command(&out.stdout, "verify with: ");
