@@ -253,15 +253,9 @@ impl HttpRemote {
                 };
             }
             s if is_transient_status(s) => {
-                let retry_after = resp
-                    .headers()
-                    .get(RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
                 return Err(AttemptError::Transient(
                     Failure::Status(s.as_u16()),
-                    retry_after,
+                    retry_after(resp.headers()),
                 ));
             }
             s => {
@@ -392,15 +386,10 @@ impl HttpRemote {
                 req = req.bearer_auth(t);
             }
             let (failure, retry_after) = match req.send() {
-                Ok(r) if is_transient_status(r.status()) => {
-                    let ra = r
-                        .headers()
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    (Failure::Status(r.status().as_u16()), ra)
-                }
+                Ok(r) if is_transient_status(r.status()) => (
+                    Failure::Status(r.status().as_u16()),
+                    retry_after(r.headers()),
+                ),
                 Ok(r) => return Ok((r, attempt - 1)),
                 Err(e) => match transient(&e, &self.opts) {
                     AttemptError::Transient(f, ra) => (f, ra),
@@ -417,6 +406,28 @@ impl HttpRemote {
             std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
         }
     }
+}
+
+/// A server's `Retry-After` as a wait from now, in either of its forms (RFC 9110 10.2.3:
+/// delay-seconds, or an HTTP-date, read by the `headers` crate's date parser); a date in
+/// the past is no wait. `None` when absent or unreadable. [`HttpOptions::backoff_for`]
+/// caps it.
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    use headers::Header as _;
+    let value = headers.get(RETRY_AFTER)?;
+    if let Some(secs) = value
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(secs));
+    }
+    let date = headers::Date::decode(&mut std::iter::once(value)).ok()?;
+    let at = std::time::SystemTime::from(date);
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// Where a download goes: a staging file (resumable) or memory.
@@ -718,6 +729,36 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+            retry_after(&h)
+        };
+        assert_eq!(with("120"), Some(Duration::from_secs(120)));
+        assert_eq!(with(" 7 "), Some(Duration::from_secs(7)));
+        let later = std::time::SystemTime::now() + Duration::from_secs(90);
+        let date = httpdate_of(later);
+        let wait = with(&date).expect("an HTTP-date is read");
+        assert!(
+            wait > Duration::from_secs(80) && wait <= Duration::from_secs(90),
+            "{date}: {wait:?}"
+        );
+        assert_eq!(with("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
+        assert_eq!(with("soon"), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    /// `t` as an HTTP-date (IMF-fixdate), written through the `headers` crate.
+    fn httpdate_of(t: std::time::SystemTime) -> String {
+        use headers::Header as _;
+        let mut values = Vec::new();
+        headers::Date::from(t).encode(&mut values);
+        values[0].to_str().unwrap().to_string()
     }
 
     #[test]
