@@ -42,6 +42,7 @@ mod remote;
 mod repro;
 mod servers;
 mod sign;
+mod stats;
 mod sync;
 mod toolchain;
 mod trust_root;

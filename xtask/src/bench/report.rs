@@ -24,7 +24,7 @@ impl Stats {
         v.sort();
         Stats {
             min: v[0],
-            median: v[v.len() / 2],
+            median: crate::stats::median_duration(&v),
             max: v[v.len() - 1],
             n: v.len(),
         }
@@ -68,9 +68,8 @@ impl Load {
         }
         let min = self.samples.iter().copied().fold(f64::INFINITY, f64::min);
         let max = self.samples.iter().copied().fold(0.0, f64::max);
-        let mut v = self.samples.clone();
-        v.sort_by(f64::total_cmp);
-        format!("{min:.2} / {:.2} / {max:.2}", v[v.len() / 2])
+        let median = crate::stats::median(&self.samples);
+        format!("{min:.2} / {median:.2} / {max:.2}")
     }
 }
 

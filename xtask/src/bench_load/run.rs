@@ -36,17 +36,8 @@ impl Row {
         }
     }
     fn median_us(&self) -> f64 {
-        let mut v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        let m = v.len() / 2;
-        if v.len() % 2 == 1 {
-            v[m]
-        } else {
-            (v[m - 1] + v[m]) / 2.0
-        }
+        let v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
+        crate::stats::median(&v)
     }
     fn pct_us(&self, p: f64) -> f64 {
         let mut v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();

@@ -131,22 +131,11 @@ pub const CONTROL_LIMIT: f64 = 1.05;
 /// The `bench-ratios.csv` header line.
 pub const CSV_HEADER: &str = "ratio,numerator,denominator,pairs,median,ci95_low,ci95_high,limit";
 
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
+use crate::stats::median;
 
 /// (median, 2.5th and 97.5th percentile of the bootstrap medians).
 fn bootstrap(x: &[f64]) -> (f64, f64, f64) {
-    let m = median(&mut x.to_vec());
+    let m = median(x);
     if x.len() < 2 {
         return (m, m, m);
     }
@@ -157,7 +146,7 @@ fn bootstrap(x: &[f64]) -> (f64, f64, f64) {
         for s in sample.iter_mut() {
             *s = x[rng.usize(..x.len())];
         }
-        medians.push(median(&mut sample));
+        medians.push(median(&sample));
     }
     medians.sort_by(f64::total_cmp);
     let at = |p: f64| medians[((medians.len() - 1) as f64 * p).round() as usize];

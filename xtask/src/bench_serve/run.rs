@@ -41,16 +41,12 @@ impl Samples {
         self.bytes as f64 / 1e6 / self.wall.as_secs_f64().max(1e-9)
     }
     fn pct_ms(&self, p: f64) -> f64 {
-        let mut v: Vec<f64> = self
+        let v: Vec<f64> = self
             .latencies
             .iter()
             .map(|d| d.as_secs_f64() * 1e3)
             .collect();
-        if v.is_empty() {
-            return f64::NAN;
-        }
-        v.sort_by(f64::total_cmp);
-        v[((v.len() - 1) as f64 * p).round() as usize]
+        crate::stats::percentile(&v, p)
     }
     /// The samples of every client thread, merged, with the wall time since `start`.
     fn join(handles: Vec<std::thread::JoinHandle<Samples>>, start: Instant) -> Result<Samples> {
