@@ -586,13 +586,14 @@ fn write_scale_spec(release: &Path, sources: &Path, out: &Path) -> Result<usize>
 fn most_included_header(src: &Path) -> Result<Option<String>> {
     let mut headers = Vec::new();
     let mut sources = Vec::new();
-    for e in walkdir::WalkDir::new(src) {
-        let e = e?;
-        let rel = e.path().strip_prefix(src)?.to_string_lossy().into_owned();
-        if rel.ends_with(".cuh") || rel.ends_with(".h") {
-            headers.push(rel);
-        } else if rel.ends_with(".cu") {
-            sources.push(std::fs::read_to_string(e.path())?);
+    for f in crate::files::files_under(src)?
+        .into_iter()
+        .filter(|f| f.regular)
+    {
+        if f.rel.ends_with(".cuh") || f.rel.ends_with(".h") {
+            headers.push(f.rel);
+        } else if f.rel.ends_with(".cu") {
+            sources.push(std::fs::read_to_string(&f.path)?);
         }
     }
     let count = |h: &str| {

@@ -1,9 +1,46 @@
 //! File helpers shared by the tasks: atomic writes through the workspace's one routine
 //! [`cuda_aot::fs::write_atomic`] (temporary sibling, fsync, rename, fsync of the folder: a
-//! reader sees the old file or the new one and never half of either), and tree copies.
+//! reader sees the old file or the new one and never half of either), tree copies, and the
+//! one walk over a folder's files.
 
 use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// One file found by [`files_under`].
+pub struct Found {
+    /// Its path below the root, with `/` separators.
+    pub rel: String,
+    /// Its full path.
+    pub path: PathBuf,
+    /// Whether it is a regular file (else a link, FIFO, socket or device: never followed).
+    pub regular: bool,
+}
+
+/// Every entry of `root` that is not a folder, in walk order, no link followed (a link is
+/// reported as itself, never as what it points to). Errors name the folder.
+pub fn files_under(root: &Path) -> Result<Vec<Found>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(root).follow_links(false) {
+        let e = e.with_context(|| format!("listing {}", root.display()))?;
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let rel = e
+            .path()
+            .strip_prefix(root)
+            .expect("the walk stays under its root");
+        let rel = rel
+            .to_str()
+            .with_context(|| format!("{}: a path that is not UTF-8", e.path().display()))?
+            .replace('\\', "/");
+        out.push(Found {
+            rel,
+            path: e.path().to_path_buf(),
+            regular: e.file_type().is_file(),
+        });
+    }
+    Ok(out)
+}
 
 /// Writes `bytes` to `path` atomically, creating the parent folder if needed.
 pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -24,17 +61,14 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
 
 /// Copies the regular files of `from` into `to`, keeping relative paths.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    for e in walkdir::WalkDir::new(from) {
-        let e = e.with_context(|| format!("listing {}", from.display()))?;
-        let rel = e.path().strip_prefix(from).expect("under from");
-        let dest = to.join(rel);
-        if e.file_type().is_dir() {
-            std::fs::create_dir_all(&dest)
-                .with_context(|| format!("creating {}", dest.display()))?;
-        } else if e.file_type().is_file() {
-            std::fs::copy(e.path(), &dest)
-                .with_context(|| format!("copying {}", e.path().display()))?;
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for f in files_under(from)?.into_iter().filter(|f| f.regular) {
+        let dest = to.join(&f.rel);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
         }
+        std::fs::copy(&f.path, &dest).with_context(|| format!("copying {}", f.path.display()))?;
     }
     Ok(())
 }

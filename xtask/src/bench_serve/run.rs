@@ -382,21 +382,15 @@ fn rerun_release() -> Result<()> {
 /// Every file of a synced folder (staging excluded): size and blake3.
 fn files_of(dir: &Path) -> Result<BTreeMap<String, (u64, Digest)>> {
     let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(dir) {
-        let e = e?;
-        if !e.file_type().is_file() {
+    for f in crate::files::files_under(dir)?
+        .into_iter()
+        .filter(|f| f.regular)
+    {
+        if f.rel.starts_with(STAGING_DIR) {
             continue;
         }
-        let rel = e
-            .path()
-            .strip_prefix(dir)?
-            .to_string_lossy()
-            .replace('\\', "/");
-        if rel.starts_with(STAGING_DIR) {
-            continue;
-        }
-        let b = std::fs::read(e.path())?;
-        out.insert(rel, (b.len() as u64, Digest::of(&b)));
+        let b = std::fs::read(&f.path)?;
+        out.insert(f.rel, (b.len() as u64, Digest::of(&b)));
     }
     Ok(out)
 }

@@ -90,13 +90,8 @@ pub(super) fn collect_files(root: &Path, sub: &str, out: &mut Vec<String>) -> Re
     if !base.exists() {
         return Ok(());
     }
-    for e in walkdir::WalkDir::new(&base).follow_links(false) {
-        let e = e.with_context(|| format!("listing {}", base.display()))?;
-        if e.file_type().is_dir() {
-            continue;
-        }
-        let rel = e.path().strip_prefix(root).expect("walk stays under root");
-        out.push(rel.to_str().context("non-UTF-8 toolkit path")?.to_string());
+    for f in crate::files::files_under(&base)? {
+        out.push(format!("{sub}/{}", f.rel));
     }
     Ok(())
 }
