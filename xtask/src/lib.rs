@@ -13,7 +13,8 @@
 //!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
 //!   server); their code needs the `net` feature, and `net` runs them again under a build
 //!   that has it;
-//! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`;
+//! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`,
+//!   `gpu_bundle`;
 //!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
 #![forbid(unsafe_code)]
@@ -29,6 +30,7 @@ mod devkeys;
 #[cfg(not(all(feature = "net", feature = "gpu")))]
 mod features;
 mod files;
+mod gpu_bundle;
 mod keygen;
 mod machine;
 mod message;
@@ -93,6 +95,7 @@ enum Task {
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
     Servers(servers::Args),
+    GpuBundle(gpu_bundle::Args),
 }
 
 impl Task {
@@ -129,6 +132,7 @@ impl Task {
             Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
             Task::Servers(a) => a.run(),
+            Task::GpuBundle(a) => a.run(),
         }
     }
 }

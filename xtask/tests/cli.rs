@@ -347,3 +347,22 @@ fn a_garbage_trust_root_points_to_trust_root() {
         out.stderr
     );
 }
+
+/// Issue 17 item 8: `gpu-bundle` fills only a folder git ignores (it copies binaries and
+/// dev-signed registries), and refuses any other before it builds anything.
+#[test]
+fn gpu_bundle_refuses_a_folder_git_would_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = xtask();
+    without_toolkit(&mut cmd, tmp.path());
+    let out = Out::of(cmd.args(["gpu-bundle", "--out", "docs/gpu-bundle-test"])).failed();
+    assert!(
+        out.stderr
+            .contains("docs/gpu-bundle-test is not ignored by git"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.fix().contains(".gpu/"), "{}", out.stderr);
+    assert!(!common::repo().join("docs/gpu-bundle-test").exists());
+    assert!(toolkit_untouched(tmp.path()), "it started building");
+}

@@ -1,0 +1,232 @@
+//! `cargo xtask gpu-bundle`: everything a run on the GPU host needs, built here (the GPU
+//! host has no Rust) into one ignored folder: the release registry and the foreign-style
+//! registry with the dev trust root, and release builds of the runtime's GPU tests, the
+//! prover and README examples and the tool (for bench-load), stripped. What `docs/gpu.md`
+//! listed as a dozen shell steps, with the test executables found from cargo's own JSON.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::{paths, process};
+
+/// Build what a run on the GPU host needs into one folder (`.gpu/` by default).
+///
+/// Makes the dev release (`release`) and the foreign-style registry (`build`, `sign`,
+/// `publish` of kernels/foreign/foreign.toml), then release builds of the runtime crate's
+/// GPU tests (runtime, foreign, promoted), the prover and README examples and the tool
+/// itself, copies them stripped into the folder with both registries and the dev trust
+/// root, and prints the command to run there (`bash docs/gpu-run.sh`). With --research
+/// also the runtime's library tests and the tool with NVRTC (the research baselines).
+#[derive(clap::Args)]
+pub struct Args {
+    /// The folder to fill (replaced; it must be ignored by git so it never lands in a
+    /// commit).
+    #[arg(long, value_name = "DIR", default_value = ".gpu")]
+    out: PathBuf,
+    /// Also the research build: the runtime's library tests with NVRTC and the tool's
+    /// NVRTC baseline for bench-load.
+    #[arg(long)]
+    research: bool,
+}
+
+impl Args {
+    /// Runs the task.
+    pub fn run(self) -> Result<()> {
+        let root = paths::repo_root();
+        let out = if self.out.is_absolute() {
+            self.out.clone()
+        } else {
+            root.join(&self.out)
+        };
+        ignored(&root, &out)?;
+        let me = std::env::current_exe().context("finding the running tool")?;
+        let tool = |args: &[&str]| -> Result<()> {
+            step(
+                Command::new(&me).args(args).current_dir(&root),
+                &args.join(" "),
+            )
+        };
+        let work = paths::work_dir();
+        let foreign_build = work.join("foreign-build");
+        let foreign_registry = work.join("foreign-registry");
+        tool(&["release"])?;
+        let (fb, fr) = (
+            foreign_build.display().to_string(),
+            foreign_registry.display().to_string(),
+        );
+        tool(&[
+            "build",
+            "--spec",
+            "kernels/foreign/foreign.toml",
+            "--out",
+            &fb,
+        ])?;
+        tool(&["sign", &fb])?;
+        tool(&["publish", "--registry", &fr, &fb])?;
+        let cargo = |args: &[&str]| -> Result<()> {
+            step(
+                process::cargo().args(args).current_dir(&root),
+                &format!("cargo {}", args.join(" ")),
+            )
+        };
+        let features: &[&str] = if self.research {
+            &["--features", "research"]
+        } else {
+            &[]
+        };
+        cargo(&[
+            "build",
+            "--release",
+            "-p",
+            "cuda-aot",
+            "--example",
+            "prover",
+            "--example",
+            "readme",
+        ])?;
+        cargo(&[&["build", "--release", "-p", "xtask"][..], features].concat())?;
+        let mut tests = test_executables(
+            &root,
+            &["--release", "-p", "cuda-aot"],
+            &["runtime", "foreign", "promoted"],
+        )?;
+        if self.research {
+            let lib = test_executables(
+                &root,
+                &[
+                    "--release",
+                    "-p",
+                    "cuda-aot",
+                    "--features",
+                    "research",
+                    "--lib",
+                ],
+                &["cuda_aot"],
+            )?;
+            tests.extend(
+                lib.into_iter()
+                    .map(|(_, p)| ("lib_tests_research".to_string(), p)),
+            );
+        }
+
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        let release = root.join("target/release");
+        let mut binaries: Vec<(String, PathBuf)> = vec![
+            ("prover".into(), release.join("examples/prover")),
+            ("readme".into(), release.join("examples/readme")),
+            ("xtask".into(), release.join("xtask")),
+        ];
+        binaries.extend(tests.into_iter().map(|(name, p)| {
+            let name = if name.starts_with("lib_") {
+                name
+            } else {
+                format!("{name}_tests")
+            };
+            (name, p)
+        }));
+        for (name, from) in &binaries {
+            let to = out.join(name);
+            std::fs::copy(from, &to)
+                .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+            strip(&to);
+        }
+        crate::files::copy_tree(&work.join("registry"), &out.join("registry"))?;
+        crate::files::copy_tree(&foreign_registry, &out.join("foreign-registry"))?;
+        std::fs::copy(
+            paths::dev_keys_dir().join("root.json"),
+            out.join("root.json"),
+        )
+        .context("copying the dev trust root")?;
+        let bytes: u64 = crate::files::files_under(&out)?
+            .iter()
+            .filter_map(|f| std::fs::metadata(&f.path).ok())
+            .map(|m| m.len())
+            .sum();
+        println!(
+            "{}: {} binaries, both registries and the dev trust root, {:.1} MiB",
+            paths::shown(&out),
+            binaries.len(),
+            bytes as f64 / (1024.0 * 1024.0)
+        );
+        println!("there, from the checkout: OUT=<folder for the logs> bash docs/gpu-run.sh");
+        Ok(())
+    }
+}
+
+/// Runs one step with its output shown, naming it when it fails.
+fn step(cmd: &mut Command, what: &str) -> Result<()> {
+    eprintln!("gpu-bundle: {what}");
+    let status = process::status(cmd).with_context(|| format!("running {what}"))?;
+    if !status.success() {
+        bail!("{what}: {}", process::describe_status(&status));
+    }
+    Ok(())
+}
+
+/// The test executables of `cargo test --no-run ARGS` whose target is one of `names`,
+/// read from cargo's JSON messages (`executable` of each compiler artifact).
+fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
+    let what = format!("cargo test --no-run {}", args.join(" "));
+    eprintln!("gpu-bundle: {what}");
+    let out = process::output(
+        process::cargo()
+            .args(["test", "--no-run", "--message-format=json"])
+            .args(args)
+            .current_dir(root)
+            .stdin(Stdio::null()),
+    )
+    .with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(m) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(exe), Some(name)) = (m["executable"].as_str(), m["target"]["name"].as_str())
+        else {
+            continue;
+        };
+        if m["reason"] == "compiler-artifact" && names.contains(&name) {
+            found.push((name.to_string(), PathBuf::from(exe)));
+        }
+    }
+    for n in names {
+        if !found.iter().any(|(f, _)| f == n) {
+            bail!("{what} built no test executable `{n}`");
+        }
+    }
+    Ok(found)
+}
+
+/// Refuses a bundle folder git does not ignore (binaries must never land in a commit).
+fn ignored(root: &Path, out: &Path) -> Result<()> {
+    let probe = out.join("probe");
+    let status = Command::new("git")
+        .args(["check-ignore", "-q"])
+        .arg(&probe)
+        .current_dir(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(_) => Err(crate::advice::fail(
+            format!("{} is not ignored by git", paths::shown(out)),
+            "bundle into .gpu/ (ignored), or add the folder to .gitignore or .git/info/exclude",
+        )),
+        Err(_) => Ok(()), // no git: nothing can be committed by accident
+    }
+}
+
+/// Strips `path` when `strip` is there (smaller to send; the bundle works unstripped).
+fn strip(path: &Path) {
+    let _ = Command::new("strip")
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
