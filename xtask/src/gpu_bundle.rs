@@ -40,6 +40,7 @@ impl Args {
             root.join(&self.out)
         };
         ignored(&root, &out)?;
+        replaceable(&out)?;
         let me = std::env::current_exe().context("finding the running tool")?;
         let tool = |args: &[&str]| -> Result<()> {
             step(
@@ -112,6 +113,11 @@ impl Args {
 
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::write(
+            out.join(MARKER),
+            b"made by cargo xtask gpu-bundle; replaced by the next\n",
+        )
+        .with_context(|| format!("writing {}", out.join(MARKER).display()))?;
         let release = root.join("target/release");
         let mut binaries: Vec<(String, PathBuf)> = vec![
             ("prover".into(), release.join("examples/prover")),
@@ -170,7 +176,8 @@ fn step(cmd: &mut Command, what: &str) -> Result<()> {
 fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let what = format!("cargo test --no-run {}", args.join(" "));
     eprintln!("gpu-bundle: {what}");
-    let out = process::output(
+    // stdout is cargo's JSON; its progress and errors go to the user's stderr as they come.
+    let out = process::stdout_of(
         process::cargo()
             .args(["test", "--no-run", "--message-format=json"])
             .args(args)
@@ -179,7 +186,10 @@ fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(S
     )
     .with_context(|| format!("running {what}"))?;
     if !out.status.success() {
-        bail!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{what}: {} (cargo's messages above)",
+            process::describe_status(&out.status)
+        );
     }
     let mut found = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -200,6 +210,25 @@ fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(S
         }
     }
     Ok(found)
+}
+
+/// The file that marks a folder as a bundle, so that the next bundle may replace it.
+const MARKER: &str = ".gpu-bundle";
+
+/// Refuses to replace a folder that is not an earlier bundle (`--out .cuda-aot` would
+/// otherwise delete the toolkit, the dev keys and the registry it is about to copy).
+fn replaceable(out: &Path) -> Result<()> {
+    let empty = std::fs::read_dir(out).map_or(true, |mut d| d.next().is_none());
+    if empty || out.join(MARKER).is_file() {
+        return Ok(());
+    }
+    Err(crate::advice::fail(
+        format!(
+            "{} holds files that no earlier gpu-bundle made (no {MARKER} in it)",
+            paths::shown(out)
+        ),
+        "choose an empty or new folder, or delete this one yourself if nothing in it is needed",
+    ))
 }
 
 /// Refuses a bundle folder git does not ignore (binaries must never land in a commit).

@@ -181,18 +181,10 @@ pub fn user_cache_dir() -> PathBuf {
     base.join("cuda-aot")
 }
 
-/// `path` as a shell word the user can paste where they stand: [`shown`], in single
-/// quotes when it holds anything but plain path characters.
+/// `path` as a shell word the user can paste where they stand: [`shown`], quoted as the
+/// tool quotes every command it prints ([`crate::process::shell_quote`]).
 pub fn shell(path: &Path) -> String {
-    let s = shown(path);
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:@%=".contains(&b));
-    if plain {
-        s
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
+    crate::process::shell_quote(&shown(path))
 }
 
 /// `path` as the user would like to read it: relative to the current folder when it lies

@@ -127,6 +127,14 @@ pub fn output(cmd: &mut Command) -> std::io::Result<Output> {
     t.child.take().expect("spawned").wait_with_output()
 }
 
+/// [`output`] capturing stdout only: stderr goes where `cmd` says (the user's terminal by
+/// default), so a long child's progress stays visible.
+pub fn stdout_of(cmd: &mut Command) -> std::io::Result<Output> {
+    cmd.stdout(Stdio::piped());
+    let mut t = spawn(cmd)?;
+    t.child.take().expect("spawned").wait_with_output()
+}
+
 /// Runs `cmd` to completion in its own process group with the stdio it was given (like
 /// [`Command::status`]); an interrupt kills the whole group.
 pub fn status(cmd: &mut Command) -> std::io::Result<ExitStatus> {
@@ -221,7 +229,8 @@ pub fn show_command(cmd: &Command) -> String {
         .join(" ")
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` as one shell word: as is when it holds only plain characters, else in single quotes.
+pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_-./=+:,@%".contains(&b))

@@ -366,3 +366,28 @@ fn gpu_bundle_refuses_a_folder_git_would_commit() {
     assert!(!common::repo().join("docs/gpu-bundle-test").exists());
     assert!(toolkit_untouched(tmp.path()), "it started building");
 }
+
+/// `gpu-bundle` replaces only a folder an earlier bundle made: pointed at another ignored
+/// folder (`.cuda-aot`, say) it would delete the keys and registry it is about to copy.
+#[test]
+fn gpu_bundle_replaces_only_an_earlier_bundle() {
+    let rel = format!("target/gpu-bundle-test-{}", std::process::id());
+    let dir = common::repo().join(&rel);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("keep.txt"), "mine").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = xtask();
+    without_toolkit(&mut cmd, tmp.path());
+    let out = Out::of(cmd.args(["gpu-bundle", "--out", &rel])).failed();
+    assert!(
+        out.stderr.contains("that no earlier gpu-bundle made"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("keep.txt")).unwrap(),
+        "mine"
+    );
+    assert!(toolkit_untouched(tmp.path()), "it started building");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{repo, xtask};
+use common::{repo, shell_words, xtask};
 
 /// One fenced block: the file, its first line number, the info string and the text.
 #[derive(Debug)]
@@ -91,51 +91,13 @@ fn all_blocks() -> Vec<Block> {
         .collect()
 }
 
-/// Shell words of a command line, with `&&`, `||`, `|` and `;` as words of their own and
-/// `# comments` dropped (quotes kept together, as the shell does).
-fn words(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut chars = line.chars().peekable();
-    let flush = |cur: &mut String, out: &mut Vec<String>| {
-        if !cur.is_empty() {
-            out.push(std::mem::take(cur));
-        }
-    };
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), c) => cur.push(c),
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '#') if cur.is_empty() => break,
-            (None, ' ' | '\t') => flush(&mut cur, &mut out),
-            (None, ';') => {
-                flush(&mut cur, &mut out);
-                out.push(";".into());
-            }
-            (None, '&' | '|') => {
-                flush(&mut cur, &mut out);
-                let mut op = c.to_string();
-                if chars.peek() == Some(&c) {
-                    op.push(chars.next().unwrap());
-                }
-                out.push(op);
-            }
-            (None, c) => cur.push(c),
-        }
-    }
-    flush(&mut cur, &mut out);
-    out
-}
-
 /// The commands of a shell block: continuation lines joined, split at `&&`, `|`, `;`.
 fn commands(text: &str) -> Vec<Vec<String>> {
     let joined = text.replace("\\\n", " ");
     let mut out = Vec::new();
     for line in joined.lines() {
         let mut cmd = Vec::new();
-        for w in words(line) {
+        for w in shell_words(line) {
             if ["&&", "||", "|", ";", "&"].contains(&w.as_str()) {
                 out.push(std::mem::take(&mut cmd));
             } else {
@@ -271,7 +233,7 @@ fn check_command(cmd: &[String], helps: &mut Helps) -> Option<String> {
 #[test]
 fn the_shell_words_are_split_as_the_shell_does() {
     assert_eq!(
-        words(r#"a --note "x; y" && b | c # comment"#),
+        shell_words(r#"a --note "x; y" && b | c # comment"#),
         ["a", "--note", "x; y", "&&", "b", "|", "c"]
     );
     let cmds = commands("cargo xtask build \\\n  --out d && cargo xtask sign d\n# note\n");

@@ -209,31 +209,13 @@ fn list(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The command after `marker` on a line of `text`, as shell words (the paths it prints
-/// are plain or single-quoted).
+/// The command after `marker` on a line of `text`, as shell words.
 fn printed_command(text: &str, marker: &str) -> Vec<String> {
     let line = text
         .lines()
         .find_map(|l| l.split_once(marker).map(|(_, c)| c.trim().to_string()))
         .unwrap_or_else(|| panic!("no `{marker}` in:\n{text}"));
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '\'' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !cur.is_empty() {
-                    words.push(std::mem::take(&mut cur));
-                }
-            }
-            c => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        words.push(cur);
-    }
-    words
+    common::shell_words(&line)
 }
 
 /// Runs a printed `cargo cuda-aot ...` command in `cwd`, as a user pasting it would.

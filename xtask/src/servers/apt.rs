@@ -112,7 +112,10 @@ impl Apt {
         // apt-get update exits 0 even when a source failed; its `W:`/`E:` lines say so.
         let err = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || err.lines().any(|l| l.starts_with("E:")) {
-            bail!("apt-get update failed: {}", err.trim());
+            return Err(fail(
+                format!("apt-get update failed: {}", err.trim()),
+                "check the machine's apt sources (Debian 12: /etc/apt/sources.list.d) and that the package registry is reachable, then run `cargo xtask servers` again",
+            ));
         }
         Ok(())
     }

@@ -521,3 +521,41 @@ impl Out {
             .unwrap_or_else(|| panic!("no Fix: line in\n{}", self.stderr))
     }
 }
+
+/// Shell words of a command line, with `&&`, `||`, `|` and `;` as words of their own and
+/// `# comments` dropped (quotes kept together, as the shell does).
+pub fn shell_words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars().peekable();
+    let flush = |cur: &mut String, out: &mut Vec<String>| {
+        if !cur.is_empty() {
+            out.push(std::mem::take(cur));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') if cur.is_empty() => break,
+            (None, ' ' | '\t') => flush(&mut cur, &mut out),
+            (None, ';') => {
+                flush(&mut cur, &mut out);
+                out.push(";".into());
+            }
+            (None, '&' | '|') => {
+                flush(&mut cur, &mut out);
+                let mut op = c.to_string();
+                if chars.peek() == Some(&c) {
+                    op.push(chars.next().unwrap());
+                }
+                out.push(op);
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
+}
