@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::metadata::RoleName;
+
 /// Everything that can refuse a trust root, a registry artifact or a module load.
 ///
 /// Variants carry the evidence (file, module, SM, key, versions, digests). [`Error::fix`]
@@ -107,20 +109,20 @@ pub enum Error {
     /// Not enough distinct keys of the required role signed.
     #[error(
         "{what}: signed by {valid} of the {threshold} required {role} key(s){}{}",
-        describe_foreign(.foreign),
-        describe_other_root(*.valid, .foreign, .trusted, role)
+        describe_foreign(.foreign, *.role),
+        describe_other_root(*.valid, .foreign, .trusted, *.role)
     )]
     Threshold {
         /// What was signed.
         what: String,
         /// The role whose signatures are required.
-        role: String,
+        role: RoleName,
         /// Distinct valid signatures of that role.
         valid: usize,
         /// Required count.
         threshold: u32,
-        /// Signatures by keys that are not keys of the role: `(key id, what the key is)`.
-        foreign: Vec<(String, String)>,
+        /// Signatures that did not count: by keys that are not keys of the role, or invalid.
+        foreign: Vec<ForeignSignature>,
         /// The key ids of the role in the trust root used.
         trusted: Vec<String>,
     },
@@ -131,6 +133,19 @@ pub enum Error {
         version: u64,
         /// What is wrong.
         reason: String,
+    },
+    /// The registry's root chain goes on past the number of rotations one verification
+    /// walks ([`crate::Limits::max_root_updates`]).
+    #[error(
+        "trust root chain: more than {limit} rotations past root v{from} (root/{next}.root.json exists too)"
+    )]
+    RootChainTooLong {
+        /// The root the walk started from.
+        from: u64,
+        /// The cap.
+        limit: u64,
+        /// The first version past the cap that is present.
+        next: u64,
     },
     /// Root N+1 is not correctly chained to root N.
     #[error("root rotation v{from} -> v{to}: {reason}")]
@@ -400,19 +415,60 @@ pub enum Error {
 /// not know, the registry was most likely signed under another trust root: name both sets.
 fn describe_other_root(
     valid: usize,
-    foreign: &[(String, String)],
+    foreign: &[ForeignSignature],
     trusted: &[String],
-    role: &str,
+    role: RoleName,
 ) -> String {
-    if valid > 0 || foreign.is_empty() || foreign.iter().any(|(_, is)| is != "unknown key") {
+    if valid > 0 || !all_unknown(foreign) {
         return String::new();
     }
-    let signed: Vec<&str> = foreign.iter().map(|(id, _)| id.as_str()).collect();
+    let signed: Vec<&str> = foreign.iter().map(|f| f.key.as_str()).collect();
     format!(
         ". It looks signed under another trust root: signed by {}, while this trust root's {role} key(s) are {}",
         signed.join(", "),
         trusted.join(", ")
     )
+}
+
+/// Some signatures, and every one by a key no role of the trust root holds.
+fn all_unknown(foreign: &[ForeignSignature]) -> bool {
+    !foreign.is_empty()
+        && foreign
+            .iter()
+            .all(|f| f.signer == ForeignSigner::UnknownKey)
+}
+
+/// A signature that did not count toward a threshold, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignSignature {
+    /// The short key id (from the file, escaped: only a hint).
+    pub key: String,
+    /// What the key is to the trust root.
+    pub signer: ForeignSigner,
+}
+
+/// What the key of a signature that did not count is, to the trust root used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForeignSigner {
+    /// A key of the required role whose signature does not verify.
+    InvalidSignature,
+    /// A key of another role (its signature verifies).
+    OtherRole(RoleName),
+    /// A key no role of this trust root lists.
+    UnknownKey,
+}
+
+impl ForeignSignature {
+    /// "`<key>` (what it is)", for a signature that did not count toward `role`'s threshold.
+    pub fn describe(&self, role: RoleName) -> String {
+        let is = match self.signer {
+            ForeignSigner::InvalidSignature => format!("{role} key, invalid signature"),
+            ForeignSigner::OtherRole(r) => format!("a {r} key, not a {role} key"),
+            ForeignSigner::UnknownKey => "unknown key".to_string(),
+        };
+        format!("{} ({is})", self.key)
+    }
 }
 
 /// Escapes control characters (ANSI escape sequences included) in text that comes from an
@@ -432,14 +488,11 @@ pub fn escape_untrusted(s: &str) -> String {
         .collect()
 }
 
-fn describe_foreign(foreign: &[(String, String)]) -> String {
+fn describe_foreign(foreign: &[ForeignSignature], role: RoleName) -> String {
     if foreign.is_empty() {
         return String::new();
     }
-    let parts: Vec<String> = foreign
-        .iter()
-        .map(|(id, is)| format!("{id} ({is})"))
-        .collect();
+    let parts: Vec<String> = foreign.iter().map(|f| f.describe(role)).collect();
     format!("; also signed by {}", parts.join(", "))
 }
 
@@ -467,12 +520,11 @@ impl Error {
             Error::InvalidName { .. } => {
                 "module names are 1-64 characters of a-z, 0-9 and _, starting with a letter; targets look like sm_90, sm_90a or compute_90".into()
             }
-            Error::NotRegular { .. } => "point at the registry folder or file itself; registry files and trust roots must be regular files (not pipes, devices or folders)".into(),
+            Error::NotRegular { .. } => "registry files and trust roots must be regular files (not pipes, devices or folders): remove or replace what stands at that path, or point at the registry folder or file itself".into(),
             Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
             Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),
             Error::BadKey { .. } => "regenerate the key with cargo xtask keygen and list its printed public key in the trust root".into(),
-            Error::Threshold { role, valid: 0, foreign, .. }
-                if !foreign.is_empty() && foreign.iter().all(|(_, is)| is == "unknown key") =>
+            Error::Threshold { role, valid: 0, foreign, .. } if all_unknown(foreign) =>
             {
                 format!(
                     "verify with the trust root this registry was published under (--trust), or republish the registry signed with {role} keys of this trust root"
@@ -482,6 +534,7 @@ impl Error {
                 "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
             ),
             Error::BadRoot { .. } => "fix the trust root: threshold at most the number of keys, distinct keys, builder and reviewer keys disjoint".into(),
+            Error::RootChainTooLong { .. } => "no real registry rotates its root this often: check that this is the registry you meant; if the chain is genuine, start from a newer trust root (cargo xtask trust-root) or raise Limits::max_root_updates".into(),
             Error::RootRotation { .. } => "a new root must be signed by a threshold of the previous root's root keys and of its own root keys, with version exactly one higher".into(),
             Error::Expired { .. } => "publish again to refresh the timestamp (cargo xtask publish), or correct this machine's clock; a skew allowance can be set explicitly".into(),
             Error::FreezeBound { .. } => "publish again with an expiry within the trust root's bound (cargo xtask publish --timestamp-days); if the document was not published by you, treat the publisher key as compromised and rotate it".into(),

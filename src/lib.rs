@@ -24,16 +24,19 @@
 //!
 //! ```no_run
 //! use cuda_aot::source::DirSource;
-//! use cuda_aot::verify::{Options, verify_index};
+//! use cuda_aot::verify::{Options, verify_all};
 //!
 //! # fn main() -> Result<(), cuda_aot::Error> {
 //! let src = DirSource::new("/srv/cuda-aot/registry");
 //! let trust = std::fs::read("keys/root.json").expect("trust root");
-//! let index = verify_index(&src, &trust, Default::default(), &Options::default())?;
-//! for m in index.manifests() {
-//!     let module = index.load_module(&src, m, &Default::default())?;
-//!     println!("{} {} bytes", m.manifest().label(), module.bytes().len());
+//! // Steps 1-8: root chain, timestamp, index, statements, promotions, manifests, blobs and
+//! // their content; the first failure is returned with the entry it concerns.
+//! let verified = verify_all(&src, &trust, Default::default(), &Options::default())?;
+//! for (_, module) in verified.modules() {
+//!     println!("{} {} bytes", module.manifest().label(), module.bytes().len());
 //! }
+//! // Only a fully verified registry hands out the rollback state to save.
+//! let _floor = verified.state();
 //! # Ok(()) }
 //! ```
 

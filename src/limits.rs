@@ -24,6 +24,11 @@ pub struct Limits {
     pub state: u64,
     /// Entries in one index.
     pub index_entries: usize,
+    /// Root rotations walked in one verification (past the trusted root) before the chain
+    /// is refused: a registry cannot make a verifier walk an unbounded chain.
+    pub max_root_updates: u64,
+    /// Signatures looked at in one envelope (each costs a verification).
+    pub max_signatures: usize,
 }
 
 impl Default for Limits {
@@ -38,6 +43,9 @@ impl Default for Limits {
             blob: 512 * 1024 * 1024,
             state: 16 * 1024,
             index_entries: 10_000,
+            // tough's default; a registry rotating its root weekly takes twenty years.
+            max_root_updates: 1024,
+            max_signatures: 64,
         }
     }
 }

@@ -398,6 +398,15 @@ pub struct Promotion {
 impl Promotion {
     /// The schema tag.
     pub const SCHEMA: &'static str = "cuda-aot/promotion/v1";
+
+    /// The promotion rule, in one place for the verifier and the publisher: this record
+    /// covers the manifest file `manifest` of `module` built at `schedule_version` when it
+    /// names that module, that schedule version and that exact manifest digest.
+    pub fn covers(&self, module: &ModuleName, schedule_version: u32, manifest: &Digest) -> bool {
+        self.module == *module
+            && self.schedule_version == schedule_version
+            && self.manifests.contains(manifest)
+    }
 }
 
 /// A kind of signed document: its payload type, schema tag and the role that signs it.

@@ -19,7 +19,7 @@ use crate::metadata::IndexEntry;
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};
 use crate::state::TrustState;
-use crate::verify::{Freshness, Options, VerifiedModule, verify_metadata};
+use crate::verify::{Freshness, Options, Select, VerifiedModule, verify_metadata};
 
 /// Where the runtime keeps its rollback-protection state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,29 +341,55 @@ impl Runtime {
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let src = DirSource::new(registry);
-        let mut manifests: HashMap<usize, crate::verify::VerifiedManifest> = HashMap::new();
-        let mut blobs: HashMap<usize, VerifiedModule> = HashMap::new();
+        // Each device's pick, then steps 6-8 once for all of them (a blob two devices of one
+        // SM share is read and hashed once), the driver floor of every device that picked a
+        // module checked before any blob is read.
+        let picks = devices
+            .iter()
+            .map(|d| {
+                let info = d.info();
+                pick_for_device(
+                    &index.index().entries,
+                    (info.cc_major, info.cc_minor),
+                    &info.name,
+                    &policy,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let drivers: Vec<DriverVersion> = devices
+            .iter()
+            .map(|d| DriverVersion::from_cuda(d.info().driver_version))
+            .collect();
+        let floor = |i: usize, m: &crate::verify::VerifiedManifest| -> Result<()> {
+            for (pick, driver) in picks.iter().zip(&drivers) {
+                if pick.contains(&i) {
+                    check_driver_floor(m.manifest(), *driver)?;
+                }
+            }
+            Ok(())
+        };
+        let union: Vec<usize> = picks.iter().flatten().copied().collect();
+        let verified = index.complete(
+            &src,
+            Select::entries(union).before_blobs(&floor).keep_bytes(),
+        )?;
+        let mut hashed: std::collections::HashSet<usize> = std::collections::HashSet::new();
         let mut runtimes = Vec::with_capacity(devices.len());
-        for device in devices {
+        for (device, picked) in devices.into_iter().zip(picks) {
             let t = Instant::now();
             let info = device.info().clone();
-            let cc = (info.cc_major, info.cc_minor);
-            let picked = pick_for_device(&index.index().entries, cc, &info.name, &policy)?;
-            let driver = DriverVersion::from_cuda(info.driver_version);
             let counters = AtomicCounters::default();
             let mut modules = BTreeMap::new();
             for i in picked {
-                if let std::collections::hash_map::Entry::Vacant(slot) = manifests.entry(i) {
-                    slot.insert(index.verify_entry(&src, &index.index().entries[i])?);
-                }
-                let chosen = &manifests[&i];
-                let man = chosen.manifest();
-                check_driver_floor(man, driver)?;
-                if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(i) {
-                    slot.insert(index.load_module(&src, chosen, &policy.limits)?);
+                let module = verified
+                    .module(i)
+                    .expect("complete keeps every selected module")
+                    .clone();
+                let entry = &verified.index().entries[i];
+                let man = module.manifest();
+                if hashed.insert(i) {
                     counters.bytes_hashed.fetch_add(man.size, Ordering::Relaxed);
                 }
-                let module = blobs[&i].clone();
                 if man.identity.kind == Kind::Ptx {
                     log::warn!(
                         "cuda-aot: {} selected in PTX COMPATIBILITY MODE (driver JIT) on device {} ({})",
@@ -373,11 +399,11 @@ impl Runtime {
                     );
                 }
                 // The verifier checked the entry's identity digest against the manifest.
-                let key = (info.ordinal, chosen.entry().identity, man.module_digest);
+                let key = (info.ordinal, entry.identity, man.module_digest);
                 modules.insert(
                     man.identity.module.to_string(),
                     Selected {
-                        manifest: Arc::new(module.manifest().clone()),
+                        manifest: Arc::new(man.clone()),
                         module,
                         slot: shared_slot(key),
                     },
@@ -388,32 +414,32 @@ impl Runtime {
                 .store(modules.len() as u64, Ordering::Relaxed);
             counters
                 .signatures_checked
-                .store(index.signature_checks(), Ordering::Relaxed);
+                .store(verified.signature_checks(), Ordering::Relaxed);
             let verify_time = metadata_time + t.elapsed();
             counters
                 .verify_ns
                 .store(verify_time.as_nanos() as u64, Ordering::Relaxed);
             log::info!(
                 "cuda-aot: verified index v{} ({} modules for device {} {} {}, {} signature checks) in {:?}",
-                index.index().version,
+                verified.index().version,
                 modules.len(),
                 info.ordinal,
                 info.name,
                 info.sm(),
-                index.signature_checks(),
+                verified.signature_checks(),
                 verify_time
             );
             runtimes.push(Runtime {
                 device,
                 policy: policy.clone(),
-                index_version: index.index().version,
+                index_version: verified.index().version,
                 modules,
                 counters,
             });
         }
         // Everything every device uses passed: only now is the state saved.
         if let Some(p) = &state_path {
-            index.state().save(p)?;
+            verified.state().save(p)?;
         }
         log::info!(
             "cuda-aot: {} device(s) ready to load in {:?}",
@@ -629,8 +655,7 @@ fn verify_registry_metadata(
             "cuda-aot: {}: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline} (last fresh verification {}). Sync the registry before then.",
             src.describe(),
             index
-                .state()
-                .fresh_at
+                .last_fresh()
                 .map_or_else(|| "unknown".to_string(), |t| t.to_string())
         );
     }

@@ -71,14 +71,21 @@ impl TrustState {
         // The lock is released when `lock` is dropped.
     }
 
-    /// What to keep of this saved state and a newer save `ours`: the state of the newer
-    /// trust root (a root rotation may have discarded the old versions on purpose: the
-    /// recovery from a stolen publisher key), and for the same root the higher of each.
-    fn merged(self, ours: TrustState) -> TrustState {
-        match self.root.cmp(&ours.root) {
+    /// What to keep of this state and another one, `ours` (a newer save, or the rollback
+    /// floor a registry folder sets: [`crate::verify::rollback_floor`]): the versions of the
+    /// newer trust root (a root rotation may have discarded the old versions on purpose: the
+    /// recovery from a stolen publisher key), for the same root the higher of each, and the
+    /// later `fresh_at` in any case.
+    pub fn merged(self, ours: TrustState) -> TrustState {
+        let fresh_at = self.fresh_at.max(ours.fresh_at);
+        let versions = match self.root.cmp(&ours.root) {
             std::cmp::Ordering::Greater => self,
             std::cmp::Ordering::Less => ours,
             std::cmp::Ordering::Equal => self.max(ours),
+        };
+        TrustState {
+            fresh_at,
+            ..versions
         }
     }
 
@@ -124,12 +131,19 @@ impl TrustState {
                 })?
                 .join("cuda-aot/trust"),
         };
+        Some(Self::file_in(&dir, registry))
+    }
+
+    /// The state file of the registry at `registry` inside the state folder `dir`: named by
+    /// a digest of the registry's location ([`TrustState::location`]), so every tool and
+    /// the runtime that use the same folder share one file per registry.
+    pub fn file_in(dir: &Path, registry: &Path) -> PathBuf {
         let abs = Self::location(registry);
         let mut h = blake3::Hasher::new();
         h.update(b"cuda-aot trust state v1\n");
         h.update(abs.as_os_str().as_encoded_bytes());
         let key = h.finalize().to_hex();
-        Some(dir.join(format!("{}.json", &key[..24])))
+        dir.join(format!("{}.json", &key[..24]))
     }
 }
 

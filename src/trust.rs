@@ -6,17 +6,21 @@ use base64::engine::general_purpose::STANDARD as B64;
 use std::collections::BTreeSet;
 
 use crate::envelope::{Envelope, pae};
-use crate::error::{Error, Result, escape_untrusted};
+use crate::error::{Error, ForeignSignature, ForeignSigner, Result, escape_untrusted};
 use crate::identity::Channel;
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Document, Role, RoleName, Root};
+use crate::source::{RegistrySource, layout};
 
 /// A trust root whose signatures and consistency were checked. Only this module makes one.
 #[derive(Debug, Clone)]
 pub struct VerifiedRoot {
     root: Root,
     bytes: Vec<u8>,
+    /// [`Limits::max_signatures`] of the verification that made it: every envelope this
+    /// root opens is held to it.
+    max_signatures: usize,
 }
 
 impl VerifiedRoot {
@@ -35,7 +39,7 @@ impl VerifiedRoot {
     /// keys, each valid signature counts its key once, and signatures by keys of other
     /// roles or unknown keys never count (they are named in the error).
     pub fn verify_role(&self, env: &Envelope, role: RoleName, what: &str) -> Result<Signed> {
-        verify_threshold(&self.root, env, role, what)
+        verify_threshold(&self.root, env, role, self.max_signatures, what)
     }
 
     /// Opens a signed document of kind `T` from its file bytes, in four steps:
@@ -47,7 +51,7 @@ impl VerifiedRoot {
     /// 4. schema tag exactly `T`'s.
     pub fn open<T: Document>(&self, bytes: &[u8], limit: u64, what: &str) -> Result<Opened<T>> {
         let env = Envelope::parse(bytes, limit, T::PAYLOAD_TYPE, what)?;
-        let signed = verify_threshold(&self.root, &env, T::SIGNER, what)?;
+        let signed = verify_threshold(&self.root, &env, T::SIGNER, self.max_signatures, what)?;
         let doc = parse_payload::<T>(&signed.payload, limit, what)?;
         Ok(Opened {
             doc,
@@ -105,16 +109,22 @@ pub struct Signed {
     pub signers: Vec<KeyId>,
 }
 
-fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> Result<Signed> {
+fn verify_threshold(
+    root: &Root,
+    env: &Envelope,
+    role: RoleName,
+    max_signatures: usize,
+    what: &str,
+) -> Result<Signed> {
     let payload = env.payload_bytes(what)?;
     let message = pae(&env.payload_type, &payload);
     let wanted: &Role = root.roles.get(role);
     let mut valid: BTreeSet<KeyId> = BTreeSet::new();
     let mut foreign = Vec::new();
-    if env.signatures.len() > MAX_SIGNATURES {
+    if env.signatures.len() > max_signatures {
         return Err(Error::TooLarge {
             what: format!("{what} signatures"),
-            limit: MAX_SIGNATURES as u64,
+            limit: max_signatures as u64,
             actual: env.signatures.len() as u64,
         });
     }
@@ -125,7 +135,10 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
             Some(k) if k.verify_strict(&message, &sig) => {
                 valid.insert(k.key_id());
             }
-            Some(k) => foreign.push((k.key_id().short(), format!("{role} key, invalid signature"))),
+            Some(k) => foreign.push(ForeignSignature {
+                key: k.key_id().short(),
+                signer: ForeignSigner::InvalidSignature,
+            }),
             None => {
                 // The key id is only a hint from the file: escaped before it is shown.
                 let short = escape_untrusted(&s.keyid.chars().take(12).collect::<String>());
@@ -136,18 +149,17 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
                         .iter()
                         .any(|k| k.key_id().hex() == s.keyid && k.verify_strict(&message, &sig))
                 });
-                let is = match other {
-                    Some(r) => format!("a {r} key, not a {role} key"),
-                    None => "unknown key".to_string(),
-                };
-                foreign.push((short, is));
+                foreign.push(ForeignSignature {
+                    key: short,
+                    signer: other.map_or(ForeignSigner::UnknownKey, ForeignSigner::OtherRole),
+                });
             }
         }
     }
     if (valid.len() as u64) < u64::from(wanted.threshold) {
         return Err(Error::Threshold {
             what: what.into(),
-            role: role.to_string(),
+            role,
             valid: valid.len(),
             threshold: wanted.threshold,
             foreign,
@@ -159,9 +171,6 @@ fn verify_threshold(root: &Root, env: &Envelope, role: RoleName, what: &str) -> 
         signers: valid.into_iter().collect(),
     })
 }
-
-/// At most this many signatures are looked at in one envelope (each costs a verification).
-const MAX_SIGNATURES: usize = 64;
 
 /// Checks a root's internal consistency: schema, thresholds, distinct keys, builder and
 /// reviewer keys disjoint, a freeze bound.
@@ -225,10 +234,11 @@ pub fn verify_anchor(bytes: &[u8], limits: &Limits, what: &str) -> Result<Verifi
     // Self-signed: the keys that verify it are in the payload, so it is parsed first.
     let root: Root = parse_payload(&env.payload_bytes(what)?, limits.root, what)?;
     check_consistent(&root)?;
-    verify_threshold(&root, &env, RoleName::Root, what)?;
+    verify_threshold(&root, &env, RoleName::Root, limits.max_signatures, what)?;
     Ok(VerifiedRoot {
         root,
         bytes: bytes.to_vec(),
+        max_signatures: limits.max_signatures,
     })
 }
 
@@ -256,7 +266,13 @@ pub fn rotate(
         });
     }
     check_consistent(&root)?;
-    let by_old = verify_threshold(&trusted.root, &env, RoleName::Root, what);
+    let by_old = verify_threshold(
+        &trusted.root,
+        &env,
+        RoleName::Root,
+        limits.max_signatures,
+        what,
+    );
     if let Err(e) = by_old {
         return Err(Error::RootRotation {
             from,
@@ -264,7 +280,7 @@ pub fn rotate(
             reason: format!("not signed by a threshold of root v{from}'s root keys: {e}"),
         });
     }
-    let by_new = verify_threshold(&root, &env, RoleName::Root, what);
+    let by_new = verify_threshold(&root, &env, RoleName::Root, limits.max_signatures, what);
     if let Err(e) = by_new {
         return Err(Error::RootRotation {
             from,
@@ -275,5 +291,46 @@ pub fn rotate(
     Ok(VerifiedRoot {
         root,
         bytes: next.to_vec(),
+        max_signatures: limits.max_signatures,
     })
+}
+
+/// Walks a registry's root chain from `trusted`: reads `root/<N+1>.root.json` while it is
+/// present and verifies each rotation ([`rotate`]), at most
+/// [`Limits::max_root_updates`] of them ([`Error::RootChainTooLong`] past that). The one
+/// walk of a chain: `each(previous, next)` sees every rotation in order (a caller notes
+/// what it needs, e.g. whether the publisher keys changed). Returns the newest root.
+pub fn walk_chain(
+    src: &dyn RegistrySource,
+    mut trusted: VerifiedRoot,
+    limits: &Limits,
+    mut each: impl FnMut(&VerifiedRoot, &VerifiedRoot),
+) -> Result<VerifiedRoot> {
+    let from = trusted.root.version;
+    let mut rotations: u64 = 0;
+    while let Some(next) = trusted.root.version.checked_add(1) {
+        let path = layout::root(next);
+        let Some(bytes) = src.read_at_most(&path, limits.root)? else {
+            break;
+        };
+        if rotations >= limits.max_root_updates {
+            return Err(Error::RootChainTooLong {
+                from,
+                limit: limits.max_root_updates,
+                next,
+            });
+        }
+        if bytes.len() as u64 > limits.root {
+            return Err(Error::TooLarge {
+                what: path,
+                limit: limits.root,
+                actual: bytes.len() as u64,
+            });
+        }
+        let rotated = rotate(&trusted, &bytes, limits, &path)?;
+        each(&trusted, &rotated);
+        trusted = rotated;
+        rotations += 1;
+    }
+    Ok(trusted)
 }

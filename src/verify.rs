@@ -1,10 +1,14 @@
-//! Offline verification of a registry, in the order the trust model fixes: trust root (and
-//! its rotation chain) → timestamp → bundle index → build statements and promotion records
-//! → manifests, and, per module when it is needed, blob (size first, then blake3, then its
-//! content: the cubin's ELF SM, PTX text).
+//! Offline verification of a registry, in the order the trust model fixes, for every caller
+//! (runtime, `verify`, `sync`, the server's publish checks, OCI, benches): 1. trust root
+//! and 2. its rotation chain → 3. timestamp → 4. bundle index → 5. build statements and
+//! promotion records → 6. manifests → 7. blobs (size first, then blake3) → 8. their
+//! content (the cubin's ELF SM, PTX text, the signed kernels and ABI).
 //!
-//! Nothing is saved until every step passed: the caller persists [`VerifiedIndex::state`]
-//! only after it has also verified the blobs it uses.
+//! Steps 1-5 are [`verify_metadata`]; steps 6-8 are [`VerifiedIndex::complete`], for the
+//! entries the caller selects ([`Select`]: all of them, or the runtime's per-device pick,
+//! with its driver-floor check between steps 6 and 7); [`verify_all`] runs 1-8. Only the
+//! value `complete` returns, [`Verified`], hands out the state to save: nothing can be
+//! saved before every step passed.
 //!
 //! Signature checks per open are constant in the number of modules: one per document (the
 //! root chain, the timestamp, the index, one per build statement and one per promotion
@@ -22,7 +26,7 @@ use crate::limits::Limits;
 use crate::metadata::{Attested, BuildStatement, Index, IndexEntry, Promotion, Time, Timestamp};
 use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
 use crate::state::TrustState;
-use crate::trust::{VerifiedRoot, rotate, verify_anchor};
+use crate::trust::{VerifiedRoot, verify_anchor};
 
 /// How to verify: the clock, its explicit skew allowance, the offline grace, byte limits
 /// and the channel the caller requires.
@@ -174,14 +178,15 @@ impl VerifiedIndex {
     pub fn index(&self) -> &Index {
         &self.index
     }
-    /// The manifests verified so far (every entry after [`verify_index`]; those picked after
-    /// [`VerifiedIndex::verify_entries`]).
+    /// The manifests verified so far: none after [`verify_metadata`]; the selected ones
+    /// once [`VerifiedIndex::complete`] passed.
     pub fn manifests(&self) -> &[VerifiedManifest] {
         &self.manifests
     }
-    /// The trust state to persist once the caller's blob checks passed too.
-    pub fn state(&self) -> TrustState {
-        self.state
+    /// When a verification last passed with a fresh timestamp (this one, when it was
+    /// fresh; else the saved state's): the start of the offline grace.
+    pub fn last_fresh(&self) -> Option<Time> {
+        self.state.fresh_at
     }
     /// Whether the timestamp was fresh or accepted within the offline grace.
     pub fn freshness(&self) -> Freshness {
@@ -222,43 +227,78 @@ impl VerifiedIndex {
             .min(self.root.root().expires.plus(self.skew))
     }
 
-    /// Step 6 for the index entries at `picked`: each manifest is exactly the file the
-    /// index lists, attested by its build statement, describing what the index lists, of
-    /// the index's channel, and (production channel) covered by a promotion record.
-    pub fn verify_entries(&mut self, src: &dyn RegistrySource, picked: &[usize]) -> Result<()> {
-        for &i in picked {
-            let Some(e) = self.index.entries.get(i) else {
-                continue;
-            };
-            let m = self.verify_entry(src, e)?;
-            self.manifests.push(m);
-        }
-        Ok(())
-    }
-
-    /// Step 6 for the entries at `picked`, like [`VerifiedIndex::verify_entries`], on
-    /// several threads when there are many ([`crate::parallel::threads_for`]): each
-    /// manifest file is read, hashed and parsed on its own. Recorded in the order of
-    /// `picked`; the first failure in that order is returned.
-    pub fn verify_entries_parallel(
-        &mut self,
+    /// Steps 6-8 for the entries `select` names, in one sequence for every caller:
+    ///
+    /// 6. each manifest is exactly the file the index lists, attested by its build
+    ///    statement, describing what the index lists, of the index's channel, and
+    ///    (production channel) covered by a promotion record;
+    ///    then the caller's own check of the verified manifests ([`Select::before_blobs`]:
+    ///    the runtime's driver floor);
+    /// 7. each blob is exactly the signed size and blake3 (the size bounds the read);
+    /// 8. its content is what the manifest claims (a cubin of exactly the claimed SM, or PTX
+    ///    text of the claimed target, holding exactly the signed kernels and launch ABI).
+    ///
+    /// The first failure (in `select`'s order, per step) is returned with the entry it
+    /// concerns. Only the value this returns hands out the state to save.
+    pub fn complete(
+        mut self,
         src: &(dyn RegistrySource + Sync),
-        picked: &[usize],
-    ) -> Result<()> {
-        let verified = {
-            let entries: Vec<&IndexEntry> = picked
-                .iter()
-                .filter_map(|&i| self.index.entries.get(i))
-                .collect();
-            let threads = crate::parallel::threads_for(entries.len(), 0);
-            let this = &*self;
-            crate::parallel::try_map(&entries, threads, |e| this.verify_entry(src, e))?
+        select: Select<'_>,
+    ) -> std::result::Result<Verified, Failed> {
+        let n = self.index.entries.len();
+        let mut picked: Vec<usize> = match select.entries {
+            Some(p) => p.into_iter().filter(|&i| i < n).collect(),
+            None => (0..n).collect(),
         };
-        self.manifests.extend(verified);
-        Ok(())
+        let mut seen = BTreeSet::new();
+        picked.retain(|i| seen.insert(*i));
+        let threads = |items: usize, bytes: u64| match select.parallel {
+            true => crate::parallel::threads_for(items, bytes),
+            false => 1,
+        };
+        // 6. Manifests (read, hashed and parsed on several threads when there are many).
+        let manifests = {
+            let this = &self;
+            crate::parallel::try_map(&picked, threads(picked.len(), 0), |&i| {
+                let e = &this.index.entries[i];
+                this.verify_entry(src, e)
+                    .map(|m| (i, m))
+                    .map_err(|error| Failed::at(error, e, None))
+            })?
+        };
+        // The caller's check of what the manifests say, before any blob is read.
+        if let Some(check) = select.before_blobs {
+            for (i, m) in &manifests {
+                check(*i, m).map_err(|error| Failed::at(error, m.entry(), None))?;
+            }
+        }
+        // 7-8. Blobs and their content (on several threads when the bundle is large).
+        let bytes = manifests
+            .iter()
+            .map(|(_, m)| m.manifest().size)
+            .fold(0u64, u64::saturating_add);
+        let modules = {
+            let this = &self;
+            crate::parallel::try_map(&manifests, threads(manifests.len(), bytes), |(i, m)| {
+                let module = this.load_module(src, m).map_err(|error| {
+                    Failed::at(error, m.entry(), Some(m.manifest().module_digest))
+                })?;
+                // A caller that only checks drops the bytes at once.
+                Ok::<_, Failed>((*i, select.keep.then_some(module)))
+            })?
+        };
+        self.manifests = manifests.into_iter().map(|(_, m)| m).collect();
+        Ok(Verified {
+            modules: modules
+                .into_iter()
+                .filter_map(|(i, m)| m.map(|m| (i, m)))
+                .collect(),
+            index: self,
+        })
     }
 
-    /// Step 6 for one entry (see [`VerifiedIndex::verify_entries`]), without recording it.
+    /// Step 6 for one entry (see [`VerifiedIndex::complete`]), without recording it: for a
+    /// caller that only reads what a release holds (never for a load).
     pub fn verify_entry(
         &self,
         src: &dyn RegistrySource,
@@ -352,37 +392,42 @@ impl VerifiedIndex {
         Ok(gaps)
     }
 
+    /// Step 6d: a promotion record that covers this entry ([`Promotion::covers`], the one
+    /// rule the publisher also applies), or why none does.
     fn promotion_for(&self, e: &IndexEntry, manifest: &Manifest) -> Result<Vec<KeyId>> {
+        let schedule = manifest.identity.schedule_version;
+        if let Some(p) = self
+            .promotions
+            .iter()
+            .find(|p| p.promotion.covers(&e.module, schedule, &e.manifest))
+        {
+            return Ok(p.signers.clone());
+        }
         let of_module: Vec<&VerifiedPromotion> = self
             .promotions
             .iter()
             .filter(|p| p.promotion.module == e.module)
             .collect();
-        let missing = |reason: String| Error::NotPromoted {
+        let reason = match of_module
+            .iter()
+            .find(|p| p.promotion.manifests.contains(&e.manifest))
+        {
+            _ if of_module.is_empty() => "no promotion record for this module".to_string(),
+            Some(p) => format!(
+                "promoted at schedule version {}, the manifest has {schedule}",
+                p.promotion.schedule_version
+            ),
+            None => format!(
+                "the module's {} promotion record(s) cover other manifests (a promotion binds exact manifest digests)",
+                of_module.len()
+            ),
+        };
+        Err(Error::NotPromoted {
             module: e.module.to_string(),
             target: e.sm.to_string(),
             manifest: e.manifest.to_string(),
             reason,
-        };
-        if of_module.is_empty() {
-            return Err(missing("no promotion record for this module".into()));
-        }
-        let Some(p) = of_module
-            .iter()
-            .find(|p| p.promotion.manifests.contains(&e.manifest))
-        else {
-            return Err(missing(format!(
-                "the module's {} promotion record(s) cover other manifests (a promotion binds exact manifest digests)",
-                of_module.len()
-            )));
-        };
-        if p.promotion.schedule_version != manifest.identity.schedule_version {
-            return Err(missing(format!(
-                "promoted at schedule version {}, the manifest has {}",
-                p.promotion.schedule_version, manifest.identity.schedule_version
-            )));
-        }
-        Ok(p.signers.clone())
+        })
     }
 
     fn limits(&self) -> &Limits {
@@ -391,12 +436,12 @@ impl VerifiedIndex {
 
     /// Steps 7 and 8 for one module: reads the blob (size first, at most `size + 1` bytes),
     /// checks its blake3, then its content (a cubin's ELF SM, PTX text).
-    pub fn load_module(
+    fn load_module(
         &self,
         src: &dyn RegistrySource,
         m: &VerifiedManifest,
-        limits: &Limits,
     ) -> Result<VerifiedModule> {
+        let limits = &self.limits;
         let man = &m.manifest;
         let label = man.label();
         // Size bound: a signed size above the blob limit is refused before any read.
@@ -425,26 +470,160 @@ impl VerifiedIndex {
     }
 }
 
-/// Steps 1-6: verifies the registry's metadata and every manifest it lists.
+/// Steps 1-8 for every entry: [`verify_metadata`], then [`VerifiedIndex::complete`] of
+/// [`Select::all`] with the verified bytes kept.
 ///
 /// `anchor` is the trust root file the caller trusts out of band; `seen` the state saved
 /// before (rollback protection, offline grace).
-pub fn verify_index(
-    src: &dyn RegistrySource,
+pub fn verify_all(
+    src: &(dyn RegistrySource + Sync),
     anchor: &[u8],
     seen: TrustState,
     opts: &Options,
-) -> Result<VerifiedIndex> {
-    let mut index = verify_metadata(src, anchor, seen, opts)?;
-    let all: Vec<usize> = (0..index.index.entries.len()).collect();
-    index.verify_entries(src, &all)?;
-    Ok(index)
+) -> std::result::Result<Verified, Failed> {
+    verify_metadata(src, anchor, seen, opts)
+        .map_err(Failed::from)?
+        .complete(src, Select::all().keep_bytes())
+}
+
+/// Which index entries steps 6-8 ([`VerifiedIndex::complete`]) cover, what the caller
+/// checks between steps 6 and 7, whether the verified bytes are kept and whether the
+/// work may use several threads.
+pub struct Select<'a> {
+    entries: Option<Vec<usize>>,
+    before_blobs: Option<BeforeBlobs<'a>>,
+    keep: bool,
+    parallel: bool,
+}
+
+/// A caller's check of each verified manifest (by its index entry's position) before any
+/// blob is read.
+pub type BeforeBlobs<'a> = &'a (dyn Fn(usize, &VerifiedManifest) -> Result<()> + Sync);
+
+impl<'a> Select<'a> {
+    /// Every entry of the index.
+    pub fn all() -> Select<'a> {
+        Select {
+            entries: None,
+            before_blobs: None,
+            keep: false,
+            parallel: false,
+        }
+    }
+    /// The entries at these positions of the index (duplicates count once; positions past
+    /// the end are ignored).
+    pub fn entries(picked: Vec<usize>) -> Select<'a> {
+        Select {
+            entries: Some(picked),
+            ..Select::all()
+        }
+    }
+    /// Runs `check` on every verified manifest before any blob is read (the runtime's
+    /// driver floor: a device that cannot run a module learns it before the blob is
+    /// hashed).
+    pub fn before_blobs(self, check: BeforeBlobs<'a>) -> Select<'a> {
+        Select {
+            before_blobs: Some(check),
+            ..self
+        }
+    }
+    /// Keeps the verified bytes ([`Verified::modules`]): for a loader, or a publisher that
+    /// writes exactly what it checked.
+    pub fn keep_bytes(self) -> Select<'a> {
+        Select { keep: true, ..self }
+    }
+    /// Lets steps 6-8 use several threads when the work is large
+    /// ([`crate::parallel::threads_for`]); the first failure in entry order is still the
+    /// one returned.
+    pub fn parallel(self) -> Select<'a> {
+        Select {
+            parallel: true,
+            ..self
+        }
+    }
+}
+
+/// A registry that passed steps 1-8 for the selected entries: the verified metadata, the
+/// manifests and (when kept) the blob bytes. The only value that hands out the rollback
+/// state to save (`Deref` gives the [`VerifiedIndex`] accessors).
+#[derive(Debug, Clone)]
+pub struct Verified {
+    index: VerifiedIndex,
+    modules: Vec<(usize, VerifiedModule)>,
+}
+
+impl Verified {
+    /// The trust state to persist: every step passed.
+    pub fn state(&self) -> TrustState {
+        self.index.state
+    }
+    /// The verified metadata and manifests.
+    pub fn metadata(&self) -> &VerifiedIndex {
+        &self.index
+    }
+    /// The verified modules with their index entry's position, in the selected order
+    /// (empty unless [`Select::keep_bytes`]).
+    pub fn modules(&self) -> &[(usize, VerifiedModule)] {
+        &self.modules
+    }
+    /// The verified module of the index entry at `i`, when it was selected and kept.
+    pub fn module(&self, i: usize) -> Option<&VerifiedModule> {
+        self.modules.iter().find(|(j, _)| *j == i).map(|(_, m)| m)
+    }
+}
+
+impl std::ops::Deref for Verified {
+    type Target = VerifiedIndex;
+    fn deref(&self) -> &VerifiedIndex {
+        &self.index
+    }
+}
+
+/// Why a verification stopped: the error, and for steps 6-8 the index entry it concerns
+/// (and the blob, for steps 7-8), so a tool can name the module, target and file. Converts
+/// into [`Error`] (`?` in a function returning this crate's `Result`); it is deliberately no
+/// `std::error::Error`, so it is never passed on without its error's `Fix:` advice.
+#[derive(Debug)]
+pub struct Failed {
+    /// What failed.
+    pub error: Box<Error>,
+    /// The index entry whose manifest or blob failed (steps 6-8).
+    pub entry: Option<Box<IndexEntry>>,
+    /// The blob digest, when its blob or content failed (steps 7-8).
+    pub blob: Option<Digest>,
+}
+
+impl Failed {
+    fn at(error: Error, entry: &IndexEntry, blob: Option<Digest>) -> Failed {
+        Failed {
+            error: Box::new(error),
+            entry: Some(Box::new(entry.clone())),
+            blob,
+        }
+    }
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed {
+            error: Box::new(error),
+            entry: None,
+            blob: None,
+        }
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(f: Failed) -> Error {
+        *f.error
+    }
 }
 
 /// Steps 1-5: the trust root and its rotation chain, the timestamp, the index, its build
-/// statements and promotion records. No manifest is read yet: the runtime picks the entries
-/// for its device from the verified index and verifies only those
-/// ([`VerifiedIndex::verify_entries`]).
+/// statements and promotion records. `opts.limits` is held by the result for every later
+/// step. No manifest is read yet: the runtime picks the entries
+/// for its device from the verified index and completes only those
+/// ([`VerifiedIndex::complete`]).
 pub fn verify_metadata(
     src: &dyn RegistrySource,
     anchor: &[u8],
@@ -521,46 +700,87 @@ struct Walked {
     publisher_rotated: bool,
 }
 
+/// Step 2: the rotation chain from the anchor ([`crate::trust::walk_chain`]), noting whether
+/// a rotation past the saved root replaced the publisher keys.
 fn walk_root_chain(
     src: &dyn RegistrySource,
-    mut trusted: VerifiedRoot,
+    trusted: VerifiedRoot,
     seen: TrustState,
     limits: &Limits,
 ) -> Result<Walked> {
     let mut rotations = 0;
     let mut publisher_rotated = false;
-    while let Some(next) = trusted.root().version.checked_add(1) {
-        let path = layout::root(next);
-        let Some(bytes) = src.read_at_most(&path, limits.root)? else {
-            break;
-        };
-        if bytes.len() as u64 > limits.root {
-            return Err(Error::TooLarge {
-                what: path,
-                limit: limits.root,
-                actual: bytes.len() as u64,
-            });
-        }
-        let rotated = rotate(&trusted, &bytes, limits, &path)?;
-        let keys = |r: &VerifiedRoot| -> BTreeSet<KeyId> {
-            r.root()
-                .roles
-                .publisher
-                .keys
-                .iter()
-                .map(|k| k.key_id())
-                .collect()
-        };
-        if next > seen.root && keys(&rotated) != keys(&trusted) {
+    let root = crate::trust::walk_chain(src, trusted, limits, |old, new| {
+        if new.root().version > seen.root && publisher_keys(new) != publisher_keys(old) {
             publisher_rotated = true;
         }
-        trusted = rotated;
         rotations += 1;
-    }
+    })?;
     Ok(Walked {
-        root: trusted,
+        root,
         rotations,
         publisher_rotated,
+    })
+}
+
+fn publisher_keys(r: &VerifiedRoot) -> BTreeSet<KeyId> {
+    r.root()
+        .roles
+        .publisher
+        .keys
+        .iter()
+        .map(|k| k.key_id())
+        .collect()
+}
+
+/// The rollback floor a registry's own files set: the versions of the timestamp (and the
+/// index it names) that `src` holds now, recorded with the newest root of its chain under
+/// which that timestamp still verifies.
+///
+/// A caller that must never go back from what a folder holds (the server replacing the
+/// timestamp it serves, a sync replacing its target's copy) verifies the newcomer with
+/// this floor merged into its saved state. The root version is what makes the floor
+/// survive key rotations: a rotation already in the chain when this timestamp was signed
+/// is not "past the saved root", so it cannot discard these versions
+/// ([`VerifiedIndex::discarded_state`]); a rotation that arrives later and replaces the
+/// publisher keys still does, as the recovery from a stolen publisher key requires.
+///
+/// A folder with no timestamp yet sets only its newest root. A timestamp that verifies
+/// under no root of the chain (a damaged copy) sets nothing: the saved state still
+/// protects, and the verification of the newcomer decides. Errors: the chain itself
+/// (anchor, rotations, [`Limits::max_root_updates`]) and unreadable files (a FIFO or a
+/// link in place of `timestamp.json` is refused, never waited on).
+pub fn rollback_floor(
+    src: &dyn RegistrySource,
+    anchor: &[u8],
+    limits: &Limits,
+) -> Result<TrustState> {
+    let anchor = verify_anchor(anchor, limits, "trust root")?;
+    let ts_file = src.read_at_most(layout::TIMESTAMP, limits.timestamp)?;
+    let opens = |r: &VerifiedRoot| -> Option<Timestamp> {
+        let bytes = ts_file.as_deref()?;
+        r.open::<Timestamp>(bytes, limits.timestamp, layout::TIMESTAMP)
+            .ok()
+            .map(|o| o.doc)
+    };
+    let mut signed_under = opens(&anchor).map(|ts| (anchor.root().version, ts));
+    let newest = crate::trust::walk_chain(src, anchor, limits, |_, new| {
+        if let Some(ts) = opens(new) {
+            signed_under = Some((new.root().version, ts));
+        }
+    })?;
+    Ok(match signed_under {
+        Some((root, ts)) => TrustState {
+            root,
+            timestamp: ts.version,
+            index: ts.index.version,
+            fresh_at: None,
+        },
+        None if ts_file.is_none() => TrustState {
+            root: newest.root().version,
+            ..TrustState::default()
+        },
+        None => TrustState::default(),
     })
 }
 

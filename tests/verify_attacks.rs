@@ -5,7 +5,8 @@ mod common;
 
 use common::*;
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{BuildStatement, Index, IndexEntry, Role, Time, Timestamp};
+use cuda_aot::error::{ForeignSignature, ForeignSigner};
+use cuda_aot::metadata::{BuildStatement, Index, IndexEntry, Role, RoleName, Time, Timestamp};
 use cuda_aot::source::layout;
 use cuda_aot::verify::Options;
 use cuda_aot::{Channel, Digest, Error, Limits, json};
@@ -91,7 +92,13 @@ fn a_build_statement_signed_by_an_unknown_key_is_refused() {
         .publish(build, vec![], PublishOptions::default())
         .unwrap_err();
     assert!(
-        matches!(&err, cuda_aot_registry::Error::Core(Error::Threshold { role, .. }) if role == "builder"),
+        matches!(
+            &err,
+            cuda_aot_registry::Error::Core(Error::Threshold {
+                role: RoleName::Builder,
+                ..
+            })
+        ),
         "{err}"
     );
     // ... and a verifier refuses it when a publisher key alone put it in the index.
@@ -107,14 +114,14 @@ fn a_build_statement_signed_by_an_unknown_key_is_refused() {
             what,
             ..
         } => {
-            assert_eq!(role, "builder");
+            assert_eq!(*role, RoleName::Builder);
             assert!(what.contains("build statement"), "{what}");
             assert_eq!(
                 foreign,
-                &vec![(
-                    stranger.public().key_id().short(),
-                    "unknown key".to_string()
-                )]
+                &vec![ForeignSignature {
+                    key: stranger.public().key_id().short(),
+                    signer: ForeignSigner::UnknownKey,
+                }]
             );
         }
         _ => panic!("{err}"),
@@ -143,9 +150,17 @@ fn a_builder_key_where_a_publisher_signature_is_required_is_refused() {
             foreign,
             ..
         } => {
-            assert_eq!(role, "publisher");
-            assert_eq!(foreign[0].1, "a builder key, not a publisher key");
-            assert_eq!(foreign[0].0, f.keys.builder.public().key_id().short());
+            assert_eq!(*role, RoleName::Publisher);
+            assert_eq!(
+                foreign[0].signer,
+                ForeignSigner::OtherRole(RoleName::Builder)
+            );
+            assert_eq!(foreign[0].key, f.keys.builder.public().key_id().short());
+            assert!(
+                err.to_string()
+                    .contains("a builder key, not a publisher key"),
+                "{err}"
+            );
         }
         _ => panic!("{err}"),
     }
@@ -178,7 +193,15 @@ fn the_same_key_twice_does_not_reach_a_threshold_of_two() {
     let err =
         cuda_aot::trust::verify_anchor(&env.to_bytes(), &Default::default(), "root").unwrap_err();
     assert!(
-        matches!(&err, Error::Threshold { valid: 1, threshold: 2, role, .. } if role == "root"),
+        matches!(
+            &err,
+            Error::Threshold {
+                valid: 1,
+                threshold: 2,
+                role: RoleName::Root,
+                ..
+            }
+        ),
         "{err}"
     );
     env.add_signature(&other).unwrap();
@@ -344,6 +367,72 @@ fn root_rotation_needs_old_and_new_root_keys() {
     assert_eq!(idx.state().root, 2);
 }
 
+/// Issue 18: the root chain is walked at most `Limits::max_root_updates` rotations (1,024 by
+/// default, as tough): a registry holding 3,000 valid rotations is refused past the cap,
+/// naming it, instead of being walked; a chain within the cap still verifies.
+#[test]
+fn issue_18_3000_root_rotations_are_refused_past_the_cap() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    for v in 2..=3001 {
+        f.write(
+            &layout::root(v),
+            &sign_root(&root_payload(&f.keys, v, Channel::Dev), &[&f.keys.root]),
+        );
+    }
+    let limit = Limits::default().max_root_updates;
+    assert_eq!(limit, 1024);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::RootChainTooLong {
+                from: 1,
+                limit: 1024,
+                next: 1026
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("more than 1024 rotations"),
+        "{err}"
+    );
+    assert!(err.fix().contains("max_root_updates"), "{}", err.fix());
+    // Nothing was saved.
+    assert!(!f.state_path().exists());
+    // The cap is data: with room for all 3,000 the same chain verifies.
+    let opts = Options {
+        limits: Limits {
+            max_root_updates: 3000,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let (idx, _) = f.verify_with(&opts).unwrap();
+    assert_eq!(idx.root().root().version, 3001);
+}
+
+/// Issue 18: the signature cap per envelope is part of `Limits` (it was a constant).
+#[test]
+fn issue_18_the_signature_cap_is_a_limit() {
+    let f = Fixture::new();
+    f.publish_sms(&["sm_90"]);
+    let opts = Options {
+        limits: Limits {
+            max_signatures: 0,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let err = f.verify_with(&opts).unwrap_err();
+    assert!(
+        matches!(&err, Error::TooLarge { what, limit: 0, actual: 1 } if what.contains("signatures")),
+        "{err}"
+    );
+    f.verify().unwrap();
+}
+
 #[test]
 fn a_module_name_with_dot_dot_slash_is_refused() {
     let f = Fixture::new();
@@ -455,7 +544,14 @@ fn a_signature_for_another_payload_type_is_refused() {
     f.write(layout::TIMESTAMP, &env.to_bytes());
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::Threshold { valid: 0, role, .. } if role == "publisher"),
+        matches!(
+            &err,
+            Error::Threshold {
+                valid: 0,
+                role: RoleName::Publisher,
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -635,7 +731,14 @@ fn issue_10_a_stolen_publisher_key_is_recovered_from_by_rotation() {
     f.write(layout::TIMESTAMP, &before);
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::Threshold { role, valid: 0, .. } if role == "publisher"),
+        matches!(
+            &err,
+            Error::Threshold {
+                role: RoleName::Publisher,
+                valid: 0,
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -864,13 +967,14 @@ fn issue_11_a_registry_of_another_trust_root_names_both_key_sets() {
     ours.publish_sms(&["sm_90"]);
     let theirs = Fixture::new();
     let src = cuda_aot::source::DirSource::new(ours.reg_path());
-    let err = cuda_aot::verify::verify_index(
+    let err = cuda_aot::verify::verify_all(
         &src,
         &theirs.root_file,
         Default::default(),
         &Options::default(),
     )
-    .unwrap_err();
+    .unwrap_err()
+    .error;
     let text = err.to_string();
     assert!(text.contains("another trust root"), "{text}");
     assert!(
@@ -1056,14 +1160,20 @@ fn issue_7_a_builder_key_signing_as_reviewer_is_refused() {
         )
         .unwrap_err();
     assert!(
-        matches!(&err, cuda_aot_registry::Error::Core(Error::Threshold { role, .. }) if role == "reviewer"),
+        matches!(
+            &err,
+            cuda_aot_registry::Error::Core(Error::Threshold {
+                role: RoleName::Reviewer,
+                ..
+            })
+        ),
         "{err}"
     );
     f.forge(&build, &[p]);
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::Threshold { role, valid: 0, foreign, .. }
-            if role == "reviewer" && foreign[0].1 == "a builder key, not a reviewer key"),
+        matches!(&err, Error::Threshold { role: RoleName::Reviewer, valid: 0, foreign, .. }
+            if foreign[0].signer == ForeignSigner::OtherRole(RoleName::Builder)),
         "{err}"
     );
 }
@@ -1087,7 +1197,15 @@ fn issue_7_one_signature_under_a_reviewer_threshold_of_two_is_refused() {
     f.forge(&build, &[one]);
     let err = f.verify().unwrap_err();
     assert!(
-        matches!(&err, Error::Threshold { role, valid: 1, threshold: 2, .. } if role == "reviewer"),
+        matches!(
+            &err,
+            Error::Threshold {
+                role: RoleName::Reviewer,
+                valid: 1,
+                threshold: 2,
+                ..
+            }
+        ),
         "{err}"
     );
     let both = promotion(

@@ -21,7 +21,7 @@ use cuda_aot::metadata::{BuildStatement, Index, Promotion, Root, Time, Timestamp
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::{VerifiedRoot, rotate as rotate_root, verify_anchor};
-use cuda_aot::verify::{Freshness, Options, verify_index};
+use cuda_aot::verify::{Freshness, Options, verify_all};
 use cuda_aot::{Digest, Kind, Limits, Manifest, PublicKey, SecretKey, json};
 
 /// What a parser made of one input.
@@ -557,7 +557,7 @@ impl RegistrySource for MemSource<'_> {
 /// 2027-01-15T08:00:00Z.
 pub const FUZZ_NOW: u64 = 1_800_000_000;
 
-/// Target `verify`: the whole offline verifier (`verify_index`, then `load_module` for
+/// Target `verify`: the whole offline verifier (`verify_all`: steps 1-8, for
 /// every manifest) over the container's files as an in-memory registry, anchored at its
 /// `anchor` file, with the saved state of its `state` file (strict JSON of
 /// [`TrustState`]) and the clock, skew and offline grace of its `options` file
@@ -590,9 +590,9 @@ pub fn verify(data: &[u8]) -> Verdict {
         required_channel: None,
     };
     let src = MemSource(&files);
-    let verified = match verify_index(&src, anchor, seen, &opts) {
+    let verified = match verify_all(&src, anchor, seen, &opts) {
         Ok(v) => v,
-        Err(e) => return Verdict::Refused(shown(&e)),
+        Err(f) => return Verdict::Refused(shown(&f.error)),
     };
     // What a successful verification promises.
     let (ts, ix, root) = (
@@ -630,8 +630,12 @@ pub fn verify(data: &[u8]) -> Verdict {
         ts.index.digest,
         "index digest not checked"
     );
-    let mut refused = None;
-    for m in verified.manifests() {
+    assert_eq!(
+        verified.modules().len(),
+        ix.entries.len(),
+        "an entry accepted without its blob"
+    );
+    for (m, (_, module)) in verified.manifests().iter().zip(verified.modules()) {
         let man = m.manifest();
         assert_eq!(
             man.channel, ix.channel,
@@ -646,20 +650,13 @@ pub fn verify(data: &[u8]) -> Verdict {
             !m.signers().is_empty(),
             "manifest verified without a signer"
         );
-        match verified.load_module(&src, m, &limits) {
-            Ok(module) => {
-                assert_eq!(Digest::of(module.bytes()), man.module_digest, "blob digest");
-                assert_eq!(module.bytes().len() as u64, man.size, "blob size");
-                if man.identity.kind == Kind::Cubin {
-                    let info = cuda_aot::elf::inspect(module.bytes()).expect("verified cubin");
-                    assert_eq!(info.sm, man.identity.sm.number(), "cubin of another SM");
-                }
-            }
-            Err(e) => refused = Some(shown(&e)),
+        assert_eq!(module.manifest(), man, "module of another manifest");
+        assert_eq!(Digest::of(module.bytes()), man.module_digest, "blob digest");
+        assert_eq!(module.bytes().len() as u64, man.size, "blob size");
+        if man.identity.kind == Kind::Cubin {
+            let info = cuda_aot::elf::inspect(module.bytes()).expect("verified cubin");
+            assert_eq!(info.sm, man.identity.sm.number(), "cubin of another SM");
         }
     }
-    match refused {
-        Some(e) => Verdict::Refused(e),
-        None => Verdict::Accepted,
-    }
+    Verdict::Accepted
 }

@@ -173,6 +173,12 @@ pub enum Failure {
     Other(String),
 }
 
+impl From<cuda_aot::verify::Failed> for Error {
+    fn from(f: cuda_aot::verify::Failed) -> Error {
+        Error::Core(*f.error)
+    }
+}
+
 impl Error {
     /// An I/O failure on `path`.
     pub fn io(path: &std::path::Path, source: std::io::Error) -> Error {
@@ -195,7 +201,7 @@ impl Error {
                 version + 1
             ),
             Error::NotPublisher { root, .. } => format!("publish with a publisher key listed in trust root v{root} (--publisher-key), or rotate the trust root to list this key"),
-            Error::SeenExhausted { .. } => "those versions come from the publisher's local trust state for this registry, not from the registry: the state was edited or saved from a registry a stolen key inflated. If this registry was emptied on purpose, delete that state file (cargo xtask keeps it under .cuda-aot/state/) and publish again; verifiers holding the same state must drop theirs too".into(),
+            Error::SeenExhausted { .. } => "those versions come from the publisher's local trust state for this registry, not from the registry: the state was edited or saved from a registry a stolen key inflated. If this registry was emptied on purpose, delete that state file (the per-user rollback state of this registry folder, named above; the prover runtime reads the same file) and publish again; verifiers holding the same state must drop theirs too".into(),
             Error::TokenInClear { url } => format!(
                 "publish over https:// (put TLS in front of `serve`: a reverse proxy or load balancer, docs/network.md), or, on a network you trust, pass --allow-plain-http (anyone on the path can then read the token and publish with it to {url})"
             ),

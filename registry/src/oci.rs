@@ -5,14 +5,14 @@
 //! [`OciRemote`] reads such an artifact back as a [`Remote`], so pulling is the same
 //! verifier-driven [`crate::sync::sync`] as over HTTP.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
 
 use cuda_aot::source::{DirSource, RegistrySource, layout};
-use cuda_aot::verify::{Options, verify_index};
+use cuda_aot::verify::{Options, Select, verify_metadata};
 use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
@@ -115,16 +115,36 @@ fn oci_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
 }
 
 /// A [`RegistrySource`] that records the paths a verification found.
+/// A source that keeps the bytes of every file the verifier read, so a push uploads
+/// exactly what was verified (never a second read of the path, which a local writer could
+/// have changed in between).
 struct Recording<'a> {
-    inner: &'a dyn RegistrySource,
-    found: Mutex<BTreeSet<String>>,
+    inner: &'a (dyn RegistrySource + Sync),
+    read: Mutex<Read>,
+}
+
+#[derive(Default)]
+struct Read {
+    files: BTreeMap<String, Vec<u8>>,
+    /// A path that gave different bytes on two reads (changed while it was verified).
+    changed: Option<String>,
 }
 
 impl RegistrySource for Recording<'_> {
     fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
         let r = self.inner.read_at_most(path, max)?;
-        if r.is_some() {
-            self.found.lock().expect("recording").insert(path.into());
+        if let Some(b) = &r {
+            let mut read = self.read.lock().expect("recording");
+            match read.files.get(path) {
+                // A shorter read of the same file (a size probe) is a prefix.
+                Some(old) if !(old.starts_with(b) || b.starts_with(old)) => {
+                    read.changed.get_or_insert_with(|| path.to_string());
+                }
+                Some(old) if old.len() >= b.len() => {}
+                _ => {
+                    read.files.insert(path.into(), b.clone());
+                }
+            }
         }
         Ok(r)
     }
@@ -161,22 +181,27 @@ pub fn push(
     let src = DirSource::new(dir);
     let rec = Recording {
         inner: &src,
-        found: Mutex::new(BTreeSet::new()),
+        read: Mutex::new(Read::default()),
     };
-    let index = verify_index(&rec, anchor, Default::default(), verify)?;
-    for m in index.manifests() {
-        index.load_module(&rec, m, &verify.limits)?;
+    let index =
+        verify_metadata(&rec, anchor, Default::default(), verify)?.complete(&rec, Select::all())?;
+    let read = rec.read.into_inner().expect("recording");
+    if let Some(path) = read.changed {
+        return Err(Error::io(
+            &dir.join(&path),
+            std::io::Error::other(
+                "the file changed while it was being verified; nothing was pushed",
+            ),
+        ));
     }
-    let files = rec.found.into_inner().expect("recording");
-    let mut layers = Vec::with_capacity(files.len());
+    let mut layers = Vec::with_capacity(read.files.len());
     let mut bytes = 0u64;
-    for path in &files {
-        let data = fs::read(dir.join(path)).map_err(|e| Error::io(&dir.join(path), e))?;
+    for (path, data) in read.files {
         bytes += data.len() as u64;
         layers.push(ImageLayer::new(
             data,
-            media_type(path),
-            Some(BTreeMap::from([(TITLE.to_string(), path.clone())])),
+            media_type(&path),
+            Some(BTreeMap::from([(TITLE.to_string(), path)])),
         ));
     }
     let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG.into(), None);

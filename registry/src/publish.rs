@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use cuda_aot::digest::check_hashed;
 use cuda_aot::metadata::{
-    BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, Promotion, Time, Timestamp,
+    BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, Promotion, RoleName, Time,
+    Timestamp,
 };
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
@@ -309,7 +310,11 @@ fn base(store: &dyn Store, anchor: &[u8], publisher: &[&SecretKey]) -> Result<Ba
             // The timestamp is signed by no publisher key of the newest root: the keys were
             // rotated (after a compromise, perhaps with inflated versions). Start a new
             // version line; clients discard their saved versions on the same rotation.
-            Err(cuda_aot::Error::Threshold { valid: 0, role, .. }) if role == "publisher" => {
+            Err(cuda_aot::Error::Threshold {
+                valid: 0,
+                role: RoleName::Publisher,
+                ..
+            }) => {
                 let root = walk(src, anchor_root, &limits)?;
                 let digest = Digest::of(&ts_file);
                 let ts = decode_unverified::<Timestamp>(&ts_file, limits.timestamp, "timestamp")
@@ -345,20 +350,14 @@ fn base(store: &dyn Store, anchor: &[u8], publisher: &[&SecretKey]) -> Result<Ba
     })
 }
 
-/// Walks the registry's root chain from `root` (each rotation checked).
+/// Walks the registry's root chain from `root` (each rotation checked, the chain capped:
+/// [`cuda_aot::trust::walk_chain`]).
 pub(crate) fn walk(
     src: &dyn RegistrySource,
-    mut root: VerifiedRoot,
+    root: VerifiedRoot,
     limits: &Limits,
 ) -> Result<VerifiedRoot> {
-    while let Some(next) = root.root().version.checked_add(1) {
-        let path = layout::root(next);
-        match src.read_at_most(&path, limits.root)? {
-            None => break,
-            Some(b) => root = cuda_aot::trust::rotate(&root, &b, limits, &path)?,
-        }
-    }
-    Ok(root)
+    Ok(cuda_aot::trust::walk_chain(src, root, limits, |_, _| {})?)
 }
 
 /// Stores `anchor` (a signed trust root file) unless the registry holds it already.
@@ -579,11 +578,10 @@ fn check_promoted(
     for m in &build.modules {
         let d = Digest::of(&m.manifest_file);
         let id = &m.manifest.identity;
-        if !all.iter().any(|p| {
-            p.module == id.module
-                && p.schedule_version == id.schedule_version
-                && p.manifests.contains(&d)
-        }) {
+        if !all
+            .iter()
+            .any(|p| p.covers(&id.module, id.schedule_version, &d))
+        {
             return Err(Error::Core(cuda_aot::Error::NotPromoted {
                 module: id.module.to_string(),
                 target: id.sm.to_string(),
@@ -678,9 +676,10 @@ fn next_entries(
         }
     }
     statements.sort();
-    // Promotions: this release's, plus the current ones that still cover a listed manifest
-    // (an unchanged promoted module stays promoted in the next release).
-    let listed: BTreeSet<Digest> = entries.iter().map(|e| e.manifest).collect();
+    // Promotions: this release's, plus the current ones that name a listed manifest of
+    // their module (an unchanged promoted module stays promoted in the next release; a
+    // record that names it at another schedule version is carried too and covers nothing,
+    // exactly as the verifier reads it: `Promotion::covers`).
     let mut refs: Vec<DocRef> = promotions
         .iter()
         .map(|(file, _)| DocRef {
@@ -689,7 +688,10 @@ fn next_entries(
         })
         .collect();
     for (r, p) in &base.promotions {
-        if p.manifests.iter().any(|d| listed.contains(d)) && !refs.contains(r) {
+        let names_listed = entries
+            .iter()
+            .any(|e| e.module == p.module && p.manifests.contains(&e.manifest));
+        if names_listed && !refs.contains(r) {
             refs.push(*r);
         }
     }

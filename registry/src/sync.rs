@@ -1,6 +1,6 @@
 //! Verified sync: copies a registry from a [`Remote`] into a local folder, driven by the
-//! verifier. The normal verification (`verify_index`, then `load_module` for every
-//! manifest) runs through a [`RegistrySource`] that fetches each file it is asked for into
+//! verifier. The normal verification (`verify_metadata`, then `complete` for every
+//! entry: steps 1-8) runs through a [`RegistrySource`] that fetches each file it is asked for into
 //! a staging folder inside the target; only when all of it passed are the staged files
 //! moved into place, content-addressed files first, then roots, then the index, then
 //! `timestamp.json` last, each atomically. Sync therefore holds no copy of the registry
@@ -11,12 +11,11 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use cuda_aot::Digest;
 use cuda_aot::source::{DirSource, RegistrySource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Options, verify_index};
-use cuda_aot::{Digest, Limits};
+use cuda_aot::verify::{Options, Select, Verified, rollback_floor, verify_metadata};
 
-use crate::dir::DirRegistry;
 use crate::error::{Error, Result};
 use crate::oci::{OciOptions, OciRemote};
 use crate::remote::{HttpOptions, HttpRemote, Remote, read_capped};
@@ -309,15 +308,18 @@ pub fn sync(
     let _lock = lock(&staging_root.join("lock"))?;
     let staging = staging_root.join("files");
 
-    // Rollback floor: never replace the target's copy with an older one.
-    let mut seen = opts.seen;
-    if let Ok(Some((ts, idx))) = DirRegistry::new(target).current() {
-        seen = seen.max(TrustState {
-            timestamp: ts.version,
-            index: idx.version,
-            ..TrustState::default()
-        });
-    }
+    // Rollback floor: never replace the target's copy with an older one, whatever
+    // rotations its chain holds (a non-regular file in the target is refused, not read).
+    let floor = rollback_floor(&DirSource::new(target), anchor, &opts.verify.limits);
+    let seen = match floor {
+        Ok(floor) => opts.seen.merged(floor),
+        Err(e @ (cuda_aot::Error::NotRegular { .. } | cuda_aot::Error::Symlink { .. })) => {
+            return Err(Error::Core(e));
+        }
+        // A target whose chain does not verify (damaged, or of another trust root) sets no
+        // floor: the saved state still protects, and the sync repairs the copy.
+        Err(_) => opts.seen,
+    };
 
     let (src, index) = match verify_all(remote, target, &staging, anchor, seen, opts, true) {
         Ok(v) => v,
@@ -341,9 +343,10 @@ pub fn sync(
     for path in staged {
         let from = staging.join(path);
         let to = target.join(path);
-        if let Ok(existing) = fs::read(&to)
-            && fs::read(&from).is_ok_and(|new| new == existing)
-        {
+        // Unchanged files stay. Both reads are bounded and never block: a FIFO or a device
+        // in the target is refused (the staged file is regular, it was just written).
+        let new = fs::read(&from).map_err(|e| Error::io(&from, e))?;
+        if cuda_aot::fs::read_at_most(&to, new.len() as u64)?.is_some_and(|old| old == new) {
             continue;
         }
         check_no_link(target, path)?;
@@ -400,17 +403,13 @@ fn verify_all<'a>(
     seen: TrustState,
     opts: &SyncOptions,
     reuse: bool,
-) -> std::result::Result<(SyncSource<'a>, cuda_aot::verify::VerifiedIndex), Box<(Error, bool)>> {
+) -> std::result::Result<(SyncSource<'a>, Verified), Box<(Error, bool)>> {
     let src = SyncSource::new(remote, target, staging, reuse);
-    let limits: Limits = opts.verify.limits;
-    let run = || -> cuda_aot::Result<cuda_aot::verify::VerifiedIndex> {
-        // 1-5: root chain, timestamp, index and every manifest, fetched as they are read.
-        let index = verify_index(&src, anchor, seen, &opts.verify)?;
-        // 6-7: every blob (size first, blake3, ELF SM), so a mirror holds only good bytes.
-        for m in index.manifests() {
-            index.load_module(&src, m, &limits)?;
-        }
-        Ok(index)
+    // Steps 1-8, every file fetched as the verifier reads it, every blob included (size
+    // first, blake3, content), so a mirror holds only good bytes. One file at a time: the
+    // fetches resume and retry in order.
+    let run = || -> cuda_aot::Result<Verified> {
+        Ok(verify_metadata(&src, anchor, seen, &opts.verify)?.complete(&src, Select::all())?)
     };
     match run() {
         Ok(index) => Ok((src, index)),

@@ -159,6 +159,51 @@ fn a_release_published_over_http_syncs_and_verifies() {
     );
 }
 
+/// Issue 18: with a stolen publish token, PUTting back an older but unexpired timestamp
+/// (anyone can download one) after a rotation of the publisher keys is refused, as it is
+/// without a rotation; the server keeps serving the newer release. (The floor the server
+/// built from the timestamp it serves carried root v0, so the rotation already in the
+/// chain discarded it: 200, and the older release was served.)
+#[test]
+fn issue_18_a_stolen_token_cannot_put_back_an_older_timestamp_after_a_publisher_rotation() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let st = store(&s, TOKEN);
+    let auth = bearer();
+    let h = [(auth.0, auth.1.as_str())];
+    publish_via(&st, &f, &[f.module("sm_90", None)], &f.keys.publisher).unwrap();
+    let publisher2 = key();
+    let root2 = f.root_rotating_publisher(2, &publisher2);
+    let (status, text) = put(&s, &layout::root(2), &root2, &h);
+    assert_eq!(status, 201, "{text}");
+    let p = publish_via(&st, &f, &[f.module("sm_80", None)], &publisher2).unwrap();
+    assert!(p.recovered, "{p:?}");
+    let served = f.path("served");
+    let older = std::fs::read(served.join(layout::TIMESTAMP)).unwrap();
+    let newer = publish_via(&st, &f, &[f.module("sm_120", None)], &publisher2).unwrap();
+    assert!(newer.timestamp_version > p.timestamp_version, "{newer:?}");
+    let current = std::fs::read(served.join(layout::TIMESTAMP)).unwrap();
+
+    let tag = format!("\"{}\"", Digest::of(&current).hex());
+    let (status, text) = put(
+        &s,
+        layout::TIMESTAMP,
+        &older,
+        &[h[0], ("If-Match", tag.as_str())],
+    );
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("rollback refused"), "{text}");
+    assert_eq!(
+        std::fs::read(served.join(layout::TIMESTAMP)).unwrap(),
+        current,
+        "the newer timestamp is still served"
+    );
+    assert_eq!(
+        verify_dir(&served, &f.root_file).unwrap().index().version,
+        newer.index_version
+    );
+}
+
 #[test]
 fn without_the_token_nothing_is_accepted() {
     let f = Fixture::new();

@@ -373,6 +373,93 @@ fn a_stale_server_cannot_roll_the_local_copy_back() {
     );
 }
 
+/// Issue 18: once the registry's chain holds a rotation that replaced the publisher keys,
+/// the target's own copy still sets the floor: a mirror serving an older release signed
+/// after that rotation cannot roll the target back (the floor used to carry root v0, so
+/// the rotation, already in the chain, discarded the target's versions).
+#[test]
+fn issue_18_a_mirror_cannot_roll_a_target_back_after_a_publisher_rotation() {
+    let f = Fixture::new();
+    f.publish(&["sm_90"]);
+    let publisher2 = key();
+    let root2 = f.root_rotating_publisher(2, &publisher2);
+    std::fs::write(f.reg_path().join(layout::root(2)), &root2).unwrap();
+    let p = f.publish_modules_as(&[f.module("sm_80", None)], &publisher2);
+    assert!(p.recovered, "{p:?}");
+    let old = f.path("old");
+    copy_dir(&f.reg_path(), &old);
+    let newer = f.publish_modules_as(&[f.module("sm_120", None)], &publisher2);
+    assert!(
+        newer.index_version > p.index_version,
+        "{newer:?} after {p:?}"
+    );
+
+    let target = f.path("mirror");
+    let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
+    let r = sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
+    assert_eq!(r.index_version, newer.index_version);
+    let stale = ServeProcess::start(&old, "127.0.0.1:0", &[]);
+    let err = sync_url(&stale.url(), &target, &f.root_file, fast()).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Core(cuda_aot::Error::Rollback { what, seen, got })
+                if what == "timestamp" && *seen == newer.timestamp_version && *got == p.timestamp_version
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        verify_dir(&target, &f.root_file).unwrap().index().version,
+        newer.index_version,
+        "the target still holds the newer release"
+    );
+}
+
+/// Issue 18: a FIFO where the target's `timestamp.json` (or any file a sync would replace)
+/// belongs is refused at once, naming it; the sync used to wait on it forever, holding
+/// the target's lock.
+#[test]
+fn issue_18_a_fifo_in_the_target_is_refused_without_blocking() {
+    let f = Fixture::new();
+    f.publish(&["sm_90"]);
+    let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
+    for victim in [layout::TIMESTAMP.to_string(), layout::index(1)] {
+        let target = f.path(&format!("mirror-{}", victim.len()));
+        sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
+        let fifo = target.join(&victim);
+        std::fs::remove_file(&fifo).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (url, root, t) = (s.url(), f.root_file.clone(), target.clone());
+        std::thread::spawn(move || {
+            let _ = tx.send(sync_url(&url, &t, &root, fast()));
+        });
+        let res = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("sync blocked on the FIFO at {victim}"));
+        let err = res.unwrap_err();
+        assert!(
+            matches!(&err, Error::Core(cuda_aot::Error::NotRegular { path, .. }) if *path == fifo),
+            "{victim}: {err}"
+        );
+        assert!(err.fix().contains("remove"), "{}", err.fix());
+        // Nothing was replaced: the FIFO is still there.
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+    }
+}
+
 #[test]
 fn a_damaged_local_copy_is_repaired_from_the_server() {
     let f = Fixture::new();

@@ -14,7 +14,7 @@ use cuda_aot::metadata::{
 };
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Options, VerifiedIndex, VerifiedModule, verify_index};
+use cuda_aot::verify::{Options, Verified, VerifiedModule, verify_all};
 use cuda_aot::*;
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
 
@@ -272,20 +272,16 @@ impl Fixture {
     }
 
     /// Verifies metadata and every blob with `opts`, saving the trust state on success.
-    pub fn verify_with(&self, opts: &Options) -> Result<(VerifiedIndex, Vec<VerifiedModule>)> {
+    pub fn verify_with(&self, opts: &Options) -> Result<(Verified, Vec<VerifiedModule>)> {
         let src = DirSource::new(self.reg_path());
         let seen = TrustState::load(&self.state_path(), 4096)?;
-        let idx = verify_index(&src, &self.root_file, seen, opts)?;
-        let mods = idx
-            .manifests()
-            .iter()
-            .map(|m| idx.load_module(&src, m, &opts.limits))
-            .collect::<Result<Vec<_>>>()?;
-        idx.state().save(&self.state_path())?;
-        Ok((idx, mods))
+        let verified = verify_all(&src, &self.root_file, seen, opts)?;
+        let mods = verified.modules().iter().map(|(_, m)| m.clone()).collect();
+        verified.state().save(&self.state_path())?;
+        Ok((verified, mods))
     }
 
-    pub fn verify(&self) -> Result<(VerifiedIndex, Vec<VerifiedModule>)> {
+    pub fn verify(&self) -> Result<(Verified, Vec<VerifiedModule>)> {
         self.verify_with(&Options::default())
     }
 

@@ -14,8 +14,9 @@ use crate::{anchor, paths};
 /// file, the clock-skew allowance and the required channel.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CheckArgs {
-    /// Rollback-protection state file [default: one per registry folder under
-    /// .cuda-aot/state/ of the project, the same for verify and sync].
+    /// Rollback-protection state file [default: the per-user file the prover runtime
+    /// reads for this registry folder: $CUDA_AOT_STATE_DIR, else
+    /// $XDG_STATE_HOME/cuda-aot/trust/, else ~/.local/state/cuda-aot/trust/].
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// Accept documents up to this many seconds past their expiry (clock skew). Logged.
@@ -28,10 +29,11 @@ pub struct CheckArgs {
 
 impl CheckArgs {
     /// The state file for the registry folder `registry`: `--state`, else its default.
-    pub fn state_path(&self, registry: &std::path::Path) -> PathBuf {
-        self.state
-            .clone()
-            .unwrap_or_else(|| crate::paths::state_file(registry))
+    pub fn state_path(&self, registry: &std::path::Path) -> Result<PathBuf> {
+        match &self.state {
+            Some(p) => Ok(p.clone()),
+            None => crate::paths::state_file(registry),
+        }
     }
 
     /// Verification options with this clock skew and channel.

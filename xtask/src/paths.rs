@@ -216,15 +216,20 @@ fn checkout_at_or_above(dir: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// The default trust-state file for a registry: `.cuda-aot/state/<blake3 of its
-/// location>.json` ([`cuda_aot::state::TrustState::location`]: the same before and after
-/// the folder exists), shared by verify, sync and publish.
-pub fn state_file(registry: &Path) -> PathBuf {
-    let abs = cuda_aot::state::TrustState::location(registry);
-    let key = blake3::hash(abs.to_string_lossy().as_bytes()).to_hex();
-    work_dir()
-        .join("state")
-        .join(format!("{}.json", &key[..16]))
+/// The default trust-state file for a registry folder: the one [`cuda_aot::Runtime::open`]
+/// reads by default ([`cuda_aot::state::TrustState::default_path`]: per user, per registry
+/// location, `$CUDA_AOT_STATE_DIR` first), so what `verify`, `sync`, `release` and OCI pulls
+/// saw is the floor a prover on the same host starts from.
+pub fn state_file(registry: &Path) -> Result<PathBuf> {
+    cuda_aot::state::TrustState::default_path(registry).ok_or_else(|| {
+        crate::advice::fail(
+            format!(
+                "no per-user folder for the rollback state of {} (neither CUDA_AOT_STATE_DIR, XDG_STATE_HOME nor HOME is set)",
+                registry.display()
+            ),
+            "set CUDA_AOT_STATE_DIR to a folder that outlives this machine's processes (the prover's runtime reads the same one), or pass --state FILE",
+        )
+    })
 }
 
 #[cfg(test)]

@@ -247,10 +247,12 @@ fn publish_dir(
     )
     .map_err(|e| match e.downcast_ref::<cuda_aot_registry::Error>() {
         // Name the state file those versions come from.
-        Some(cuda_aot_registry::Error::SeenExhausted { .. }) => e.context(format!(
-            "trust state {}",
-            crate::paths::state_file(registry).display()
-        )),
+        Some(cuda_aot_registry::Error::SeenExhausted { .. }) => {
+            match crate::paths::state_file(registry) {
+                Ok(state) => e.context(format!("trust state {}", state.display())),
+                Err(_) => e,
+            }
+        }
         _ => e,
     })
 }
@@ -258,7 +260,7 @@ fn publish_dir(
 /// The versions of the registry folder `registry` that this checkout's verifier has seen
 /// (its default state file): a registry deleted and published again continues above them.
 fn seen_here(registry: &Path) -> Result<TrustState> {
-    let state = crate::paths::state_file(registry);
+    let state = crate::paths::state_file(registry)?;
     Ok(TrustState::load(&state, Limits::default().state)?)
 }
 

@@ -155,7 +155,7 @@ impl Args {
         eprintln!("      {}", publish::describe(&p, &registry));
 
         eprintln!("[5/5] verify");
-        let state = paths::state_file(&registry);
+        let state = paths::state_file(&registry)?;
         let v = verify::verify_registry(
             &registry,
             &keys.trust,

@@ -1,10 +1,10 @@
 //! `cargo xtask verify`: verify a registry offline and print what it holds.
 
 use anyhow::Result;
+use cuda_aot::Channel;
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
-use cuda_aot::verify::{Freshness, Options, VerifiedIndex, VerifiedManifest, verify_metadata};
-use cuda_aot::{Channel, Limits};
+use cuda_aot::verify::{Freshness, Options, Select, VerifiedIndex, verify_metadata};
 use std::path::Path;
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let trust = self.at.trust_file()?;
         let registry = self.at.registry();
-        let state = self.check.state_path(&registry);
+        let state = self.check.state_path(&registry)?;
         let base = self.check.options();
         let opts = Options {
             offline_grace: Duration::from_secs(self.offline_grace_days.saturating_mul(86_400)),
@@ -164,10 +164,9 @@ pub fn verify_registry(
     opts: &Options,
     save: SaveState,
 ) -> Result<Verified> {
-    let limits = Limits::default();
     // The anchor first, on its own: a bad trust root file gets advice about trust roots.
     let (anchor, _) = anchor::read(trust)?;
-    let seen = TrustState::load(state_path, limits.state)?;
+    let seen = TrustState::load(state_path, opts.limits.state)?;
     eprintln!(
         "verifying {} against {} (clock skew allowance {}s)",
         registry.display(),
@@ -175,34 +174,30 @@ pub fn verify_registry(
         opts.skew.as_secs()
     );
     let src = DirSource::new(registry);
-    // Steps 1-6: metadata, then every manifest (read and hashed on several threads when
-    // the index is long).
-    let mut index = verify_metadata(&src, &anchor, seen, opts)?;
-    let all: Vec<usize> = (0..index.index().entries.len()).collect();
-    index.verify_entries_parallel(&src, &all)?;
-    // Steps 7-8: every blob (size, blake3, content), on several threads when the bundle is
-    // large; the first failure in index order is reported.
-    let manifests: Vec<&VerifiedManifest> = index.manifests().iter().collect();
-    let bytes = manifests
-        .iter()
-        .map(|m| m.manifest().size)
-        .fold(0u64, u64::saturating_add);
-    let threads = cuda_aot::parallel::threads_for(manifests.len(), bytes);
-    // The verified bytes are not kept: a prover loads them, this command only checks.
-    cuda_aot::parallel::try_map(&manifests, threads, |m| {
-        index.load_module(&src, m, &limits).map(drop).map_err(|e| {
-            let man = m.manifest();
-            Subject {
-                module: Some(man.identity.module.to_string()),
-                target: Some(man.identity.sm.to_string()),
-                file: Some(registry.join(layout::blob(&man.module_digest))),
+    // Steps 1-8: metadata, every manifest, every blob and its content, on several threads
+    // when the bundle is large; the verified bytes are not kept (a prover loads them, this
+    // command only checks). The first failure in index order names its module and file.
+    let verified = verify_metadata(&src, &anchor, seen, opts)?
+        .complete(&src, Select::all().parallel())
+        .map_err(|f| {
+            let subject = Subject {
+                module: f.entry.as_ref().map(|e| e.module.to_string()),
+                target: f.entry.as_ref().map(|e| e.sm.to_string()),
+                file: f.blob.map(|d| registry.join(layout::blob(&d))).or_else(|| {
+                    f.entry
+                        .as_ref()
+                        .map(|e| registry.join(layout::manifest(&e.manifest)))
+                }),
+            };
+            match f.entry {
+                Some(_) => subject.attach((*f.error).into()),
+                None => anyhow::Error::from(*f.error),
             }
-            .attach(e.into())
-        })
-    })?;
+        })?;
     if save == SaveState::Yes {
-        index.state().save(state_path)?;
+        verified.state().save(state_path)?;
     }
+    let index = verified.metadata().clone();
     if let Some(old) = index.discarded_state() {
         eprintln!(
             "note: the trust root rotated the publisher keys: discarded the saved timestamp v{} and index v{}",

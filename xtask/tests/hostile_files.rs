@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 fn xtask() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.env("CUDA_AOT_STATE_DIR", common::state_dir());
+    c
 }
 
 /// Runs `cmd`, killing it after `deadline`; returns its output and whether it was killed.

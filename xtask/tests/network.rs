@@ -211,6 +211,61 @@ fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_a
     assert!(text.contains("fetched 1 file(s)"), "{text}");
 }
 
+/// Issue 18: `cargo xtask sync` saves its rollback state in the file the prover runtime
+/// reads by default for the synced folder (`TrustState::file_in` of the state folder, the
+/// function behind `TrustState::default_path` and `Policy::state_path`), not in a
+/// checkout-local file: `verify` without `--state` then starts from what the sync saw.
+#[test]
+fn issue_18_cargo_xtask_sync_updates_the_state_file_the_runtime_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let reg = release().join("registry");
+    let state_dir = tmp.path().join("state");
+    let to = tmp.path().join("mirror");
+    let mut serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&reg]);
+    run_ok(
+        xtask()
+            .env("CUDA_AOT_STATE_DIR", &state_dir)
+            .args(["sync", "--from", &serve.url(), "--to"])
+            .arg(&to),
+    );
+    let _ = serve.stop();
+    let file = cuda_aot::state::TrustState::file_in(&state_dir, &to);
+    let saved = cuda_aot::state::TrustState::load(&file, 4096).unwrap();
+    let index = cuda_aot_registry::DirRegistry::new(&to)
+        .current()
+        .unwrap()
+        .unwrap()
+        .1;
+    assert!(
+        saved.index == index.version && saved.root >= 1 && saved.fresh_at.is_some(),
+        "{file:?}: {saved:?}"
+    );
+    let names: Vec<_> = std::fs::read_dir(&state_dir).unwrap().collect();
+    assert_eq!(
+        names.len(),
+        2,
+        "the state file and its lock only: {names:?}"
+    );
+    // verify, with no --state, reads that file: a floor above the mirror is a rollback.
+    let inflated = cuda_aot::state::TrustState {
+        index: index.version + 1,
+        timestamp: saved.timestamp + 1,
+        ..saved
+    };
+    std::fs::write(&file, cuda_aot::json::to_vec(&inflated)).unwrap();
+    let out = xtask()
+        .env("CUDA_AOT_STATE_DIR", &state_dir)
+        .args(["verify", "--registry"])
+        .arg(&to)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("rollback refused"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_release_round_trips_through_an_oci_registry() {
     let tmp = tempfile::tempdir().unwrap();

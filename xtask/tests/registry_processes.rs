@@ -13,7 +13,9 @@ use cuda_aot::{
 };
 
 fn xtask() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.env("CUDA_AOT_STATE_DIR", common::state_dir());
+    c
 }
 
 fn run_ok(cmd: &mut Command) -> Output {

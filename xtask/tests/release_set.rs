@@ -16,9 +16,15 @@ fn finished(out: &Out) -> serde_json::Value {
 
 /// `release --module gamma --json` of the workspace's spec: its `release-finished` message.
 fn release_gamma(spec: &std::path::Path) -> serde_json::Value {
+    release_gamma_with(spec, common::state_dir())
+}
+
+/// [`release_gamma`] with the rollback state in `state`.
+fn release_gamma_with(spec: &std::path::Path, state: &std::path::Path) -> serde_json::Value {
     finished(
         &Out::of(
             xtask()
+                .env("CUDA_AOT_STATE_DIR", state)
                 .args(["release", "--module", "gamma", "--json", "--spec"])
                 .arg(spec),
         )
@@ -123,9 +129,10 @@ fn an_inflated_local_state_is_named_with_its_fix_when_a_registry_is_emptied() {
     let ws = Ws::new();
     let spec = ws.path("spec/release.toml");
     let registry = ws.path("spec/.cuda-aot/registry");
-    release_gamma(&spec);
-    Out::of(xtask().current_dir(ws.path("spec")).arg("verify")).ok();
-    let states: Vec<_> = std::fs::read_dir(ws.path("spec/.cuda-aot/state"))
+    let state_dir = ws.path("state");
+    release_gamma_with(&spec, &state_dir);
+    // The release saved the state where the runtime reads it: one file for this registry.
+    let states: Vec<_> = std::fs::read_dir(&state_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -140,6 +147,7 @@ fn an_inflated_local_state_is_named_with_its_fix_when_a_registry_is_emptied() {
     std::fs::remove_dir_all(&registry).unwrap();
     let out = Out::of(
         xtask()
+            .env("CUDA_AOT_STATE_DIR", &state_dir)
             .args(["release", "--module", "gamma", "--spec"])
             .arg(&spec),
     )
@@ -159,6 +167,6 @@ fn an_inflated_local_state_is_named_with_its_fix_when_a_registry_is_emptied() {
     );
 
     std::fs::remove_file(state).unwrap();
-    let again = release_gamma(&spec);
+    let again = release_gamma_with(&spec, &state_dir);
     assert_eq!(again["index_version"], 1, "{again}");
 }

@@ -25,9 +25,8 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use cuda_aot::metadata::{BuildStatement, Index, Promotion, Timestamp};
 use cuda_aot::source::{DirSource, RegistrySource, layout};
-use cuda_aot::state::TrustState;
-use cuda_aot::trust::{VerifiedRoot, decode_unverified};
-use cuda_aot::verify::{Options, verify_index};
+use cuda_aot::trust::VerifiedRoot;
+use cuda_aot::verify::{Options, rollback_floor, verify_all};
 use cuda_aot::{Digest, Limits, Manifest};
 
 use super::Shared;
@@ -479,7 +478,7 @@ fn stage_index(
 
 /// A registry source that sees `overlay` files on top of the directory.
 struct Overlay<'a> {
-    dir: &'a dyn RegistrySource,
+    dir: &'a (dyn RegistrySource + Sync),
     files: BTreeMap<String, &'a [u8]>,
 }
 
@@ -524,18 +523,13 @@ fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Ac
             "timestamp.json changed since this publish read it: another publisher committed first\nFix: run the publish again (it will build on the new index)".into(),
         ));
     }
-    // The versions now served: the new timestamp must be newer, its index not older.
-    let seen = match &current {
-        Some(b) => {
-            let cur: Timestamp = decode_unverified(b, limits.timestamp, layout::TIMESTAMP)?;
-            TrustState {
-                timestamp: cur.version.saturating_add(1),
-                index: cur.index.version,
-                ..TrustState::default()
-            }
-        }
-        None => TrustState::default(),
-    };
+    // The versions now served, with the root they were signed under: the new timestamp
+    // must be newer and its index not older, unless a rotation the served timestamp has
+    // not seen replaced the publisher keys (the recovery from a stolen key).
+    let mut seen = rollback_floor(dir, &p.anchor, &limits)?;
+    if current.is_some() {
+        seen.timestamp = seen.timestamp.saturating_add(1);
+    }
     let index_rel = layout::index(ts.index.version);
     let committed = dir.read_at_most(&index_rel, 0)?.is_some();
     let staged = match committed {
@@ -552,10 +546,7 @@ fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Ac
         files.insert(index_rel.clone(), s.as_slice());
     }
     let overlay = Overlay { dir, files };
-    let v = verify_index(&overlay, &p.anchor, seen, &Options::default())?;
-    for m in v.manifests() {
-        v.load_module(&overlay, m, &limits)?;
-    }
+    verify_all(&overlay, &p.anchor, seen, &Options::default()).map_err(cuda_aot::Error::from)?;
     match &staged {
         Some(index) => {
             p.store.commit(&Commit {

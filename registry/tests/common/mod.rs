@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use cuda_aot::metadata::{Attested, BuildStatement};
 use cuda_aot::source::DirSource;
-use cuda_aot::verify::{Options, VerifiedIndex, verify_index};
+use cuda_aot::verify::{Options, Verified, verify_all};
 use cuda_aot::*;
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
 
@@ -114,6 +114,11 @@ impl Fixture {
     /// Publishes `mods` as one build signed by the fixture's builder, keeping the entries
     /// of earlier builds (so each publish adds to the registry).
     pub fn publish_modules(&self, mods: &[Module]) -> Published {
+        self.publish_modules_as(mods, &self.keys.publisher)
+    }
+
+    /// [`Fixture::publish_modules`] signed by `publisher` (a key a rotation introduced).
+    pub fn publish_modules_as(&self, mods: &[Module], publisher: &SecretKey) -> Published {
         let anchor = &self.root_file;
         let root = cuda_aot::trust::verify_anchor(anchor, &Limits::default(), "root").unwrap();
         let (statement, files) = build(mods, &self.keys.builder);
@@ -126,8 +131,20 @@ impl Fixture {
             ..PublishOptions::default()
         };
         self.registry()
-            .publish(anchor, &release, &[&self.keys.publisher], &opts)
+            .publish(anchor, &release, &[publisher], &opts)
             .unwrap()
+    }
+
+    /// Root v`version` of the fixture's keys with `publisher` as the only publisher key,
+    /// signed by the fixture's root key (the root keys stay: old and new root keys are the
+    /// same), as `root/<version>.root.json` bytes.
+    pub fn root_rotating_publisher(&self, version: u64, publisher: &SecretKey) -> Vec<u8> {
+        let mut root = root_payload(&self.keys, version, Channel::Dev);
+        root.roles.publisher = cuda_aot::metadata::Role {
+            keys: vec![publisher.public()],
+            threshold: 1,
+        };
+        sign_doc(&root, &[&self.keys.root])
     }
 
     /// The registry file of a module's blob.
@@ -164,13 +181,14 @@ pub fn build(mods: &[Module], builder: &SecretKey) -> (Vec<u8>, Vec<ManifestAndB
 }
 
 /// Verifies the registry folder `dir` fully (metadata and every blob) against `root_file`.
-pub fn verify_dir(dir: &Path, root_file: &[u8]) -> Result<VerifiedIndex> {
+pub fn verify_dir(dir: &Path, root_file: &[u8]) -> Result<Verified> {
     let src = DirSource::new(dir);
-    let idx = verify_index(&src, root_file, Default::default(), &Options::default())?;
-    for m in idx.manifests() {
-        idx.load_module(&src, m, &Default::default())?;
-    }
-    Ok(idx)
+    Ok(verify_all(
+        &src,
+        root_file,
+        Default::default(),
+        &Options::default(),
+    )?)
 }
 
 /// The real `cuda-aot-registry serve` process.

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use cuda_aot::cuda::{self, Device};
 use cuda_aot::source::DirSource;
-use cuda_aot::verify::{Options, verify_index};
+use cuda_aot::verify::{Options, verify_all};
 use cuda_aot::{Channel, Kind, Limits, Policy, Runtime};
 use cuda_aot_bench as raw;
 use std::collections::BTreeMap;
@@ -560,20 +560,17 @@ impl Args {
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
         let src = DirSource::new(self.at.registry());
-        let idx = verify_index(&src, trust, Default::default(), &Options::default())?;
+        let verified = verify_all(&src, trust, Default::default(), &Options::default())
+            .map_err(cuda_aot::Error::from)?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
-        for m in idx.manifests() {
+        for (_, m) in verified.modules() {
             let id = &m.manifest().identity;
             let n = id.sm.number();
             if id.kind != Kind::Ptx || !id.sm.can_jit_on(cc.0, cc.1) {
                 continue;
             }
             if best.get(id.module.as_str()).is_none_or(|(b, _)| *b < n) {
-                let bytes = idx
-                    .load_module(&src, m, &Limits::default())?
-                    .bytes()
-                    .to_vec();
-                best.insert(id.module.to_string(), (n, bytes));
+                best.insert(id.module.to_string(), (n, m.bytes().to_vec()));
             }
         }
         Ok(best.into_iter().map(|(k, (_, v))| (k, v)).collect())

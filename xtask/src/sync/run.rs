@@ -16,7 +16,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let trust = anchor::trust_file(self.trust.as_deref())?;
         let anchor = anchor::read_bytes(&trust)?;
-        let state_path = self.check.state_path(&self.to);
+        let state_path = self.check.state_path(&self.to)?;
         let limits = Limits::default();
         let seen = TrustState::load(&state_path, limits.state)?;
         let opts = SyncOptions {

@@ -16,11 +16,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub fn xtask() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
     c.env_remove("CUDA_AOT_BUILD_CACHE")
-        .env_remove("CUDA_AOT_CACHE_MAX_SIZE");
+        .env_remove("CUDA_AOT_CACHE_MAX_SIZE")
+        .env("CUDA_AOT_STATE_DIR", state_dir());
     if std::env::var_os("CUDA_AOT_TOOLKIT_DIR").is_none() {
         c.env("CUDA_AOT_TOOLKIT_DIR", repo().join(".cuda-aot/toolkit"));
     }
     c
+}
+
+/// The rollback-state folder of this test binary's commands (the per-user default would
+/// be the developer's own `~/.local/state`): one temporary folder per test binary, one file
+/// per registry in it, as on a user's machine. A test that reads the state sets its own.
+pub fn state_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary state folder"))
+        .path()
 }
 
 /// The repository root.
