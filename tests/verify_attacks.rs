@@ -1145,6 +1145,74 @@ fn issue_7_a_promotion_of_another_schedule_version_is_refused() {
     );
 }
 
+/// Issue 18: publish and verify apply one promotion rule (`Promotion::covers`). For every
+/// set drawn from five records (the right one; one at another schedule version; one per
+/// target; one of another module), a set the publisher accepts verifies, and a set it
+/// refuses is refused by the verifier too when a publisher key alone serves it. (The
+/// verifier used to take the first record listing a digest and then check its schedule:
+/// a set publish accepted could be refused, depending on the digests' order.)
+#[test]
+fn issue_18_publish_and_verify_agree_on_every_promotion_record_set() {
+    let record = |f: &Fixture, module: &str, schedule: u32, manifests: Vec<Digest>| {
+        let p = cuda_aot::metadata::Promotion {
+            schema: cuda_aot::metadata::Promotion::SCHEMA.into(),
+            module: cuda_aot::ModuleName::new(module).unwrap(),
+            schedule_version: schedule,
+            manifests,
+            parity_report: Digest::of(b"parity report"),
+            resource_review: Digest::of(b"resource review"),
+            note: format!("{module} at {schedule}"),
+        };
+        sign_doc(&p, &[&f.keys.reviewer])
+    };
+    let (mut accepted, mut refused) = (0, 0);
+    for set in 0u32..32 {
+        let f = Fixture::with_channel(Channel::Production);
+        let mods = [
+            add_module("sm_80", Channel::Production),
+            add_module("sm_90", Channel::Production),
+        ];
+        let build = || Build::new(&mods, &[&f.keys.builder]);
+        let d = build().manifest_digests();
+        let pool = [
+            record(&f, "add", 2, d.clone()),
+            record(&f, "other", 1, d.clone()),
+            record(&f, "add", 1, vec![d[0]]),
+            record(&f, "add", 1, vec![d[1]]),
+            record(&f, "add", 1, d.clone()),
+        ];
+        let records: Vec<Vec<u8>> = (0..pool.len())
+            .filter(|k| set & (1 << k) != 0)
+            .map(|k| pool[k].clone())
+            .collect();
+        match f.publish(build(), records.clone(), PublishOptions::default()) {
+            Ok(_) => {
+                f.verify()
+                    .unwrap_or_else(|e| panic!("set {set:05b}: published, then refused: {e}"));
+                accepted += 1;
+            }
+            Err(e) => {
+                assert!(
+                    matches!(
+                        &e,
+                        cuda_aot_registry::Error::Core(Error::NotPromoted { .. })
+                    ),
+                    "set {set:05b}: {e}"
+                );
+                f.forge(&build(), &records);
+                let err = f.verify().map(drop).unwrap_err();
+                assert!(
+                    matches!(&err, Error::NotPromoted { .. }),
+                    "set {set:05b}: publish refused, verify said {err}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    // Covered exactly when the right record, or both per-target ones, are in the set.
+    assert_eq!((accepted, refused), (16 + 4, 12));
+}
+
 #[test]
 fn issue_7_a_builder_key_signing_as_reviewer_is_refused() {
     let (f, build) = production();
