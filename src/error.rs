@@ -98,6 +98,17 @@ pub enum Error {
         /// The payload type found.
         actual: String,
     },
+    /// A registry source could not deliver a file for a reason of its own (a network
+    /// transfer that failed after its retries, say): the source's error, kept whole, so the
+    /// caller that made the source gets its own typed error back (`downcast_ref`).
+    #[error("{path}: {source}")]
+    Source {
+        /// The registry path that was being read.
+        path: String,
+        /// The source's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A public key or signature is malformed, or a key is weak.
     #[error("{what}: bad key or signature: {reason}")]
     BadKey {
@@ -520,6 +531,7 @@ impl Error {
             Error::InvalidName { .. } => {
                 "module names are 1-64 characters of a-z, 0-9 and _, starting with a letter; targets look like sm_90, sm_90a or compute_90".into()
             }
+            Error::Source { .. } => "the registry could not be read: see the cause above; fix the source (network, server, permissions) and run again".into(),
             Error::NotRegular { .. } => "registry files and trust roots must be regular files (not pipes, devices or folders): remove or replace what stands at that path, or point at the registry folder or file itself".into(),
             Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
             Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),

@@ -1,6 +1,7 @@
 //! Bounded, strict JSON parsing: size checked first, duplicated keys refused, then typed parsing.
 
 use serde::de::{DeserializeOwned, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -39,42 +40,35 @@ pub fn to_canonical<T: serde::Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn check_no_duplicate_keys(bytes: &[u8], what: &str) -> Result<()> {
+    let found = RefCell::new(None);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    match de.deserialize_any(DupCheck) {
+    match de.deserialize_any(DupCheck(&found)) {
         Ok(()) => Ok(()),
-        Err(e) => {
-            let msg = e.to_string();
-            match msg.strip_prefix(DUP_PREFIX) {
-                Some(rest) => {
-                    let key = rest.split(DUP_SUFFIX).next().unwrap_or(rest).to_string();
-                    Err(Error::DuplicateKey {
-                        what: what.into(),
-                        key,
-                    })
-                }
-                None => Err(Error::Json {
-                    what: what.into(),
-                    message: crate::error::escape_untrusted(&msg),
-                }),
-            }
-        }
+        // The repeated key travels as data beside serde's error, never inside its text.
+        Err(_) if found.borrow().is_some() => Err(Error::DuplicateKey {
+            what: what.into(),
+            key: found.take().unwrap_or_default(),
+        }),
+        Err(e) => Err(Error::Json {
+            what: what.into(),
+            message: crate::error::escape_untrusted(&e.to_string()),
+        }),
     }
 }
 
-const DUP_PREFIX: &str = "duplicated key \u{1}";
-const DUP_SUFFIX: &str = "\u{1}";
+/// Walks any JSON value and fails on the first object with a repeated key, which it
+/// records in the cell.
+#[derive(Clone, Copy)]
+struct DupCheck<'a>(&'a RefCell<Option<String>>);
 
-/// Walks any JSON value and fails on the first object with a repeated key.
-struct DupCheck;
-
-impl<'de> serde::de::DeserializeSeed<'de> for DupCheck {
+impl<'de> serde::de::DeserializeSeed<'de> for DupCheck<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(DupCheck)
+        d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for DupCheck {
+impl<'de> Visitor<'de> for DupCheck<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
@@ -98,16 +92,17 @@ impl<'de> Visitor<'de> for DupCheck {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(DupCheck)?.is_some() {}
+        while seq.next_element_seed(self)?.is_some() {}
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             if !seen.insert(key.clone()) {
-                return Err(A::Error::custom(format!("{DUP_PREFIX}{key}{DUP_SUFFIX}")));
+                *self.0.borrow_mut() = Some(key);
+                return Err(A::Error::custom("duplicated key"));
             }
-            map.next_value_seed(DupCheck)?;
+            map.next_value_seed(self)?;
         }
         Ok(())
     }

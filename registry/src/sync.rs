@@ -88,8 +88,6 @@ struct Record {
     bytes_fetched: u64,
     bytes_resumed: u64,
     retries: u32,
-    /// A transport failure that stopped the verification.
-    failure: Option<Error>,
 }
 
 /// A [`RegistrySource`] over a [`Remote`] that stages what it fetches, reuses what the
@@ -220,9 +218,10 @@ impl RegistrySource for SyncSource<'_> {
                     .map(Some)
                     .map_err(|e| match e {
                         Error::Io { path, source } => cuda_aot::Error::Io { path, source },
-                        other => cuda_aot::Error::Io {
+                        Error::Core(c) => c,
+                        other => cuda_aot::Error::Source {
                             path: path.into(),
-                            source: std::io::Error::other(other.to_string()),
+                            source: Box::new(other),
                         },
                     });
             }
@@ -236,16 +235,12 @@ impl RegistrySource for SyncSource<'_> {
         match self.fetch(path, max) {
             Ok(b) => Ok(b),
             Err(Error::Core(c)) => Err(c),
-            // The verifier speaks the core error type: keep the transport error for
-            // [`sync`] to report, and stop the verification with its text.
-            Err(e) => {
-                let text = e.to_string();
-                self.record.lock().expect("sync record").failure = Some(e);
-                Err(cuda_aot::Error::Io {
-                    path: PathBuf::from(path),
-                    source: std::io::Error::other(text),
-                })
-            }
+            // The verifier speaks the core error type: the transport error travels whole
+            // inside it, and [`sync`] reports it as itself.
+            Err(e) => Err(cuda_aot::Error::Source {
+                path: path.into(),
+                source: Box::new(e),
+            }),
         }
     }
 
@@ -415,8 +410,13 @@ fn verify_all<'a>(
         Ok(index) => Ok((src, index)),
         Err(e) => {
             let retry = reuse && src.reused_unchecked();
-            let failure = src.record.lock().expect("sync record").failure.take();
-            Err(Box::new((failure.unwrap_or(Error::Core(e)), retry)))
+            let e = match e {
+                cuda_aot::Error::Source { source, .. } if source.is::<Error>() => {
+                    *source.downcast::<Error>().expect("checked")
+                }
+                e => Error::Core(e),
+            };
+            Err(Box::new((e, retry)))
         }
     }
 }
