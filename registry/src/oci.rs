@@ -114,6 +114,117 @@ fn oci_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// The largest image manifest read: the OCI distribution spec's recommended 4 MiB (a
+/// cuda-aot manifest lists one small descriptor per registry file).
+pub const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
+
+/// Reads the tag's image manifest ourselves instead of through `oci-client` (which reads
+/// any size and follows redirects to any host): authenticated as `oci-client` would
+/// (its token exchange, or basic auth), redirects followed only on the registry's own
+/// host, the body cut at [`MAX_MANIFEST`]. `None` when the registry knows no such tag.
+async fn pull_manifest(
+    client: &Client,
+    reference: &Reference,
+    opts: &OciOptions,
+) -> Result<Option<OciImageManifest>> {
+    use oci_client::RegistryOperation;
+    let fail = |reason: String| oci_error(reference, reason);
+    let bearer = client
+        .auth(reference, &auth(opts), RegistryOperation::Pull)
+        .await
+        .map_err(|e| fail(format!("authentication: {e}")))?;
+    let registry = reference.resolve_registry().to_string();
+    let scheme = match opts.plain_http || is_loopback(&registry) {
+        true => "http",
+        false => "https",
+    };
+    let tag = reference
+        .digest()
+        .or(reference.tag())
+        .unwrap_or("latest")
+        .to_string();
+    let url = format!(
+        "{scheme}://{registry}/v2/{}/manifests/{tag}",
+        reference.repository()
+    );
+    let home = reqwest::Url::parse(&url).map_err(|e| fail(format!("{url}: {e}")))?;
+    let (host, port) = (
+        home.host_str().map(str::to_owned),
+        home.port_or_known_default(),
+    );
+    let http = reqwest::Client::builder()
+        .connect_timeout(opts.http.connect_timeout)
+        .read_timeout(opts.http.read_timeout)
+        .redirect(reqwest::redirect::Policy::custom(move |a| {
+            let same =
+                a.url().host_str() == host.as_deref() && a.url().port_or_known_default() == port;
+            match (same, a.previous().len()) {
+                (true, n) if n < 5 => a.follow(),
+                _ => a.stop(),
+            }
+        }))
+        .build()
+        .map_err(|e| fail(format!("cannot build an HTTP client: {e}")))?;
+    let mut req = http.get(home).header(
+        reqwest::header::ACCEPT,
+        oci_client::manifest::OCI_IMAGE_MEDIA_TYPE,
+    );
+    req = match (&bearer, &opts.basic_auth) {
+        (Some(token), _) => req.bearer_auth(token),
+        (None, Some((user, password))) => req.basic_auth(user, Some(password)),
+        (None, None) => req,
+    };
+    let resp = req.send().await.map_err(|e| fail(format!("{url}: {e}")))?;
+    let status = resp.status();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    if status.is_redirection() {
+        let to = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("(no Location)");
+        return Err(fail(format!(
+            "the manifest redirects to another host ({}): refused, a registry serves its own manifests",
+            cuda_aot::error::escape_untrusted(to)
+        )));
+    }
+    if !status.is_success() {
+        return Err(fail(format!("{url}: HTTP {status}")));
+    }
+    let mut resp = resp;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| fail(format!("{url}: {e}")))?
+    {
+        body.extend_from_slice(&chunk);
+        if body.len() as u64 > MAX_MANIFEST {
+            return Err(fail(format!(
+                "the manifest is larger than {MAX_MANIFEST} bytes: refused"
+            )));
+        }
+    }
+    if let Some(digest) = reference.digest() {
+        let got = format!("sha256:{}", hex_sha256(&body));
+        if got != digest {
+            return Err(fail(format!(
+                "the manifest's digest is {got}, not {digest}"
+            )));
+        }
+    }
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| fail(format!("the manifest is not an OCI image manifest: {e}")))
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
 /// A [`RegistrySource`] that records the paths a verification found.
 /// A source that keeps the bytes of every file the verifier read, so a push uploads
 /// exactly what was verified (never a second read of the path, which a local writer could
@@ -257,25 +368,12 @@ impl OciRemote {
     /// Like [`OciRemote::open`], but `None` when the registry knows no such tag (the first
     /// publish to a repository).
     pub fn open_existing(reference: &str, opts: OciOptions) -> Result<Option<OciRemote>> {
-        use oci_client::errors::{OciDistributionError as E, OciErrorCode as C};
         let reference = parse_reference(reference)?;
         let client = client(&reference, &opts);
         let rt = runtime(&reference.whole())?;
-        let (manifest, _digest) =
-            match rt.block_on(client.pull_image_manifest(&reference, &auth(&opts))) {
-                Ok(m) => m,
-                Err(E::ImageManifestNotFoundError(_)) | Err(E::ServerError { code: 404, .. }) => {
-                    return Ok(None);
-                }
-                Err(E::RegistryError { envelope, .. })
-                    if envelope.errors.iter().all(|e| {
-                        matches!(e.code, C::ManifestUnknown | C::NameUnknown | C::NotFound)
-                    }) =>
-                {
-                    return Ok(None);
-                }
-                Err(e) => return Err(oci_error(&reference, e)),
-            };
+        let Some(manifest) = rt.block_on(pull_manifest(&client, &reference, &opts))? else {
+            return Ok(None);
+        };
         if manifest.artifact_type.as_deref() != Some(ARTIFACT_TYPE) {
             return Err(oci_error(
                 &reference,
@@ -298,6 +396,14 @@ impl OciRemote {
                 return Err(oci_error(
                     &reference,
                     format!("layer {title} has media type {}", d.media_type),
+                ));
+            }
+            // A cuda-aot artifact has no foreign layers: the client would fetch a layer's
+            // `urls` from wherever they point.
+            if d.urls.as_ref().is_some_and(|u| !u.is_empty()) {
+                return Err(oci_error(
+                    &reference,
+                    format!("layer {title} names foreign URLs (a cuda-aot artifact never does)"),
                 ));
             }
             if layers.insert(title.clone(), d).is_some() {
