@@ -207,6 +207,9 @@ pub struct PublishOptions {
     /// numbers its first index and timestamp above them, so no client that saw the old
     /// line, that machine's own verifier included, refuses the new one as a rollback.
     pub seen: TrustState,
+    /// Byte caps and the root-chain cap for what the publisher reads back (the registry's
+    /// current files, the release's records).
+    pub limits: Limits,
 }
 
 impl Default for PublishOptions {
@@ -217,6 +220,7 @@ impl Default for PublishOptions {
             index_ttl: Duration::from_secs(365 * 86_400),
             keep_unlisted: false,
             seen: TrustState::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -289,14 +293,21 @@ struct Base {
 
 /// Reads and verifies the current state of `store` against `anchor` (walking the
 /// registry's root chain), for a publisher holding `publisher`.
-fn base(store: &dyn Store, anchor: &[u8], publisher: &[&SecretKey]) -> Result<Base> {
-    let limits = Limits::default();
+fn base(
+    store: &dyn Store,
+    anchor: &[u8],
+    publisher: &[&SecretKey],
+    limits: &Limits,
+) -> Result<Base> {
     let src = store.source();
-    let anchor_root = cuda_aot::trust::verify_anchor(anchor, &limits, "trust root")?;
+    let anchor_root = cuda_aot::trust::verify_anchor(anchor, limits, "trust root")?;
     let raw_ts = src.read_at_most(layout::TIMESTAMP, limits.timestamp)?;
-    let opts = Options::ignoring_expiry();
+    let opts = Options {
+        limits: *limits,
+        ..Options::ignoring_expiry()
+    };
     let (root, timestamp, index, recovered) = match raw_ts {
-        None => (walk(src, anchor_root, &limits)?, None, None, false),
+        None => (walk(src, anchor_root, limits)?, None, None, false),
         Some(ts_file) => match verify_metadata(src, anchor, TrustState::default(), &opts) {
             Ok(v) => {
                 let ts = v.timestamp().clone();
@@ -315,7 +326,7 @@ fn base(store: &dyn Store, anchor: &[u8], publisher: &[&SecretKey]) -> Result<Ba
                 role: RoleName::Publisher,
                 ..
             }) => {
-                let root = walk(src, anchor_root, &limits)?;
+                let root = walk(src, anchor_root, limits)?;
                 let digest = Digest::of(&ts_file);
                 let ts = decode_unverified::<Timestamp>(&ts_file, limits.timestamp, "timestamp")
                     .ok()
@@ -384,7 +395,7 @@ pub fn publish(
     publisher: &[&SecretKey],
     opts: &PublishOptions,
 ) -> Result<Published> {
-    let limits = Limits::default();
+    let limits = &opts.limits;
     if store
         .source()
         .read_at_most(&layout::root(1), limits.root)?
@@ -394,7 +405,7 @@ pub fn publish(
             path: store.describe().into(),
         });
     }
-    let base = base(store, anchor, publisher)?;
+    let base = base(store, anchor, publisher, &opts.limits)?;
     // An empty registry continues above the versions this publisher has seen: refuse seen
     // versions that cannot grow before anything is written.
     let from_seen = (base.timestamp.is_none() || base.index.is_none()) && !base.recovered;
@@ -546,7 +557,7 @@ pub fn refresh_timestamp(
     publisher: &[&SecretKey],
     opts: &PublishOptions,
 ) -> Result<Timestamp> {
-    let base = base(store, anchor, publisher)?;
+    let base = base(store, anchor, publisher, &opts.limits)?;
     let Some((current, digest)) = base.timestamp.filter(|_| !base.recovered) else {
         return Err(Error::Core(cuda_aot::Error::Missing {
             what: "timestamp signed by a current publisher key (publish a release first)".into(),
