@@ -468,7 +468,7 @@ impl Error {
                 "module names are 1-64 characters of a-z, 0-9 and _, starting with a letter; targets look like sm_90, sm_90a or compute_90".into()
             }
             Error::NotRegular { .. } => "point at the registry folder or file itself; registry files and trust roots must be regular files (not pipes, devices or folders)".into(),
-            Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
+            Error::Symlink { .. } => "replace the link with the file or folder itself: nothing below a registry root is read or written through a symbolic link, and registries are served as plain files".into(),
             Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),
             Error::BadKey { .. } => "regenerate the key with cargo xtask keygen and list its printed public key in the trust root".into(),
             Error::Threshold { role, valid: 0, foreign, .. }
