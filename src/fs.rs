@@ -9,6 +9,7 @@
 //! (`openat`), so a symbolic link anywhere below the root is refused, never followed, and
 //! no rename racing the walk can make them read or write a file outside the root.
 
+use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -142,9 +143,9 @@ impl Dir {
 
     /// Writes `bytes` to a fresh temporary file in this folder (created, never reused: the
     /// name holds the pid and a per-process counter) and fsyncs it; returns its name.
-    fn write_temp(&self, name: &str, bytes: &[u8]) -> std::io::Result<String> {
+    fn write_temp(&self, name: &OsStr, bytes: &[u8]) -> std::io::Result<String> {
         let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = format!(".tmp.{}.{n}.{name}", std::process::id());
+        let tmp = format!(".tmp.{}.{n}.{}", std::process::id(), name.to_string_lossy());
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         let fd = rustix::fs::openat(
             &self.fd,
@@ -164,7 +165,7 @@ impl Dir {
     /// Puts `bytes` at `name` in this folder atomically: temporary file, fsync, then a
     /// rename (`replace`) or a hard link (which fails with `AlreadyExists` rather than
     /// replace), then an fsync of the folder. A link at `name` is replaced, never followed.
-    fn put(&self, name: &str, bytes: &[u8], replace: bool) -> std::io::Result<()> {
+    fn put(&self, name: &OsStr, bytes: &[u8], replace: bool) -> std::io::Result<()> {
         let tmp = self.write_temp(name, bytes)?;
         let placed = if replace {
             rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, name)
@@ -181,10 +182,9 @@ impl Dir {
 }
 
 /// The folder and file name of `path` (a bare name is in `.`).
-fn split(path: &Path) -> std::io::Result<(&Path, &str)> {
+fn split(path: &Path) -> std::io::Result<(&Path, &OsStr)> {
     let name = path
         .file_name()
-        .and_then(|n| n.to_str())
         .ok_or_else(|| std::io::Error::other(format!("{}: no file name", path.display())))?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -370,7 +370,7 @@ fn folder_for_write<'a>(root: &Path, rel: &'a str) -> Result<(Dir, &'a str)> {
 /// at `rel` itself is replaced, not written through.
 pub fn write_atomic_beneath(root: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
     let (dir, name) = folder_for_write(root, rel)?;
-    dir.put(name, bytes, true)
+    dir.put(name.as_ref(), bytes, true)
         .map_err(|e| io_error(dir.path.join(name), e))
 }
 
@@ -378,7 +378,7 @@ pub fn write_atomic_beneath(root: &Path, rel: &str, bytes: &[u8]) -> Result<()> 
 /// it exists), with the guarantees of [`write_atomic_beneath`].
 pub fn create_new_atomic_beneath(root: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
     let (dir, name) = folder_for_write(root, rel)?;
-    dir.put(name, bytes, false)
+    dir.put(name.as_ref(), bytes, false)
         .map_err(|e| io_error(dir.path.join(name), e))
 }
 
