@@ -533,7 +533,7 @@ impl Error {
             }
             Error::Source { .. } => "the registry could not be read: see the cause above; fix the source (network, server, permissions) and run again".into(),
             Error::NotRegular { .. } => "registry files and trust roots must be regular files (not pipes, devices or folders): remove or replace what stands at that path, or point at the registry folder or file itself".into(),
-            Error::Symlink { .. } => "replace the link with the file itself; registries are served as plain files".into(),
+            Error::Symlink { .. } => "replace the link with the file or folder itself: nothing below a registry root is read or written through a symbolic link, and registries are served as plain files".into(),
             Error::WrongPayloadType { .. } => "a signature made for one kind of document cannot vouch for another: re-sign the document with the right tool (cargo xtask sign / publish)".into(),
             Error::BadKey { .. } => "regenerate the key with cargo xtask keygen and list its printed public key in the trust root".into(),
             Error::Threshold { role, valid: 0, foreign, .. } if all_unknown(foreign) =>

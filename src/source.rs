@@ -38,6 +38,43 @@ pub mod layout {
         let h = d.hex();
         format!("blobs/blake3/{}/{h}", &h[..2])
     }
+
+    /// Whether `rel` is a path of this layout: [`TIMESTAMP`], [`root`], [`index`] (a
+    /// version without leading zeros), or a [`manifest`], [`statement`], [`promotion`] or
+    /// [`blob`] named by a lower-case blake3 hex digest. Servers serve nothing else.
+    pub fn is_layout_path(rel: &str) -> bool {
+        fn version(n: &str) -> bool {
+            !n.is_empty()
+                && n.len() <= 20
+                && n.bytes().all(|b| b.is_ascii_digit())
+                && !n.starts_with('0')
+                && n.parse::<u64>().is_ok()
+        }
+        fn hex(h: &str) -> bool {
+            h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        }
+        let json_digest = |prefix: &str| {
+            rel.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix(".json"))
+                .is_some_and(hex)
+        };
+        rel == TIMESTAMP
+            || rel
+                .strip_prefix("root/")
+                .and_then(|r| r.strip_suffix(".root.json"))
+                .is_some_and(version)
+            || rel
+                .strip_prefix("index/")
+                .and_then(|r| r.strip_suffix(".index.json"))
+                .is_some_and(version)
+            || json_digest("manifests/blake3/")
+            || json_digest("statements/blake3/")
+            || json_digest("promotions/blake3/")
+            || rel
+                .strip_prefix("blobs/blake3/")
+                .and_then(|r| r.split_once('/'))
+                .is_some_and(|(aa, h)| hex(h) && h.starts_with(aa) && aa.len() == 2)
+    }
 }
 
 /// Read access to a registry. Implementations must never follow symbolic links, read only
@@ -137,20 +174,10 @@ pub fn check_relative(path: &str) -> Result<()> {
 impl RegistrySource for DirSource {
     fn read_at_most(&self, path: &str, max: u64) -> Result<Option<Vec<u8>>> {
         check_relative(path)?;
-        // Refuse a link anywhere below the registry root (a folder or the file itself).
-        let mut p = self.root.clone();
-        for part in path.split('/') {
-            p.push(part);
-            match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.file_type().is_symlink() => return Err(Error::Symlink { path: p }),
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(Error::Io { path: p, source: e }),
-            }
-        }
-        // The open itself refuses a link swapped in since, a FIFO or a device, without
+        // One folder at a time, never through a link below the root (a folder or the file
+        // itself), whatever is renamed meanwhile; a FIFO or a device is refused without
         // blocking, and the read stops at max + 1.
-        crate::fs::read_at_most(&p, max)
+        crate::fs::read_beneath_at_most(&self.root, path, max)
     }
 
     fn describe(&self) -> String {
@@ -161,6 +188,40 @@ impl RegistrySource for DirSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layout_paths_are_exactly_what_the_layout_functions_make() {
+        let d = Digest::of(b"x");
+        for good in [
+            layout::TIMESTAMP.to_string(),
+            layout::root(1),
+            layout::index(u64::MAX),
+            layout::manifest(&d),
+            layout::statement(&d),
+            layout::promotion(&d),
+            layout::blob(&d),
+        ] {
+            assert!(layout::is_layout_path(&good), "{good}");
+        }
+        let h = d.hex();
+        for bad in [
+            "notes.txt".to_string(),
+            "keys/x".into(),
+            ".lock".into(),
+            "root/01.root.json".into(),
+            "root/1.index.json".into(),
+            "index/0.index.json".into(),
+            "index/18446744073709551616.index.json".into(),
+            format!("manifests/blake3/{}.json", h.to_uppercase()),
+            format!("manifests/blake3/{h}"),
+            format!("blobs/blake3/{h}"),
+            format!("blobs/blake3/zz/{h}"),
+            format!("blobs/blake3/{}/{h}/x", &h[..2]),
+            format!("statements/sha256/{h}.json"),
+        ] {
+            assert!(!layout::is_layout_path(&bad), "{bad}");
+        }
+    }
 
     #[test]
     fn reads_stop_one_past_the_limit_and_links_are_refused() {

@@ -1,11 +1,14 @@
 //! A registry in a local directory: the [`Store`] the publish algorithm writes through, with
 //! content-addressed files written atomically, the next index created only if absent and
-//! `timestamp.json` replaced last, under an OS advisory lock.
+//! `timestamp.json` replaced last, under an OS advisory lock. Every write goes one folder at
+//! a time below the root and refuses a symbolic link on the way (`cuda_aot::fs`'s
+//! `*_beneath` functions), so a link planted in the registry cannot redirect a write
+//! outside it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use cuda_aot::fs::{create_new_atomic, write_atomic};
+use cuda_aot::fs::{create_new_atomic_beneath, remove_beneath, write_atomic_beneath};
 use cuda_aot::metadata::{Index, Timestamp};
 use cuda_aot::source::{DirSource, RegistrySource, layout};
 use cuda_aot::trust::decode_unverified;
@@ -83,6 +86,24 @@ impl DirRegistry {
         self.root.join(rel)
     }
 
+    /// Replaces `rel` atomically below the root (see [`write_atomic_beneath`]).
+    fn write(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        Ok(write_atomic_beneath(&self.root, rel, bytes)?)
+    }
+
+    /// Creates `rel` below the root unless it exists (`Ok(false)`).
+    fn create_new(&self, rel: &str, bytes: &[u8]) -> Result<bool> {
+        match create_new_atomic_beneath(&self.root, rel, bytes) {
+            Ok(()) => Ok(true),
+            Err(cuda_aot::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn lock(&self) -> Result<File> {
         std::fs::create_dir_all(&self.root).map_err(|e| Error::io(&self.root, e))?;
         let path = self.root.join(".lock");
@@ -108,13 +129,12 @@ impl Store for DirRegistry {
     }
 
     fn put_content(&self, rel: &str, bytes: &[u8]) -> Result<bool> {
-        let path = self.path(rel);
         if let Ok(Some(existing)) = self.source.read_at_most(rel, bytes.len() as u64)
             && existing == bytes
         {
             return Ok(false);
         }
-        write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        self.write(rel, bytes)?;
         Ok(true)
     }
 
@@ -124,14 +144,11 @@ impl Store for DirRegistry {
         match self.source.read_at_most(&rel, Limits::default().root)? {
             Some(existing) if existing == bytes => Ok(()),
             Some(_) => Err(Error::RootConflict { path, version }),
-            None => match create_new_atomic(&path, bytes) {
-                Ok(()) => Ok(()),
+            None => match self.create_new(&rel, bytes)? {
+                true => Ok(()),
                 // Another publisher stored a root of this version first: the same bytes are
                 // fine, anything else is a conflict.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    self.put_root(version, bytes)
-                }
-                Err(e) => Err(Error::io(&path, e)),
+                false => self.put_root(version, bytes),
             },
         }
     }
@@ -146,26 +163,18 @@ impl Store for DirRegistry {
                 base: c.base,
             });
         }
-        let index_path = self.path(&c.index_rel);
-        if index_path.exists() {
-            // Only a publisher holding the lock creates an index, and it replaces the
-            // timestamp before letting go: an index past the timestamp is the leftover of
-            // a publisher that died between the two steps. Nobody references it.
-            std::fs::remove_file(&index_path).map_err(|e| Error::io(&index_path, e))?;
-        }
-        match create_new_atomic(&index_path, c.index) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::Conflict {
-                    version: c.version,
-                    base: c.base,
-                });
-            }
-            Err(e) => return Err(Error::io(&index_path, e)),
+        // Only a publisher holding the lock creates an index, and it replaces the timestamp
+        // before letting go: an index past the timestamp is the leftover of a publisher
+        // that died between the two steps. Nobody references it.
+        remove_beneath(&self.root, &c.index_rel)?;
+        if !self.create_new(&c.index_rel, c.index)? {
+            return Err(Error::Conflict {
+                version: c.version,
+                base: c.base,
+            });
         }
         pause_point(Step::Index);
-        let ts_path = self.path(layout::TIMESTAMP);
-        write_atomic(&ts_path, c.timestamp).map_err(|e| Error::io(&ts_path, e))?;
+        self.write(layout::TIMESTAMP, c.timestamp)?;
         pause_point(Step::Timestamp);
         Ok(())
     }
@@ -178,8 +187,7 @@ impl Store for DirRegistry {
                 base: 0,
             });
         }
-        let path = self.path(layout::TIMESTAMP);
-        write_atomic(&path, bytes).map_err(|e| Error::io(&path, e))
+        self.write(layout::TIMESTAMP, bytes)
     }
 
     fn describe(&self) -> String {
@@ -213,6 +221,49 @@ mod tests {
             },
         };
         cuda_aot::metadata::sign_doc(&root, &[&k]).to_bytes()
+    }
+
+    /// Finding 4 of the serve review: a publish wrote through a symbolic link planted as a
+    /// folder of the registry (`blobs/blake3/<aa>`), to outside the root.
+    #[test]
+    fn finding_4_a_publish_writes_nothing_through_a_linked_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, outside) = (d.path().join("registry"), d.path().join("outside"));
+        std::fs::create_dir_all(root.join("blobs/blake3")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let blob = b"a blob";
+        let rel = layout::blob(&Digest::of(blob));
+        let aa = rel.rsplit('/').nth(1).unwrap().to_string();
+        std::os::unix::fs::symlink(&outside, root.join("blobs/blake3").join(&aa)).unwrap();
+        let reg = DirRegistry::new(&root);
+        let err = reg.put_content(&rel, blob).unwrap_err();
+        let link = root.join("blobs/blake3").join(&aa);
+        assert!(
+            matches!(&err, Error::Core(cuda_aot::Error::Symlink { path }) if *path == link),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&link.display().to_string()),
+            "{err}"
+        );
+        assert!(err.fix().contains("symbolic link"), "{}", err.fix());
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
+        // The same through a linked `index/` folder and a linked root folder.
+        std::os::unix::fs::symlink(&outside, root.join("root")).unwrap();
+        let err = reg.ensure_root(&root_file(1)).unwrap_err();
+        assert!(
+            matches!(&err, Error::Core(cuda_aot::Error::Symlink { .. })),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
     }
 
     #[test]

@@ -39,8 +39,9 @@ pub fn media_type(path: &str) -> String {
     format!("application/vnd.cuda-aot.{kind}.v1{json}")
 }
 
-/// Credentials and transport of an OCI registry.
-#[derive(Debug, Clone, Default)]
+/// Credentials and transport of an OCI registry. Its `Debug` shows the user name and
+/// `<redacted>` for the password.
+#[derive(Clone, Default)]
 pub struct OciOptions {
     /// User name and password (or token) for HTTP basic auth, exchanged for a bearer token
     /// where the registry asks for one. None: anonymous.
@@ -49,6 +50,26 @@ pub struct OciOptions {
     pub plain_http: bool,
     /// Timeouts and retries (the minimum speed does not apply).
     pub http: HttpOptions,
+}
+
+impl std::fmt::Debug for OciOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let OciOptions {
+            basic_auth,
+            plain_http,
+            http,
+        } = self;
+        f.debug_struct("OciOptions")
+            .field(
+                "basic_auth",
+                &basic_auth
+                    .as_ref()
+                    .map(|(user, _)| (user.as_str(), crate::remote::REDACTED)),
+            )
+            .field("plain_http", plain_http)
+            .field("http", http)
+            .finish()
+    }
 }
 
 /// Parses `oci://HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]`.
@@ -518,6 +539,27 @@ impl Remote for OciRemote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `{:?}` of the options printed the password.
+    #[test]
+    fn the_password_never_appears_in_debug_output() {
+        let password = "hunter2-oci-password-0123";
+        let opts = OciOptions {
+            basic_auth: Some(("ci-bot".into(), password.into())),
+            http: HttpOptions {
+                bearer_token: Some(password.into()),
+                ..HttpOptions::default()
+            },
+            ..OciOptions::default()
+        };
+        for text in [format!("{opts:?}"), format!("{opts:#?}")] {
+            assert!(!text.contains(password), "{text}");
+            assert!(
+                text.contains("ci-bot") && text.contains("<redacted>"),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn media_types_follow_the_top_folder() {

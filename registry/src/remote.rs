@@ -51,8 +51,9 @@ pub struct MinSpeed {
     pub window: Duration,
 }
 
-/// Transport settings of [`HttpRemote`].
-#[derive(Debug, Clone)]
+/// Transport settings of [`HttpRemote`]. Its `Debug` shows `<redacted>` for the bearer
+/// token, so options can be logged.
+#[derive(Clone)]
 pub struct HttpOptions {
     /// Time allowed to open a connection.
     pub connect_timeout: Duration,
@@ -71,6 +72,35 @@ pub struct HttpOptions {
     /// Send the bearer token over plain `http://` to a host other than this machine.
     /// Refused by default ([`Error::TokenInClear`]): anyone on the path could read it.
     pub allow_plain_http: bool,
+}
+
+/// What `Debug` shows in place of a secret.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+impl std::fmt::Debug for HttpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Every field, the token as `<redacted>` (never its text, nor its length).
+        let HttpOptions {
+            connect_timeout,
+            read_timeout,
+            min_speed,
+            attempts,
+            backoff,
+            max_backoff,
+            bearer_token,
+            allow_plain_http,
+        } = self;
+        f.debug_struct("HttpOptions")
+            .field("connect_timeout", connect_timeout)
+            .field("read_timeout", read_timeout)
+            .field("min_speed", min_speed)
+            .field("attempts", attempts)
+            .field("backoff", backoff)
+            .field("max_backoff", max_backoff)
+            .field("bearer_token", &bearer_token.as_ref().map(|_| REDACTED))
+            .field("allow_plain_http", allow_plain_http)
+            .finish()
+    }
 }
 
 impl Default for HttpOptions {
@@ -125,12 +155,23 @@ pub fn install_tls_provider() {
 }
 
 /// A registry served over HTTP(S) by any static file server, CDN or `cuda-aot-registry
-/// serve`.
-#[derive(Debug, Clone)]
+/// serve`. Its `Debug` shows the address and the options, the token redacted.
+#[derive(Clone)]
 pub struct HttpRemote {
     base: reqwest::Url,
     client: Client,
     opts: HttpOptions,
+}
+
+impl std::fmt::Debug for HttpRemote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client is left out: reqwest's Debug lists its default headers, and the
+        // token is one of them.
+        f.debug_struct("HttpRemote")
+            .field("base", &self.base.as_str())
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How one attempt ended.
@@ -711,6 +752,29 @@ mod tests {
         ] {
             assert!(HttpRemote::new(url, with_token(false)).is_ok(), "{url}");
         }
+    }
+
+    /// `{:?}` of the options and of the remote printed the bearer token.
+    #[test]
+    fn the_token_never_appears_in_debug_output() {
+        let token = "s3cret-token-never-printed-0123";
+        let opts = HttpOptions {
+            bearer_token: Some(token.into()),
+            ..HttpOptions::default()
+        };
+        let remote = HttpRemote::new("http://127.0.0.1:9/", opts.clone()).unwrap();
+        for text in [
+            format!("{opts:?}"),
+            format!("{opts:#?}"),
+            format!("{remote:?}"),
+            format!("{remote:#?}"),
+        ] {
+            assert!(!text.contains(token), "{text}");
+            assert!(text.contains(REDACTED), "{text}");
+        }
+        assert!(format!("{remote:?}").contains("127.0.0.1:9"));
+        let none = format!("{:?}", HttpOptions::default());
+        assert!(none.contains("bearer_token: None"), "{none}");
     }
 
     #[test]

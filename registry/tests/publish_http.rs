@@ -5,9 +5,11 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use cuda_aot::metadata::{DocRef, Index, IndexEntry, IndexRef, Time, Timestamp};
@@ -22,22 +24,26 @@ const TOKEN: &str = "s3cret-token-for-tests-0123456789";
 
 /// A publishing server over an empty registry folder, trusting the fixture's root.
 fn publishing_server(f: &Fixture) -> ServeProcess {
+    publishing_server_with(f, &[])
+}
+
+/// [`publishing_server`] with `extra` arguments.
+fn publishing_server_with(f: &Fixture, extra: &[&str]) -> ServeProcess {
     let token = f.path("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::write(f.path("root.json"), &f.root_file).unwrap();
     let served = f.path("served");
     std::fs::create_dir_all(&served).unwrap();
-    ServeProcess::start(
-        &served,
-        "127.0.0.1:0",
-        &[
-            "--publish-token-file",
-            token.to_str().unwrap(),
-            "--trust",
-            f.path("root.json").to_str().unwrap(),
-        ],
-    )
+    let trust = f.path("root.json");
+    let mut args = vec![
+        "--publish-token-file",
+        token.to_str().unwrap(),
+        "--trust",
+        trust.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ServeProcess::start(&served, "127.0.0.1:0", &args)
 }
 
 fn store(s: &ServeProcess, token: &str) -> HttpStore {
@@ -380,4 +386,163 @@ fn a_publishing_server_refuses_to_start_with_a_readable_token_file() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "usage error");
+}
+
+/// Finding 1: an authenticated upload trickled at one byte a second was held open for as
+/// long as the client liked. Now the body must arrive within `--body-timeout-secs`: 408,
+/// the connection closed, nothing stored.
+#[test]
+fn finding_1_an_upload_trickled_at_one_byte_a_second_is_cut_off() {
+    let f = Fixture::new();
+    let s = publishing_server_with(&f, &["--body-timeout-secs", "2"]);
+    let m = f.module("sm_90", None);
+    let rel = Fixture::blob_rel(&m);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    write!(
+        c,
+        "PUT /{rel} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        m.1.len()
+    )
+    .unwrap();
+    let t = Instant::now();
+    c.set_read_timeout(Some(Duration::from_millis(1000)))
+        .unwrap();
+    let mut got = Vec::new();
+    for byte in &m.1 {
+        if c.write_all(std::slice::from_ref(byte)).is_err() {
+            break;
+        }
+        let mut buf = [0u8; 4096];
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+        if got.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the upload is still open"
+        );
+    }
+    let _ = c.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(!f.path("served").join(&rel).exists());
+    let line = s.wait_log(|v| v["method"] == "PUT");
+    assert_eq!(line["note"], "body timeout");
+}
+
+/// Finding 4: an authenticated PUT wrote through a symbolic link planted as the
+/// `blobs/blake3/<aa>` folder, to outside the root. Now it is refused (422, naming the
+/// link, with Fix advice) and nothing is written.
+#[test]
+fn finding_4_a_put_writes_nothing_through_a_linked_folder() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let auth = bearer();
+    let h = [(auth.0, auth.1.as_str())];
+    let m = f.module("sm_90", None);
+    let rel = Fixture::blob_rel(&m);
+    let (aa, _) = rel.rsplit_once('/').unwrap();
+    let outside = f.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let served = f.path("served");
+    std::fs::create_dir_all(served.join("blobs/blake3")).unwrap();
+    std::os::unix::fs::symlink(&outside, served.join(aa)).unwrap();
+    let (status, text) = put(&s, &rel, &m.1, &h);
+    assert_eq!(status, 422, "{text}");
+    assert!(
+        text.contains(&format!("{aa}: is a symbolic link")),
+        "{text}"
+    );
+    assert!(text.contains("Fix:"), "{text}");
+    assert!(!text.contains(served.to_str().unwrap()), "{text}");
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "written outside the root"
+    );
+}
+
+/// Finding 4, the directory publisher (`cargo xtask publish` to a folder) through the
+/// same code: a publish into a registry whose `blobs/blake3/<aa>` is a link fails with
+/// `Symlink` naming it, and writes nothing outside; no timestamp becomes visible.
+#[test]
+fn finding_4_a_folder_publish_writes_nothing_through_a_linked_folder() {
+    let f = Fixture::new();
+    let m = f.module("sm_90", None);
+    let rel = Fixture::blob_rel(&m);
+    let (aa, _) = rel.rsplit_once('/').unwrap();
+    let outside = f.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let reg = f.reg_path();
+    std::fs::create_dir_all(reg.join("blobs/blake3")).unwrap();
+    std::os::unix::fs::symlink(&outside, reg.join(aa)).unwrap();
+    let err = publish_via(&f.registry(), &f, &[m], &f.keys.publisher).unwrap_err();
+    assert!(
+        matches!(&err, Error::Core(cuda_aot::Error::Symlink { path }) if *path == reg.join(aa)),
+        "{err}"
+    );
+    assert!(err.fix().contains("symbolic link"), "{}", err.fix());
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "written outside the root"
+    );
+    assert!(visible(&reg).is_empty(), "nothing became visible");
+}
+
+/// Finding 6: wrong tokens were not throttled. Now, after 5 failures from one address,
+/// every request of that address (even with the right token) is answered 429 with a
+/// Retry-After that doubles with each further failure; after the wait, the right token is
+/// accepted again and clears the count. (Tokens are compared as blake3 hashes, whose `==`
+/// is constant-time.)
+#[test]
+fn finding_6_wrong_tokens_are_throttled() {
+    let f = Fixture::new();
+    let s = publishing_server(&f);
+    let m = f.module("sm_90", None);
+    let rel = Fixture::blob_rel(&m);
+    let wrong = [("Authorization", "Bearer wrong-token-0123456789")];
+    let auth = bearer();
+    let right = [(auth.0, auth.1.as_str())];
+    let attempt = |h: &[(&str, &str)]| -> (u16, Option<String>) {
+        let r = raw_request(
+            s.addr,
+            "PUT",
+            &format!("/{rel}"),
+            &[h, &[("Content-Length", "0")]].concat(),
+        );
+        (r.status, r.header("retry-after").map(str::to_string))
+    };
+    for n in 1..=6 {
+        assert_eq!(attempt(&wrong).0, 401, "failure {n} is answered 401");
+    }
+    // The sixth failure started a wait of 1 s: wrong and right tokens alike get 429.
+    assert_eq!(attempt(&wrong), (429, Some("1".into())));
+    assert_eq!(attempt(&right), (429, Some("1".into())));
+    std::thread::sleep(Duration::from_millis(1100));
+    // A seventh failure doubles the wait.
+    assert_eq!(attempt(&wrong).0, 401);
+    assert_eq!(attempt(&right), (429, Some("2".into())));
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        put(&s, &rel, &m.1, &right).0,
+        201,
+        "the right token after the wait"
+    );
+    // The success cleared the count.
+    assert_eq!(attempt(&wrong).0, 401);
+    assert_eq!(
+        attempt(&right).0,
+        422,
+        "an empty body is not the blob: past the token check"
+    );
+    let line = s.wait_log(|v| v["status"] == 429);
+    assert_eq!(line["note"], "throttled: failed token attempts");
 }

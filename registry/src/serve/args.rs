@@ -30,9 +30,24 @@ pub struct ServeArgs {
     /// Open connections at most; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
-    /// Seconds a client has to send its request headers.
+    /// Open connections from one client address (IPv6: one /64) at most; more are closed
+    /// at once. Behind a reverse proxy, raise it to --max-connections.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections_per_addr: u64,
+    /// Requests served on one connection at most (then `Connection: close`).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_requests_per_connection: u64,
+    /// Seconds a client has to send its request headers (and an idle keep-alive
+    /// connection is kept).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub header_timeout_secs: u64,
+    /// Seconds a response write may make no progress (the client reads nothing) before the
+    /// connection is closed.
+    #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout_secs: u64,
+    /// Seconds a client has to send a whole upload body (publishing); slower: 408.
+    #[arg(long, value_name = "N", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_secs: u64,
     /// Seconds in-flight requests may take to finish after SIGTERM.
     #[arg(long, value_name = "N", default_value_t = 30)]
     pub shutdown_grace_secs: u64,
@@ -61,7 +76,13 @@ impl ServeArgs {
     pub fn options(&self) -> Result<ServeOptions> {
         let mut o = ServeOptions::new(self.root.clone());
         o.max_connections = self.max_connections;
+        o.max_connections_per_addr =
+            usize::try_from(self.max_connections_per_addr).unwrap_or(usize::MAX);
+        o.max_requests_per_connection =
+            usize::try_from(self.max_requests_per_connection).unwrap_or(usize::MAX);
         o.header_timeout = Duration::from_secs(self.header_timeout_secs);
+        o.send_timeout = Duration::from_secs(self.send_timeout_secs);
+        o.body_timeout = Duration::from_secs(self.body_timeout_secs);
         o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
         o.access_log = !self.no_access_log;
         o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);

@@ -1,4 +1,4 @@
-//! GET and HEAD of registry files: layout paths only (no dot-files, no links), strong
+//! GET and HEAD of registry files: layout paths only (no other file, no links), strong
 //! ETags (the blake3 of the bytes, cached per inode, size and mtime), conditional requests
 //! (If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since, If-Range), one byte
 //! range per request, and cache headers by file kind.
@@ -20,6 +20,7 @@ use axum::http::header::{
 };
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use cuda_aot::source::layout;
 use headers::{
     ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
     LastModified,
@@ -143,32 +144,25 @@ enum Refusal {
     Io(std::io::Error),
 }
 
-/// Checks the path (layout characters, no dot-files) and opens it without following a
-/// link anywhere below the root.
+/// Opens `rel` if it is a registry layout path ([`layout::is_layout_path`]: nothing else in
+/// the folder is served), one folder at a time below the root without following a link
+/// ([`cuda_aot::fs::open_beneath`]: no check-then-open window a local writer could race),
+/// without blocking on a FIFO, and only if the opened handle is a regular file.
 fn open_checked(root: &Path, rel: &str) -> Result<(File, Metadata), Refusal> {
-    if cuda_aot::source::check_relative(rel).is_err() || rel.split('/').any(|c| c.starts_with('.'))
-    {
+    use cuda_aot::Error as E;
+    if !layout::is_layout_path(rel) {
         return Err(Refusal::NotFound("not a registry path"));
     }
-    let mut p = root.to_path_buf();
-    for part in rel.split('/') {
-        p.push(part);
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(Refusal::NotFound("symbolic link refused"));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Refusal::NotFound("no such file"));
-            }
-            Err(e) => return Err(Refusal::Io(e)),
-        }
-    }
-    let f = File::open(&p).map_err(Refusal::Io)?;
+    let f = match cuda_aot::fs::open_beneath(root, rel) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Err(Refusal::NotFound("no such file")),
+        Err(E::Symlink { .. }) => return Err(Refusal::NotFound("symbolic link refused")),
+        Err(E::NotRegular { .. }) => return Err(Refusal::NotFound("not a file")),
+        Err(E::Io { source, .. }) => return Err(Refusal::Io(source)),
+        Err(e) => return Err(Refusal::Io(std::io::Error::other(e.to_string()))),
+    };
+    // The handle's own metadata: the file that was opened, whatever the path names now.
     let m = f.metadata().map_err(Refusal::Io)?;
-    if !m.is_file() {
-        return Err(Refusal::NotFound("not a file"));
-    }
     Ok((f, m))
 }
 
@@ -436,12 +430,23 @@ mod tests {
     }
 
     #[test]
-    fn dot_files_links_and_escapes_are_not_served() {
+    fn dot_files_links_escapes_and_other_files_are_not_served() {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(".lock"), b"").unwrap();
         std::fs::write(d.path().join("timestamp.json"), b"{}").unwrap();
+        std::fs::write(d.path().join("notes.txt"), b"private").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", d.path().join("passwd")).unwrap();
-        for bad in [".lock", "passwd", "../etc/passwd", "a/../../x", "index"] {
+        std::fs::create_dir(d.path().join("index")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", d.path().join("index/1.index.json")).unwrap();
+        for bad in [
+            ".lock",
+            "passwd",
+            "notes.txt",
+            "../etc/passwd",
+            "a/../../x",
+            "index",
+            "index/1.index.json",
+        ] {
             assert!(
                 matches!(open_checked(d.path(), bad), Err(Refusal::NotFound(_))),
                 "{bad}"

@@ -37,15 +37,29 @@ pub fn event(name: &str, fields: &[(&str, Value)]) {
     write_line(&Value::Object(m));
 }
 
+/// Bytes of a request path written to the log at most (the server refuses longer paths
+/// anyway, see `files::MAX_PATH`).
+const LOGGED_PATH: usize = 256;
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…` when cut. Request
+/// paths may hold any UTF-8 (hyper accepts bytes above 0x7f), so a cut at a byte count
+/// may fall inside a character.
+fn shortened(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// The access log middleware: method, path, status, bytes, duration, client, range, note.
 pub(crate) async fn access(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let method = req.method().to_string();
-    let mut path = req.uri().path().to_string();
-    if path.len() > 256 {
-        path.truncate(256);
-        path.push('…');
-    }
+    let path = shortened(req.uri().path(), LOGGED_PATH);
     let remote = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -82,4 +96,22 @@ pub(crate) async fn access(req: Request, next: Next) -> Response {
     line += "}\n";
     let _ = std::io::stdout().lock().write_all(line.as_bytes());
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The access log cut a long path with `String::truncate` at byte 256, which panics when
+    /// a multibyte character spans that byte: the client got no answer.
+    #[test]
+    fn a_long_path_is_cut_at_a_character_boundary() {
+        let path = format!("/{}é{}", "a".repeat(254), "b".repeat(10));
+        assert!(!path.is_char_boundary(256));
+        let cut = shortened(&path, 256);
+        assert_eq!(cut, format!("/{}…", "a".repeat(254)));
+        assert_eq!(shortened("/timestamp.json", 256), "/timestamp.json");
+        let exact = "x".repeat(256);
+        assert_eq!(shortened(&exact, 256), exact);
+    }
 }

@@ -1,7 +1,9 @@
 //! `cuda-aot-registry serve`: a registry folder over HTTP/1.1 on hyper and tokio. Read-only
 //! GET and HEAD for anyone, with strong ETags (blake3 of the bytes), Range, conditional
-//! requests and cache headers; caps on connections, header size and header read time;
-//! graceful shutdown on SIGTERM; one JSON log line per request.
+//! requests and cache headers; only layout files, opened without following a link below
+//! the root; caps on connections (in all and per client address), requests per connection,
+//! header size and header read time; send and upload-body timeouts; a throttle on failed
+//! publish tokens; graceful shutdown on SIGTERM; one JSON log line per request.
 
 //!
 //! The command line ([`ServeArgs`]) is always there, so tools that offer `serve` show the

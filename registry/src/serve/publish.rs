@@ -14,13 +14,16 @@
 //! names it; what an index makes visible has passed the same checks as a client runs.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, ETAG, IF_MATCH, IF_NONE_MATCH};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::header::{
+    AUTHORIZATION, CONNECTION, CONTENT_LENGTH, ETAG, IF_MATCH, IF_NONE_MATCH, RETRY_AFTER,
+};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use cuda_aot::metadata::{BuildStatement, Index, Promotion, Timestamp};
@@ -30,15 +33,17 @@ use cuda_aot::verify::{Options, rollback_floor, verify_all};
 use cuda_aot::{Digest, Limits, Manifest};
 
 use super::Shared;
+use super::guard::{AuthThrottle, Throttle};
 use super::log::Note;
 use crate::dir::DirRegistry;
 use crate::error::Error;
 use crate::publish::{Commit, Store};
 
 /// What a publishing server holds: the token's digest, its trust root, the registry as a
-/// store, and the indexes uploaded but not yet committed.
+/// store, the indexes uploaded but not yet committed, and the failed token attempts.
 pub(crate) struct Publishing {
     token: blake3::Hash,
+    throttle: Throttle,
     anchor: Vec<u8>,
     store: DirRegistry,
     staged: Mutex<Vec<Staged>>,
@@ -56,10 +61,17 @@ const STAGED_MAX: usize = 32;
 const STAGED_TTL: Duration = Duration::from_secs(15 * 60);
 
 impl Publishing {
-    /// Publishing into `root` for holders of `token`, checked against `anchor`.
-    pub(crate) fn new(root: &Path, token: &str, anchor: Vec<u8>) -> Publishing {
+    /// Publishing into `root` for holders of `token`, checked against `anchor`, with
+    /// failed token attempts slowed down by `throttle`.
+    pub(crate) fn new(
+        root: &Path,
+        token: &str,
+        anchor: Vec<u8>,
+        throttle: AuthThrottle,
+    ) -> Publishing {
         Publishing {
             token: blake3::hash(token.as_bytes()),
+            throttle: Throttle::new(throttle),
             anchor,
             store: DirRegistry::new(root),
             staged: Mutex::new(Vec::new()),
@@ -225,13 +237,36 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
     let Some(p) = shared.publish.as_ref() else {
         unreachable!("routed here only when publishing is on")
     };
+    let ip = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    // An address that failed too often waits, whatever token it sends now: answering its
+    // right guess differently would tell it that it guessed right.
+    if let Some(wait) = ip.and_then(|ip| p.throttle.wait(ip)) {
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut r = reply(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("too many failed token attempts from this address: retry in {secs} s"),
+            "throttled: failed token attempts",
+            None,
+        );
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+        return r;
+    }
     let authorized = req
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        // blake3::Hash compares in constant time.
+        // Both sides hashed, then compared as blake3::Hash, whose == runs in constant time.
         .is_some_and(|t| blake3::hash(t.trim().as_bytes()) == p.token);
+    if let Some(ip) = ip {
+        match authorized {
+            true => p.throttle.succeeded(ip),
+            false => p.throttle.failed(ip),
+        }
+    }
     if !authorized {
         let mut r = reply(
             StatusCode::UNAUTHORIZED,
@@ -246,8 +281,7 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
         return r;
     }
     let rel = req.uri().path().trim_start_matches('/').to_string();
-    if cuda_aot::source::check_relative(&rel).is_err() || rel.split('/').any(|c| c.starts_with('.'))
-    {
+    if !layout::is_layout_path(&rel) {
         return reply(
             StatusCode::NOT_FOUND,
             "not a registry path",
@@ -281,15 +315,28 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
         Ok(p) => p,
         Err(r) => return refused(&rel, r),
     };
-    let body = match axum::body::to_bytes(req.into_body(), cap as usize).await {
-        Ok(b) => b,
-        Err(_) => {
+    let reading = axum::body::to_bytes(req.into_body(), cap as usize);
+    let body = match tokio::time::timeout(shared.opts.body_timeout, reading).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             return reply(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!("{rel}: more than the limit of {cap} bytes"),
                 "too large",
                 None,
             );
+        }
+        Err(_) => {
+            let secs = shared.opts.body_timeout.as_secs_f64();
+            let mut r = reply(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!("{rel}: the upload did not arrive within {secs} s"),
+                "body timeout",
+                None,
+            );
+            r.headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return r;
         }
     };
     let rel2 = rel.clone();
@@ -605,8 +652,8 @@ impl PublishSettings {
         Ok(PublishSettings { token, anchor })
     }
 
-    pub(crate) fn start(&self, root: &Path) -> Publishing {
-        Publishing::new(root, &self.token, self.anchor.clone())
+    pub(crate) fn start(&self, root: &Path, throttle: AuthThrottle) -> Publishing {
+        Publishing::new(root, &self.token, self.anchor.clone(), throttle)
     }
 }
 
@@ -626,6 +673,27 @@ mod tests {
             "index/7x.index.json",
         ] {
             assert_eq!(numbered(bad, "index/", ".index.json"), None, "{bad}");
+        }
+    }
+
+    /// Finding 7 of the serve review also asked for this one: the settings (and the
+    /// server options that hold them) never print the token.
+    #[test]
+    fn the_token_never_appears_in_debug_output() {
+        let token = "s3cret-token-never-printed-0123";
+        let settings = PublishSettings {
+            token: token.into(),
+            anchor: vec![1, 2, 3],
+        };
+        let mut opts = super::super::ServeOptions::new("/srv/registry");
+        opts.publish = Some(settings.clone());
+        for text in [
+            format!("{settings:?}"),
+            format!("{opts:?}"),
+            format!("{opts:#?}"),
+        ] {
+            assert!(!text.contains(token), "{text}");
+            assert!(text.contains("<redacted>"), "{text}");
         }
     }
 

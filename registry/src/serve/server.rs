@@ -3,29 +3,35 @@
 
 #[path = "files.rs"]
 mod files;
+#[path = "guard.rs"]
+mod guard;
 #[path = "log.rs"]
 mod log;
 #[path = "publish.rs"]
 mod publish;
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use axum::http::HeaderValue;
+use axum::http::header::CONNECTION;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::error::{Error, Result};
 
+pub use guard::AuthThrottle;
 pub use log::event;
 pub use publish::{PublishSettings, read_token_file};
 
@@ -36,8 +42,24 @@ pub struct ServeOptions {
     pub root: PathBuf,
     /// Open connections at most; more are closed at once (and logged).
     pub max_connections: usize,
-    /// Time a client has to send a request's headers (slow clients are cut off).
+    /// Open connections from one client address at most (IPv6: one /64); more are closed
+    /// at once (and logged), so one host cannot take every connection. Behind a reverse
+    /// proxy every client has the proxy's address: raise it to `max_connections` there.
+    pub max_connections_per_addr: usize,
+    /// Requests served on one connection at most; the last answer carries
+    /// `Connection: close` (pipelined requests past it are not read).
+    pub max_requests_per_connection: usize,
+    /// Time a client has to send a request's headers (slow clients are cut off); also how
+    /// long an idle keep-alive connection is kept.
     pub header_timeout: Duration,
+    /// Time a response write may make no progress (the client reads nothing) before the
+    /// connection is closed (and logged). Any progress restarts it.
+    pub send_timeout: Duration,
+    /// Time a client has to send a whole request body (an upload), from its headers on;
+    /// a slower one is answered 408 and its connection closed.
+    pub body_timeout: Duration,
+    /// How failed publish-token attempts are slowed down per client address.
+    pub auth_throttle: AuthThrottle,
     /// Bytes of request line and headers at most.
     pub max_header_bytes: usize,
     /// After a shutdown signal, how long in-flight requests may take to finish.
@@ -57,7 +79,12 @@ impl ServeOptions {
         ServeOptions {
             root: root.into(),
             max_connections: 4096,
+            max_connections_per_addr: 256,
+            max_requests_per_connection: 1000,
             header_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(120),
+            auth_throttle: AuthThrottle::default(),
             max_header_bytes: 16 * 1024,
             shutdown_grace: Duration::from_secs(30),
             access_log: true,
@@ -95,7 +122,10 @@ impl Server {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| fail(e.to_string()))?;
-        let publish = opts.publish.as_ref().map(|p| p.start(&opts.root));
+        let publish = opts
+            .publish
+            .as_ref()
+            .map(|p| p.start(&opts.root, opts.auth_throttle));
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -122,6 +152,7 @@ impl Server {
         let app = router(shared.clone());
         let graceful = GracefulShutdown::new();
         let slots = Arc::new(Semaphore::new(opts.max_connections));
+        let per_addr = Arc::new(guard::PerAddr::default());
         event(
             "listening",
             &[
@@ -144,33 +175,57 @@ impl Server {
                     }
                 },
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
+            let refuse = |reason: &str| {
                 event(
                     "connection_refused",
                     &[
                         ("remote", remote.to_string().into()),
-                        ("reason", "max_connections reached".into()),
+                        ("reason", reason.into()),
                     ],
                 );
+            };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                refuse("max_connections reached");
+                drop(stream);
+                continue;
+            };
+            let Some(addr_slot) = per_addr.take(remote.ip(), opts.max_connections_per_addr) else {
+                refuse("max_connections_per_addr reached");
                 drop(stream);
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let svc = app
-                .clone()
-                .map_request(move |mut r: hyper::Request<Incoming>| {
-                    r.extensions_mut().insert(ConnectInfo(remote));
-                    r
-                });
+            let svc = per_connection(app.clone(), remote, opts.max_requests_per_connection);
+            let cut = Arc::new(AtomicBool::new(false));
+            let io = guard::SendTimeout::new(stream, opts.send_timeout, cut.clone());
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(opts.header_timeout)
                 .max_buf_size(opts.max_header_bytes.max(8192))
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc));
+                .serve_connection(TokioIo::new(io), svc);
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
-                let _ = conn.await;
-                drop(slot);
+                let ended = conn.await;
+                if cut.load(Ordering::Relaxed) {
+                    event(
+                        "connection_cut",
+                        &[
+                            ("remote", remote.to_string().into()),
+                            ("reason", "send timeout".into()),
+                        ],
+                    );
+                } else if let Err(e) = ended
+                    && e.is_timeout()
+                {
+                    event(
+                        "connection_cut",
+                        &[
+                            ("remote", remote.to_string().into()),
+                            ("reason", "header timeout".into()),
+                        ],
+                    );
+                }
+                drop((slot, addr_slot));
             });
         }
         // Stop accepting at once: new clients get "connection refused", not a wait.
@@ -192,6 +247,36 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The service of one connection from `remote`: the routes, with the client's address for
+/// the handlers and the log, and `Connection: close` on the answer to request number
+/// `max_requests` (hyper then closes the connection after it).
+fn per_connection(
+    app: Router,
+    remote: SocketAddr,
+    max_requests: usize,
+) -> impl hyper::service::Service<
+    hyper::Request<Incoming>,
+    Response = axum::response::Response,
+    Error = Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, Infallible>> + Send,
+> + Clone {
+    let served = Arc::new(AtomicUsize::new(0));
+    let svc = move |mut r: hyper::Request<Incoming>| {
+        r.extensions_mut().insert(ConnectInfo(remote));
+        let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= max_requests;
+        let app = app.clone();
+        async move {
+            let mut resp = app.oneshot(r).await?;
+            if last {
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(resp)
+        }
+    };
+    hyper::service::service_fn(svc)
 }
 
 /// The routes: `/healthz`, and every other path as a registry file.
