@@ -18,9 +18,13 @@ mod run;
 /// passes), N concurrent clients each run cold verified syncs into empty folders (a fresh
 /// client, as a prover's first start), and then GET every file of the release over
 /// keep-alive connections. Every synced folder is compared with the release byte for byte
-/// (corrupt files are counted) and every GET body is hashed. Writes
-/// docs/bench-serve.{md,csv,svg} and fails unless there were no failures, no corrupt files,
-/// and serve reached at least half of nginx's throughput in both workloads.
+/// (corrupt files are counted) and every GET body is hashed. Then the same GETs run
+/// against serve once more with hostile clients mixed in (`--hostile`: slow readers,
+/// pipeliners, wrong publish tokens): the `get-hostile` workload, compared with serve's
+/// own `get` of the same run. Writes docs/bench-serve.{md,csv,svg} and fails unless there
+/// were no failures, no corrupt files, serve reached at least half of nginx's throughput
+/// in both workloads, and the honest clients' p99 under attack stayed within 10x of their
+/// p99 without it.
 ///
 /// Runs release builds: from a debug build it builds xtask and cuda-aot-registry with
 /// --release and re-runs itself.
@@ -40,6 +44,11 @@ pub struct Args {
     /// Passes over both servers (the order alternates).
     #[arg(long, value_name = "N", default_value_t = 2)]
     passes: usize,
+    /// Hostile connections of each kind in the `get-hostile` workload of serve: slow
+    /// readers (a large file requested, nothing read), pipeliners (requests written, no
+    /// answer read) and wrong-token publishers (PUT in a loop); 0 skips the workload.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    hostile: usize,
     /// Where bench-serve.md, .csv and .svg go [default: .cuda-aot/bench-serve of the
     /// project; the kept run is written to docs/ with `--out docs`].
     #[arg(long, value_name = "DIR")]

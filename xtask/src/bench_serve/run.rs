@@ -17,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 use super::Args;
 use crate::{anchor, machine, paths, servers};
 
+// Only `serve` runs the `get-hostile` workload; its baseline is serve's own `get`.
+
 const SERVERS: [&str; 2] = ["serve", "nginx"];
 
 /// Samples of one (server, workload).
@@ -119,12 +121,25 @@ impl Args {
         // The servers, one worker per core each, access logs to files.
         let serve_port = servers::pick_port(0)?;
         let serve_log = std::fs::File::create(work.path().join("serve-access.log"))?;
+        // Publishing on (a token nobody of this run holds), so wrong tokens meet the
+        // throttle; no PUT of the run can succeed.
+        let token_file = work.path().join("publish.token");
+        let token: String = (0..4).map(|_| format!("{:016x}", rand_u64())).collect();
+        std::fs::write(&token_file, format!("{token}\n"))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600))?;
+        }
         let serve = Running(
             Command::new(&serve_bin)
                 .args(["serve", "--root"])
                 .arg(&reg)
                 .args(["--addr", &format!("127.0.0.1:{serve_port}")])
                 .args(["--threads", &cores.to_string()])
+                .arg("--publish-token-file")
+                .arg(&token_file)
+                .arg("--trust")
+                .arg(&trust)
                 .stdout(serve_log)
                 .stdin(Stdio::null())
                 .spawn()
@@ -165,6 +180,7 @@ impl Args {
 
         let mut results: BTreeMap<(&str, &str), Samples> = BTreeMap::new();
         let mut passes: Vec<String> = Vec::new();
+        let mut hostile_seen: Vec<Hostile> = Vec::new();
         for pass in 0..self.passes {
             let order: Vec<&str> = if pass % 2 == 0 {
                 SERVERS.to_vec()
@@ -205,6 +221,26 @@ impl Args {
                     g.pct_ms(0.99)
                 ));
                 results.entry((server, "get")).or_default().merge(g);
+                if server == "serve" && self.hostile > 0 {
+                    let (g, h) = self.get_load_under_attack(&url, addrs[server], &reference)?;
+                    eprintln!(
+                        "  pass {pass} {server:<5} get with {} hostile: {:>7.0} req/s, p50 {:.2} ms, p99 {:.2} ms, {} failures, {} corrupt; {h}",
+                        3 * self.hostile,
+                        g.per_sec(),
+                        g.pct_ms(0.5),
+                        g.pct_ms(0.99),
+                        g.failures,
+                        g.corrupt
+                    );
+                    passes.push(format!(
+                        "| {pass} | {server} | get-hostile | {:.0} req/s | {:.2} ms | {:.2} ms |",
+                        g.per_sec(),
+                        g.pct_ms(0.5),
+                        g.pct_ms(0.99)
+                    ));
+                    hostile_seen.push(h);
+                    results.entry((server, "get-hostile")).or_default().merge(g);
+                }
             }
         }
         drop((serve, nginx));
@@ -232,7 +268,15 @@ impl Args {
         let history = std::fs::read_to_string(&doc).unwrap_or_default();
         std::fs::write(
             &doc,
-            render_doc(&results, &passes, &header, &self, &verdict, &history),
+            render_doc(
+                &results,
+                &passes,
+                &hostile_seen,
+                &header,
+                &self,
+                &verdict,
+                &history,
+            ),
         )?;
         print!("{csv}");
         println!("wrote {}/bench-serve.{{md,csv,svg}}", out.display());
@@ -354,6 +398,161 @@ impl Args {
     }
 }
 
+/// What the hostile clients of one `get-hostile` run met.
+#[derive(Default, Clone, Copy)]
+struct Hostile {
+    /// Slow-reader and pipeliner connections the server cut (its send timeout).
+    cut: usize,
+    /// Connections the server refused or closed at once (its per-address cap).
+    refused: usize,
+    /// Wrong-token PUTs answered 401, and 429 (throttled).
+    unauthorized: usize,
+    throttled: usize,
+}
+
+impl std::fmt::Display for Hostile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "hostile: {} wrong-token PUTs answered 401, {} throttled (429); {} stalled connections cut, {} refused",
+            self.unauthorized, self.throttled, self.cut, self.refused
+        )
+    }
+}
+
+impl Args {
+    /// [`Args::get_load`] against serve with `3 × --hostile` hostile clients running
+    /// beside the honest ones: slow readers (GET the largest file, read nothing),
+    /// pipeliners (write GETs of `timestamp.json` as fast as the socket takes them, read
+    /// nothing) and wrong-token publishers (PUT `timestamp.json` in a loop). The hostile
+    /// ones start first and stop when the honest ones are done.
+    fn get_load_under_attack(
+        &self,
+        url: &str,
+        addr: SocketAddr,
+        reference: &Arc<BTreeMap<String, (u64, Digest)>>,
+    ) -> Result<(Samples, Hostile)> {
+        use std::io::Write as _;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
+        let largest = reference
+            .iter()
+            .max_by_key(|(_, (n, _))| *n)
+            .map(|(p, _)| p.clone())
+            .unwrap_or_else(|| "timestamp.json".into());
+        let mut handles = Vec::new();
+        for kind in 0..2 {
+            for _ in 0..self.hostile {
+                let (stop, counts, largest) = (stop.clone(), counts.clone(), largest.clone());
+                handles.push(std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+                            counts[1].fetch_add(1, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_millis(100));
+                            continue;
+                        };
+                        let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
+                        let _ = c.set_nodelay(true);
+                        let one = match kind {
+                            0 => format!("GET /{largest} HTTP/1.1\r\nHost: x\r\n\r\n"),
+                            _ => "GET /timestamp.json HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+                        };
+                        let repeat = if kind == 0 { 1 } else { 100_000 };
+                        let mut written = 0;
+                        for _ in 0..repeat {
+                            if stop.load(Ordering::Relaxed) || c.write_all(one.as_bytes()).is_err()
+                            {
+                                break;
+                            }
+                            written += 1;
+                        }
+                        // Read nothing; wait until the server gives up on us (or the run
+                        // ends): an empty line a second (allowed between requests) fails to
+                        // send once the server has closed the connection.
+                        let started = Instant::now();
+                        while !stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(250));
+                            match c.write(b"\r\n") {
+                                // A full send buffer (the server stopped reading: it is
+                                // blocked on answers nobody reads) is still a live connection.
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                                Ok(_) => {}
+                            }
+                        }
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let slot = if written == 0 || started.elapsed() < Duration::from_millis(50)
+                        {
+                            1
+                        } else {
+                            0
+                        };
+                        counts[slot].fetch_add(1, Ordering::Relaxed);
+                    }
+                }));
+            }
+        }
+        for _ in 0..self.hostile {
+            let (stop, counts, url) = (stop.clone(), counts.clone(), url.to_string());
+            handles.push(std::thread::spawn(move || {
+                cuda_aot_registry::remote::install_tls_provider();
+                let Ok(client) = reqwest::blocking::Client::builder()
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                else {
+                    return;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let guess = format!("{:016x}{:016x}", rand_u64(), rand_u64());
+                    match client
+                        .put(format!("{url}timestamp.json"))
+                        .bearer_auth(guess)
+                        .body("{}")
+                        .send()
+                        .map(|r| r.status().as_u16())
+                    {
+                        Ok(401) => counts[2].fetch_add(1, Ordering::Relaxed),
+                        Ok(429) => counts[3].fetch_add(1, Ordering::Relaxed),
+                        _ => counts[1].fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            }));
+        }
+        // Let the attack take hold before the honest clients start.
+        std::thread::sleep(Duration::from_millis(500));
+        let honest = self.get_load(url, reference);
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            let _ = h.join();
+        }
+        let n = |i: usize| counts[i].load(Ordering::Relaxed);
+        Ok((
+            honest?,
+            Hostile {
+                cut: n(0),
+                refused: n(1),
+                unauthorized: n(2),
+                throttled: n(3),
+            },
+        ))
+    }
+}
+
+/// A random 64-bit number (tokens and guesses; not a key).
+fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("the OS random source");
+    u64::from_le_bytes(b)
+}
+
 /// Builds xtask and the server with --release and re-runs this command with them.
 fn rerun_release() -> Result<()> {
     use std::os::unix::process::CommandExt;
@@ -460,6 +659,23 @@ fn gate(results: &BTreeMap<(&str, &str), Samples>) -> std::result::Result<String
             ));
         }
     }
+    if let (Some(h), Some(clean)) = (
+        results.get(&("serve", "get-hostile")),
+        results.get(&("serve", "get")),
+    ) {
+        let ratio = h.pct_ms(0.99) / clean.pct_ms(0.99);
+        lines.push(format!(
+            "get under attack: honest p99 {ratio:.2}x of serve's own get ({:.2} ms vs {:.2} ms), throughput {:.2}x",
+            h.pct_ms(0.99),
+            clean.pct_ms(0.99),
+            h.per_sec() / clean.per_sec()
+        ));
+        if ratio > 10.0 {
+            problems.push(format!(
+                "get under attack: honest p99 {ratio:.2}x of the same run without attackers (goal: at most 10x)"
+            ));
+        }
+    }
     if problems.is_empty() {
         Ok(format!("gate passed: {}", lines.join(", ")))
     } else {
@@ -471,9 +687,11 @@ const HISTORY: &str = "## History";
 
 /// The document: this run in full (totals, each pass, the chart, how to read it), and one
 /// history row per run (rows of earlier runs, read back from `previous`, are kept).
+#[allow(clippy::too_many_arguments)]
 fn render_doc(
     results: &BTreeMap<(&str, &str), Samples>,
     passes: &[String],
+    hostile: &[Hostile],
     header: &str,
     a: &Args,
     verdict: &std::result::Result<String, String>,
@@ -487,8 +705,8 @@ the same clients load both in the same run, alternating which goes first.\n\n";
     let _ = writeln!(s, "- run: {header}");
     let _ = writeln!(
         s,
-        "- command: `cargo xtask bench-serve --clients {} --syncs {} --get-rounds {} --passes {}` (release build)",
-        a.clients, a.syncs, a.get_rounds, a.passes
+        "- command: `cargo xtask bench-serve --clients {} --syncs {} --get-rounds {} --passes {} --hostile {}` (release build)",
+        a.clients, a.syncs, a.get_rounds, a.passes, a.hostile
     );
     let _ = writeln!(
         s,
@@ -496,8 +714,19 @@ the same clients load both in the same run, alternating which goes first.\n\n";
     );
     let _ = writeln!(
         s,
-        "- get: each client GETs every file of the release over one keep-alive connection; every body is hashed\n"
+        "- get: each client GETs every file of the release over one keep-alive connection; every body is hashed"
     );
+    let _ = writeln!(
+        s,
+        "- get-hostile (serve only): the same GETs while {} slow readers (the largest file requested, nothing read), {} pipeliners (GETs written as fast as the socket takes them, nothing read) and {} wrong-token publishers (PUT in a loop) hold on; serve publishes in this run, so wrong tokens meet its throttle\n",
+        a.hostile, a.hostile, a.hostile
+    );
+    for (pass, h) in hostile.iter().enumerate() {
+        let _ = writeln!(s, "- pass {pass}, {h}");
+    }
+    if !hostile.is_empty() {
+        s += "\n";
+    }
     s += "| server | workload | ops | failures | corrupt files | throughput | MB/s | p50 | p99 |\n|---|---|---|---|---|---|---|---|---|\n";
     for ((server, workload), r) in results {
         let unit = if *workload == "sync" {
@@ -539,7 +768,11 @@ The GET workload isolates the server's per-request cost: for `serve`, one blocki
 (path and link checks, open, ETag from a cache keyed by inode, size and mtime, small files \
 read whole) and a JSON log line; for nginx, its sendfile path and access log. The gate asks \
 for at least half of nginx's throughput in both workloads, with zero failures and zero \
-corrupt files.\n";
+corrupt files. In `get-hostile` the attackers share the cores with the server and the \
+honest clients (the wrong-token loop alone sends hundreds of PUTs a second, each answered \
+429 once the throttle holds), so its throughput mostly measures the CPU they take; the gate \
+asks that the honest clients see no failure and a p99 within 10x of serve's own `get` of \
+the same run.\n";
     let rate = |server: &str, workload: &str| {
         results
             .get(&(server, workload))
@@ -583,7 +816,7 @@ corrupt files.\n";
 fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
     let (w, left, bar_h) = (1000.0, 150.0, 20.0);
     let mut rows = Vec::new();
-    for workload in ["sync", "get"] {
+    for workload in ["sync", "get", "get-hostile"] {
         for server in SERVERS {
             if let Some(r) = results.get(&(server, workload)) {
                 rows.push((workload, server, r));
@@ -612,7 +845,7 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
     );
     let span = w - left - 170.0;
     let mut y = 60.0;
-    for workload in ["sync", "get"] {
+    for workload in ["sync", "get", "get-hostile"] {
         let max = rows
             .iter()
             .filter(|r| r.0 == workload)
@@ -644,7 +877,7 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
         "<text x='10' y='{y}'>latency per operation, p50 (solid) and p99 (light), relative to the slowest p99 of each workload</text>"
     );
     y += 14.0;
-    for workload in ["sync", "get"] {
+    for workload in ["sync", "get", "get-hostile"] {
         let max = rows
             .iter()
             .filter(|r| r.0 == workload)
@@ -696,6 +929,12 @@ mod tests {
         assert!(gate(&r).unwrap_err().contains("get: serve reached 0.40x"));
         r.insert(("serve", "get"), samples(100, 5, 1));
         assert!(gate(&r).unwrap_err().contains("1 failures"));
+        // Under attack: the honest p99 against serve's own get of the same run.
+        r.insert(("serve", "get"), samples(100, 5, 0));
+        r.insert(("serve", "get-hostile"), samples(100, 45, 0));
+        assert!(gate(&r).is_ok(), "{:?}", gate(&r));
+        r.insert(("serve", "get-hostile"), samples(100, 55, 0));
+        assert!(gate(&r).unwrap_err().contains("honest p99 11.00x"));
     }
 
     #[test]
