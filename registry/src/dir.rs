@@ -22,6 +22,7 @@ use crate::publish::{self, Commit, PublishOptions, Published, Release, Step, Sto
 pub struct DirRegistry {
     root: PathBuf,
     source: DirSource,
+    limits: Limits,
 }
 
 impl DirRegistry {
@@ -31,7 +32,14 @@ impl DirRegistry {
         DirRegistry {
             source: DirSource::new(&root),
             root,
+            limits: Limits::default(),
         }
+    }
+
+    /// The same registry, reading its own files back within `limits` (the caller's caps:
+    /// a server's, a tool's) instead of the defaults.
+    pub fn with_limits(self, limits: Limits) -> Self {
+        DirRegistry { limits, ..self }
     }
 
     /// The registry directory.
@@ -69,7 +77,7 @@ impl DirRegistry {
     /// The current timestamp and index payloads, UNVERIFIED (for tests and tools that
     /// inspect what a publisher wrote; clients verify).
     pub fn current(&self) -> Result<Option<(Timestamp, Index)>> {
-        let limits = Limits::default();
+        let limits = self.limits;
         let src = &self.source;
         let Some(ts_bytes) = src.read_at_most(layout::TIMESTAMP, limits.timestamp)? else {
             return Ok(None);
@@ -115,7 +123,7 @@ impl DirRegistry {
 
     /// The blake3 of the current `timestamp.json`, if any.
     fn timestamp_digest(&self) -> Result<Option<Digest>> {
-        let limits = Limits::default();
+        let limits = self.limits;
         Ok(self
             .source
             .read_at_most(layout::TIMESTAMP, limits.timestamp)?
@@ -141,7 +149,7 @@ impl Store for DirRegistry {
     fn put_root(&self, version: u64, bytes: &[u8]) -> Result<()> {
         let rel = layout::root(version);
         let path = self.path(&rel);
-        match self.source.read_at_most(&rel, Limits::default().root)? {
+        match self.source.read_at_most(&rel, self.limits.root)? {
             Some(existing) if existing == bytes => Ok(()),
             Some(_) => Err(Error::RootConflict { path, version }),
             None => match self.create_new(&rel, bytes)? {

@@ -46,6 +46,8 @@ pub(crate) struct Publishing {
     throttle: Throttle,
     anchor: Vec<u8>,
     store: DirRegistry,
+    /// The server's byte caps, for every upload and publish check.
+    limits: Limits,
     staged: Mutex<Vec<Staged>>,
     /// Held from a timestamp's If-Match check to its commit: two publishers racing for the
     /// same version are decided here (the second sees the moved timestamp: 412), never
@@ -68,12 +70,14 @@ impl Publishing {
         token: &str,
         anchor: Vec<u8>,
         throttle: AuthThrottle,
+        limits: Limits,
     ) -> Publishing {
         Publishing {
             token: blake3::hash(token.as_bytes()),
             throttle: Throttle::new(throttle),
             anchor,
-            store: DirRegistry::new(root),
+            store: DirRegistry::new(root).with_limits(limits),
+            limits,
             staged: Mutex::new(Vec::new()),
             committing: Mutex::new(()),
         }
@@ -81,9 +85,9 @@ impl Publishing {
 
     /// The newest trusted root: the anchor, then the registry's rotations.
     fn root(&self) -> Result<VerifiedRoot, Refused> {
-        let limits = Limits::default();
-        let anchor = cuda_aot::trust::verify_anchor(&self.anchor, &limits, "trust root")?;
-        Ok(crate::publish::walk(self.store.source(), anchor, &limits)?)
+        let limits = &self.limits;
+        let anchor = cuda_aot::trust::verify_anchor(&self.anchor, limits, "trust root")?;
+        Ok(crate::publish::walk(self.store.source(), anchor, limits)?)
     }
 
     fn stage(&self, d: Digest, bytes: Vec<u8>) {
@@ -289,7 +293,7 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
             None,
         );
     }
-    let limits = Limits::default();
+    let limits = shared.opts.limits;
     let Some(cap) = cap_for(&rel, &limits, shared.opts.max_upload) else {
         return reply(
             StatusCode::NOT_FOUND,
@@ -389,7 +393,7 @@ type Accepted = (StatusCode, String, Option<String>);
 
 /// Checks and stores one upload.
 fn accept(p: &Publishing, rel: &str, body: &[u8], pre: Precondition) -> Result<Accepted, Refused> {
-    let limits = Limits::default();
+    let limits = p.limits;
     if rel == layout::TIMESTAMP {
         return commit_timestamp(p, body, pre);
     }
@@ -460,7 +464,7 @@ fn numbered(rel: &str, prefix: &str, suffix: &str) -> Option<u64> {
 }
 
 fn put_root(p: &Publishing, version: u64, rel: &str, body: &[u8]) -> Result<Accepted, Refused> {
-    let limits = Limits::default();
+    let limits = p.limits;
     let anchor = cuda_aot::trust::verify_anchor(&p.anchor, &limits, "trust root")?;
     let anchor_version = anchor.root().version;
     if version == anchor_version {
@@ -500,10 +504,7 @@ fn stage_index(
             "{rel}: an index is created only if absent: send If-None-Match: *"
         )));
     }
-    let index = p
-        .root()?
-        .open::<Index>(body, Limits::default().index, rel)?
-        .doc;
+    let index = p.root()?.open::<Index>(body, p.limits.index, rel)?.doc;
     if index.version != version {
         return Err(Refused::Invalid(format!(
             "{rel} holds index version {}",
@@ -547,7 +548,7 @@ impl RegistrySource for Overlay<'_> {
 }
 
 fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Accepted, Refused> {
-    let limits = Limits::default();
+    let limits = p.limits;
     let base = match pre {
         Precondition::Is(d) => Some(d),
         Precondition::Absent => None,
@@ -593,7 +594,11 @@ fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Ac
         files.insert(index_rel.clone(), s.as_slice());
     }
     let overlay = Overlay { dir, files };
-    verify_all(&overlay, &p.anchor, seen, &Options::default()).map_err(cuda_aot::Error::from)?;
+    let opts = Options {
+        limits,
+        ..Options::default()
+    };
+    verify_all(&overlay, &p.anchor, seen, &opts).map_err(cuda_aot::Error::from)?;
     match &staged {
         Some(index) => {
             p.store.commit(&Commit {
@@ -652,8 +657,8 @@ impl PublishSettings {
         Ok(PublishSettings { token, anchor })
     }
 
-    pub(crate) fn start(&self, root: &Path, throttle: AuthThrottle) -> Publishing {
-        Publishing::new(root, &self.token, self.anchor.clone(), throttle)
+    pub(crate) fn start(&self, root: &Path, throttle: AuthThrottle, limits: Limits) -> Publishing {
+        Publishing::new(root, &self.token, self.anchor.clone(), throttle, limits)
     }
 }
 

@@ -71,6 +71,9 @@ pub struct ServeOptions {
     pub publish: Option<PublishSettings>,
     /// The largest blob upload accepted, in bytes (other files have their kind's limit).
     pub max_upload: u64,
+    /// Byte caps and the root-chain cap every uploaded file and every publish check is
+    /// held to.
+    pub limits: cuda_aot::Limits,
 }
 
 impl ServeOptions {
@@ -90,6 +93,7 @@ impl ServeOptions {
             access_log: true,
             publish: None,
             max_upload: 64 * 1024 * 1024,
+            limits: cuda_aot::Limits::default(),
         }
     }
 }
@@ -125,7 +129,7 @@ impl Server {
         let publish = opts
             .publish
             .as_ref()
-            .map(|p| p.start(&opts.root, opts.auth_throttle));
+            .map(|p| p.start(&opts.root, opts.auth_throttle, opts.limits));
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
