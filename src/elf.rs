@@ -41,8 +41,12 @@ const EIATTR_MAX_THREADS: u8 = 0x05;
 const EIATTR_PARAM_CBANK: u8 = 0x0a;
 /// Global `.nv.info`: (symbol, stack frame bytes per thread).
 const EIATTR_FRAME_SIZE: u8 = 0x11;
-/// Per-kernel: one parameter (index, ordinal u16, offset u16, flags with the size).
+/// Per-kernel: one parameter (index, ordinal u16, offset u16, flags with the size in
+/// bits 18-31: at most 16,383 bytes).
 const EIATTR_KPARAM_INFO: u8 = 0x17;
+/// Per-kernel: one parameter, the form nvcc uses once a kernel's parameters pass 4 KiB
+/// (CUDA 12.1+ allows 32,764 bytes): index u32, ordinal u16, offset u16, size u32.
+const EIATTR_KPARAM_INFO_V2: u8 = 0x45;
 /// Global `.nv.info`: (symbol, registers per thread).
 const EIATTR_REGCOUNT: u8 = 0x2f;
 
@@ -392,6 +396,19 @@ fn kernel_attrs(name: &str, list: Vec<Attr<'_>>, abi: &mut LaunchAbi) -> Result<
                     },
                 ));
             }
+            EIATTR_KPARAM_INFO_V2 => {
+                let v = a.value;
+                let ordinal = le16(v, 4).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
+                let offset = le16(v, 6).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
+                let size = le32(v, 8).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
+                params.push((
+                    ordinal,
+                    Param {
+                        offset: u32::from(offset),
+                        size,
+                    },
+                ));
+            }
             EIATTR_PARAM_CBANK => {
                 let word = le32(a.value, 4).ok_or_else(|| bad("EIATTR_PARAM_CBANK"))?;
                 abi.param_bytes = word >> 16;
@@ -421,6 +438,23 @@ fn kernel_attrs(name: &str, list: Vec<Attr<'_>>, abi: &mut LaunchAbi) -> Result<
         }
     }
     abi.params = params.into_iter().map(|(_, p)| p).collect();
+    // A layout that does not account for the parameter buffer is never signed: a buffer
+    // with no parameter read (an attribute form this reader does not know), or one that
+    // a parameter overruns, is an error naming the kernel.
+    if abi.param_bytes > 0 && abi.params.is_empty() {
+        return Err(format!(
+            "kernel {name}: {} bytes of parameters but no parameter layout this reader understands (EIATTR_KPARAM_INFO or _V2): refusing to record an empty layout",
+            abi.param_bytes
+        ));
+    }
+    if let Some(p) = abi.params.iter().find(|p| {
+        abi.param_bytes > 0 && u64::from(p.offset) + u64::from(p.size) > u64::from(abi.param_bytes)
+    }) {
+        return Err(format!(
+            "kernel {name}: parameter at {}:{} overruns the {}-byte parameter buffer",
+            p.offset, p.size, abi.param_bytes
+        ));
+    }
     Ok(())
 }
 
@@ -487,6 +521,59 @@ mod tests {
         b[52..54].copy_from_slice(&64u16.to_le_bytes());
         b[58..60].copy_from_slice(&64u16.to_le_bytes());
         b
+    }
+
+    /// Issue 19, item 5: a parameter buffer whose layout this reader cannot read (no
+    /// known parameter attribute), or a parameter past the buffer, is an error naming the
+    /// kernel: never an empty or wrong layout to sign. The second attribute form (nvcc's
+    /// past 4 KiB of parameters) is read.
+    #[test]
+    fn issue_19_an_unreadable_parameter_layout_is_an_error_naming_the_kernel() {
+        let cbank = |bytes: u32| {
+            let mut v = vec![0u8; 4];
+            v.extend_from_slice(&(bytes << 16).to_le_bytes());
+            v
+        };
+        let v2 = |ordinal: u16, offset: u16, size: u32| {
+            let mut v = vec![0u8; 4];
+            v.extend_from_slice(&ordinal.to_le_bytes());
+            v.extend_from_slice(&offset.to_le_bytes());
+            v.extend_from_slice(&size.to_le_bytes());
+            v
+        };
+        let run = |values: &[(u8, Vec<u8>)]| {
+            let list = values
+                .iter()
+                .map(|(attr, value)| Attr { attr: *attr, value })
+                .collect();
+            let mut abi = LaunchAbi::default();
+            kernel_attrs("big_kernel", list, &mut abi).map(|()| abi)
+        };
+        let err = run(&[(EIATTR_PARAM_CBANK, cbank(5532))]).unwrap_err();
+        assert!(
+            err.contains("big_kernel") && err.contains("5532 bytes of parameters"),
+            "{err}"
+        );
+        let err = run(&[
+            (EIATTR_PARAM_CBANK, cbank(16)),
+            (EIATTR_KPARAM_INFO_V2, v2(0, 8, 16)),
+        ])
+        .unwrap_err();
+        assert!(err.contains("overruns the 16-byte"), "{err}");
+        let abi = run(&[
+            (EIATTR_KPARAM_INFO_V2, v2(1, 32000, 8)),
+            (EIATTR_KPARAM_INFO_V2, v2(0, 0, 32000)),
+            (EIATTR_PARAM_CBANK, cbank(32008)),
+        ])
+        .unwrap();
+        assert_eq!(abi.describe_params(), "0:32000 32000:8");
+        // No parameters at all is an empty layout that is true.
+        assert!(
+            run(&[(EIATTR_PARAM_CBANK, cbank(0))])
+                .unwrap()
+                .params
+                .is_empty()
+        );
     }
 
     #[test]

@@ -280,3 +280,50 @@ fn a_family_target_builds_and_the_manifest_records_it() {
     cuda_aot::content::check(&m, &blob).unwrap();
     assert!(m.identity.sm.is_family_for(10, 3) && !m.identity.sm.is_exact_for(10, 0));
 }
+
+/// Issue 19, item 5: kernels taking structs of 4 KiB, 8 KiB followed by scalars, and
+/// 32,000 bytes by value get their exact parameter layout signed, on sm_80 and sm_90
+/// (nvcc records parameters past 4 KiB in a second attribute form, which the build used
+/// to miss and sign `params: []`). The sizes and offsets are the source's static_asserts.
+#[test]
+fn issue_19_large_by_value_parameters_get_their_exact_layout() {
+    let ws = Ws::foreign("big").with_spec("big/foreign/big_params.toml");
+    let run = ws.build(&[]);
+    run.ok();
+    let layout = |m: &Manifest, kernel: &str| {
+        let f = m
+            .functions
+            .iter()
+            .find(|f| f.symbol.as_str() == kernel)
+            .unwrap_or_else(|| panic!("{kernel} in {:?}", m.functions));
+        (
+            f.abi
+                .params
+                .iter()
+                .map(|p| (p.offset, p.size))
+                .collect::<Vec<_>>(),
+            f.abi.param_bytes,
+        )
+    };
+    for sm in ["sm_80", "sm_90"] {
+        let m = manifest(&ws, &format!("out/big_params/{sm}.cubin.manifest.json"));
+        // RoundConstants (4,096), a pointer, an int.
+        assert_eq!(
+            layout(&m, "add_round_constants"),
+            (vec![(0, 4096), (4096, 8), (4104, 4)], 4108),
+            "{sm}"
+        );
+        // A pointer, StageTwiddles (8,196), then the scalars after it.
+        assert_eq!(
+            layout(&m, "twiddle_stage"),
+            (vec![(0, 8), (8, 8196), (8204, 4), (8208, 1)], 8209),
+            "{sm}"
+        );
+        // LeafBlock (32,000) and a pointer: 32,008 of the 32,764 bytes allowed.
+        assert_eq!(
+            layout(&m, "sum_leaf_block"),
+            (vec![(0, 32000), (32000, 8)], 32008),
+            "{sm}"
+        );
+    }
+}

@@ -179,6 +179,14 @@ impl Ws {
     /// A copy of the repository's foreign-style corpus (`kernels/foreign`) at
     /// `<tmp>/<prefix>/foreign`, with its own spec (`foreign/foreign.toml`, outside the
     /// sources folder), cache and output folders.
+    /// This workspace building the spec at `rel` (relative to the workspace) instead.
+    pub fn with_spec(self, rel: &str) -> Ws {
+        Ws {
+            spec: rel.to_string(),
+            ..self
+        }
+    }
+
     pub fn foreign(prefix: &str) -> Ws {
         toolkit_root();
         let dir = tempfile::Builder::new()
