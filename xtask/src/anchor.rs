@@ -3,7 +3,6 @@
 //! `cargo xtask trust-root`), not the advice for a registry file.
 
 use anyhow::Result;
-use cuda_aot::Limits;
 use cuda_aot::trust::VerifiedRoot;
 use std::path::{Path, PathBuf};
 
@@ -57,7 +56,7 @@ pub fn trust_file_for(given: Option<&Path>, registry: Option<&Path>) -> Result<P
 
 /// Reads a trust root file (a regular file, within the size limit), unverified.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    cuda_aot::fs::read_capped(path, Limits::default().root, "trust root")
+    cuda_aot::fs::read_capped(path, crate::args::limits().root, "trust root")
         .map_err(|e| bad_root(e, path))
 }
 
@@ -67,7 +66,7 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 pub fn read(path: &Path) -> Result<(Vec<u8>, VerifiedRoot)> {
     let bytes = read_bytes(path)?;
     let root =
-        cuda_aot::trust::verify_anchor(&bytes, &Limits::default(), &path.display().to_string())
+        cuda_aot::trust::verify_anchor(&bytes, &crate::args::limits(), &path.display().to_string())
             .map_err(|e| bad_root(e, path))?;
     Ok((bytes, root))
 }

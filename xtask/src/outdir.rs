@@ -9,7 +9,7 @@
 
 use anyhow::{Context, Result};
 use cuda_aot::digest::check_blob;
-use cuda_aot::{Kind, Limits, Manifest, ModuleName, Target};
+use cuda_aot::{Kind, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -145,7 +145,7 @@ pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
 /// Every manifest of `out` with its file bytes and blob, each blob checked against its
 /// manifest (size, blake3).
 pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
-    let limits = Limits::default();
+    let limits = crate::args::limits();
     let files = files_ending(out, ".manifest.json")?;
     if files.is_empty() {
         return Err(fail(

@@ -22,7 +22,7 @@ use cuda_aot::source::DirSource;
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::VerifiedRoot;
 use cuda_aot::verify::Options;
-use cuda_aot::{Digest, Kind, Limits, Manifest, ModuleName, SecretKey, Target};
+use cuda_aot::{Digest, Kind, Manifest, ModuleName, SecretKey, Target};
 use cuda_aot_kernels::parity::module::spec_digest;
 use cuda_aot_kernels::parity::report::{ParityReport, Resources, Verdict};
 use cuda_aot_kernels::parity::spec::ParitySpec;
@@ -179,7 +179,7 @@ impl Args {
         let anchor = anchor::read_bytes(&trust)?;
         let root = cuda_aot::trust::verify_anchor(
             &anchor,
-            &Limits::default(),
+            &crate::args::limits(),
             &trust.display().to_string(),
         )?;
         let m = &self.module;
@@ -303,10 +303,12 @@ impl Args {
         // A record of an earlier promotion that no longer covers this build would be
         // published with it and mislead: it goes.
         let old_record = outdir::promotion_path(&build_out, m);
-        if let Some(bytes) = cuda_aot::fs::read_at_most(&old_record, Limits::default().promotion)? {
+        if let Some(bytes) =
+            cuda_aot::fs::read_at_most(&old_record, crate::args::limits().promotion)?
+        {
             let covers = cuda_aot::trust::decode_unverified::<Promotion>(
                 &bytes,
-                Limits::default().promotion,
+                crate::args::limits().promotion,
                 "promotion record",
             )
             .is_ok_and(|p| p.manifests == manifests);
@@ -422,7 +424,7 @@ impl Args {
                 )
             }),
         };
-        let limit = Limits::default().promotion;
+        let limit = crate::args::limits().promotion;
         let env = match &self.cosign {
             None => {
                 let refs: Vec<&SecretKey> = keys.iter().collect();

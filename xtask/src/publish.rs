@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use cuda_aot::state::TrustState;
-use cuda_aot::{Channel, Limits, SecretKey};
+use cuda_aot::{Channel, SecretKey};
 use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild, Store};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -164,9 +164,12 @@ pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
 /// The dev publisher key, refused for a production trust root: a production publish needs
 /// its publisher key given explicitly.
 pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
-    let root =
-        cuda_aot::trust::verify_anchor(anchor, &Limits::default(), &trust.display().to_string())
-            .map_err(|e| anchor::bad_root(e, trust))?;
+    let root = cuda_aot::trust::verify_anchor(
+        anchor,
+        &crate::args::limits(),
+        &trust.display().to_string(),
+    )
+    .map_err(|e| anchor::bad_root(e, trust))?;
     if root.root().channel == Channel::Production {
         return Err(fail(
             format!(
@@ -261,7 +264,7 @@ fn publish_dir(
 /// (its default state file): a registry deleted and published again continues above them.
 fn seen_here(registry: &Path) -> Result<TrustState> {
     let state = crate::paths::state_file(registry)?;
-    Ok(TrustState::load(&state, Limits::default().state)?)
+    Ok(TrustState::load(&state, crate::args::limits().state)?)
 }
 
 /// Checks the build statement of `out` against the trust root and publishes the build, with
@@ -275,7 +278,7 @@ pub fn publish_output_to(
     opts: &PublishOptions,
     extra: &[PathBuf],
 ) -> Result<Published> {
-    let limits = Limits::default();
+    let limits = crate::args::limits();
     let anchor = anchor::read_bytes(trust)?;
     let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())
         .map_err(|e| anchor::bad_root(e, trust))?;

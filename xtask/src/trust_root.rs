@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
-use cuda_aot::{Channel, Limits, PublicKey};
+use cuda_aot::{Channel, PublicKey};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -72,7 +72,7 @@ pub struct Args {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let limits = Limits::default();
+        let limits = crate::args::limits();
         let previous = match &self.previous {
             Some(p) => Some(cuda_aot::trust::verify_anchor(
                 &cuda_aot::fs::read_capped(p, limits.root, "previous trust root")?,

@@ -5,7 +5,7 @@ use anyhow::{Context, Result, bail};
 use cuda_aot::cuda::{self, Device};
 use cuda_aot::source::DirSource;
 use cuda_aot::verify::{Options, verify_all};
-use cuda_aot::{Channel, Kind, Limits, Policy, Runtime};
+use cuda_aot::{Channel, Kind, Policy, Runtime};
 use cuda_aot_bench as raw;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -69,7 +69,7 @@ impl Args {
             let trust = self.at.trust_file()?;
             let policy = policy_for(&cuda_aot::fs::read_capped(
                 &trust,
-                Limits::default().root,
+                crate::args::limits().root,
                 "trust root",
             )?)?;
             return startup::probe(
@@ -662,7 +662,7 @@ fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec)
 
 /// The policy matching the trust root's channel (dev registries are benchmarked as dev).
 fn policy_for(trust: &[u8]) -> Result<Policy> {
-    let root = cuda_aot::trust::verify_anchor(trust, &Limits::default(), "trust root")?;
+    let root = cuda_aot::trust::verify_anchor(trust, &crate::args::limits(), "trust root")?;
     Ok(match root.root().channel {
         Channel::Dev => Policy::development(),
         Channel::Production => Policy::production(),

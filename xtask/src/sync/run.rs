@@ -2,7 +2,6 @@
 //! saved state and the summary.
 
 use anyhow::{Context, Result};
-use cuda_aot::Limits;
 use cuda_aot::state::TrustState;
 use cuda_aot_registry::remote::{HttpOptions, MinSpeed};
 use cuda_aot_registry::sync::{SyncOptions, SyncReport};
@@ -17,7 +16,7 @@ impl Args {
         let trust = anchor::trust_file(self.trust.as_deref())?;
         let anchor = anchor::read_bytes(&trust)?;
         let state_path = self.check.state_path(&self.to)?;
-        let limits = Limits::default();
+        let limits = crate::args::limits();
         let seen = TrustState::load(&state_path, limits.state)?;
         let opts = SyncOptions {
             verify: self.check.options(),
