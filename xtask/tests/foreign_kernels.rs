@@ -327,3 +327,34 @@ fn issue_19_large_by_value_parameters_get_their_exact_layout() {
         );
     }
 }
+
+/// Issue 19, item 2: a module whose source declares an `extern __constant__` table that no
+/// file of the module defines (nvcc's #20044-D: a private zero-filled copy) fails the build,
+/// naming the module, the target, the symbol and where it is declared, with advice; nothing
+/// reaches the output folder or the cache. (It used to build, and be signed, silently.)
+#[test]
+fn issue_19_an_extern_table_no_file_of_the_module_defines_is_refused() {
+    let ws = Ws::foreign("ext").with_spec("ext/foreign/forgotten_table.toml");
+    let run = ws.build(&[]).failed();
+    let e = &run.stderr;
+    assert!(
+        e.contains("module `ntt_stage` target sm_")
+            && e.contains("`ntt_twiddles` (declared extern at ntt_stage.cu(7))")
+            && e.contains("zero-filled")
+            && e.contains("Fix: define `ntt_twiddles` in ntt_stage.cu"),
+        "{e}"
+    );
+    assert!(ws.snapshot("out").is_empty(), "nothing written");
+    // The defining file compiled with it is what the module needs: the same source with the
+    // table defined in it builds (a module is one file until multi-file modules land).
+    let tables = std::fs::read_to_string(ws.path("ext/foreign/src/ntt_tables.cu")).unwrap();
+    let stage = std::fs::read_to_string(ws.path("ext/foreign/src/ntt_stage.cu")).unwrap();
+    ws.write(
+        "ext/foreign/src/ntt_stage.cu",
+        &format!(
+            "{tables}\n{}",
+            stage.replace("extern __constant__ uint32_t ntt_twiddles[16];", "")
+        ),
+    );
+    ws.build(&[]).ok();
+}

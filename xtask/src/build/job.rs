@@ -146,8 +146,37 @@ impl Ctx<'_> {
         };
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        if let Err(f) = inv.run() {
-            return Err(self.failure(job, m, &plan.spec.sources.join(source), f));
+        let said = match inv.run() {
+            Ok(said) => said,
+            Err(f) => return Err(self.failure(job, m, &plan.spec.sources.join(source), f)),
+        };
+        // No signed blob may carry a silently zero-filled extern.
+        let undefined = nvcc::undefined_externs(&said);
+        if !undefined.is_empty() {
+            let list: Vec<String> = undefined
+                .iter()
+                .map(|(symbol, at)| format!("`{symbol}` (declared extern at {at})"))
+                .collect();
+            return Err(fail(
+                format!(
+                    "{label}: {} no file of the module defines: nvcc compiled each as a private, zero-filled copy (warning #20044-D), so the kernels would read zeros; nothing was built\nnvcc output:\n{}",
+                    list.join(", "),
+                    said.trim_end()
+                        .lines()
+                        .map(|l| format!("    {l}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+                format!(
+                    "define {} in {} (with its initial values), or remove `extern` from the declaration; a module is one source file compiled whole, so a table defined in another file of the project is not linked in",
+                    undefined
+                        .iter()
+                        .map(|(s, _)| format!("`{s}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    m.source
+                ),
+            ));
         }
         let compile_ms = t.elapsed().as_millis() as u64;
         let text = std::fs::read_to_string(&depfile).with_context(|| {

@@ -216,12 +216,17 @@ impl Invocation<'_> {
         cmd
     }
 
-    /// Runs nvcc; `Err` carries the command line and nvcc's output.
-    pub fn run(&self) -> Result<(), Failure> {
+    /// Runs nvcc; `Ok` carries what it printed (its warnings, and those of the tools it
+    /// ran), `Err` the command line and nvcc's output.
+    pub fn run(&self) -> Result<String, Failure> {
         let mut cmd = self.command();
         let command = show_command(&cmd);
         match process::output(&mut cmd) {
-            Ok(out) if out.status.success() && self.output.is_file() => Ok(()),
+            Ok(out) if out.status.success() && self.output.is_file() => {
+                let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+                text.push_str(&String::from_utf8_lossy(&out.stdout));
+                Ok(text)
+            }
             Ok(out) => {
                 let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
                 let stdout = String::from_utf8_lossy(&out.stdout);
@@ -252,6 +257,29 @@ impl Invocation<'_> {
             }),
         }
     }
+}
+
+/// An `extern` device variable nvcc compiled as a private definition because no file of
+/// the compilation defines it (whole-program mode, warning #20044-D): its symbol and where
+/// it is declared (`file(line)`), from each such warning in nvcc's output.
+///
+/// The module's cubin then carries a zero-filled copy of the table the source meant to
+/// share with another file: kernels reading it compute garbage.
+pub fn undefined_externs(output: &str) -> Vec<(String, String)> {
+    output
+        .lines()
+        .filter(|l| l.contains("#20044-D"))
+        .filter_map(|l| {
+            let (at, rest) = l.split_once(": warning #20044-D:")?;
+            let symbol = rest
+                .split("the entity")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .trim_matches(|c| c == '"' || c == '\'' || c == '`');
+            Some((symbol.to_string(), at.trim().to_string()))
+        })
+        .collect()
 }
 
 /// A tool that nvcc reports killed by a signal (`nvcc error : 'cicc' died due to signal 9
@@ -375,6 +403,21 @@ mod tests {
             Some("cicc died due to signal 9 (Kill signal)")
         );
         assert_eq!(killed_tool("merkle.cu(3): error: expected a \";\""), None);
+    }
+
+    #[test]
+    fn undefined_externs_are_recognised_with_their_declaration() {
+        let out = "field.cu(12): warning #20044-D: extern declaration of the entity twiddles is treated as a static definition\n\nRemark: The warnings can be suppressed with \"-diag-suppress <warning-number>\"\n";
+        assert_eq!(
+            undefined_externs(out),
+            [("twiddles".to_string(), "field.cu(12)".to_string())]
+        );
+        assert!(
+            undefined_externs(
+                "a.cu(3): warning #177-D: variable \"x\" was declared but never referenced"
+            )
+            .is_empty()
+        );
     }
 
     #[test]
