@@ -246,6 +246,8 @@ pub struct BuiltModule {
     pub cached: bool,
     /// Why it compiled (empty for a cache hit).
     pub changes: Vec<Change>,
+    /// What nvcc printed building it (its warnings; a cache hit keeps the build's).
+    pub warnings: Vec<String>,
 }
 
 /// A validated build: the spec, the toolkit and host compiler, and the jobs.
@@ -385,8 +387,27 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                     if r.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
+                    let warnings = match &r {
+                        Ok(Done::Cached { warnings, .. }) | Ok(Done::Compiled { warnings, .. }) => {
+                            warnings.clone()
+                        }
+                        Err(_) => Vec::new(),
+                    };
                     *results[i].lock().expect("result slot") = Some(r);
                     progress.finish(&what, outcome.as_deref());
+                    // nvcc's warnings, once per (module, target), on a cache hit too.
+                    if !warnings.is_empty() {
+                        progress.warn(&format!(
+                            "{} nvcc warning(s) for {}:\n{}",
+                            warnings.iter().filter(|l| l.contains("warning")).count(),
+                            plan.label(job),
+                            warnings
+                                .iter()
+                                .map(|l| format!("    {l}"))
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        ));
+                    }
                 }
             });
         }
@@ -455,12 +476,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         let done = r.expect("every job ran").expect("every job succeeded");
         let job = &plan.jobs[i];
         let (key, records) = &keyed[i];
-        let (mut manifest, blob, cached, changes, set) = match done {
+        let (mut manifest, blob, cached, changes, set, warnings) = match done {
             Done::Cached {
                 manifest,
                 blob,
                 record,
                 last_used,
+                warnings,
             } => {
                 let id = manifest.identity.digest();
                 cache.touch(&id, last_used);
@@ -468,18 +490,27 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 if cache.promote_record(key, records, record, id)? {
                     note_last(&cache, &plan, job, key, &manifest)?;
                 }
-                (manifest, blob, true, Vec::new(), records[record].set)
+                (
+                    manifest,
+                    blob,
+                    true,
+                    Vec::new(),
+                    records[record].set,
+                    warnings,
+                )
             }
             Done::Compiled {
                 manifest,
                 blob,
                 deps,
                 changes,
+                warnings,
             } => {
-                let set =
-                    commit_compiled(&cache, &plan, job, key, records, &manifest, &blob, &deps)?;
+                let set = commit_compiled(
+                    &cache, &plan, job, key, records, &manifest, &blob, &deps, &warnings,
+                )?;
                 added = true;
-                (manifest, blob, false, changes, set)
+                (manifest, blob, false, changes, set, warnings)
             }
         };
         protected.objects.insert(manifest.identity.digest());
@@ -497,6 +528,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             manifest_path,
             cached,
             changes,
+            warnings,
         });
     }
     // The size bound, once the cache grew: least recently used entries first, never one
@@ -537,8 +569,9 @@ fn commit_compiled(
     manifest: &Manifest,
     blob: &[u8],
     deps: &DepRecord,
+    warnings: &[String],
 ) -> Result<Option<Digest>> {
-    cache.commit(manifest, blob)?;
+    cache.commit(manifest, blob, warnings)?;
     let id = manifest.identity.digest();
     cache.add_record(key, records, deps, id)?;
     note_last(cache, plan, job, key, manifest)?;
@@ -569,6 +602,7 @@ fn keep_finished(
             manifest,
             blob,
             deps,
+            warnings,
             ..
         })) = r
         {
@@ -582,6 +616,7 @@ fn keep_finished(
                 &manifest,
                 &blob,
                 &deps,
+                &warnings,
             );
             match committed {
                 Ok(_) => kept += 1,

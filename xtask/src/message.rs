@@ -120,6 +120,15 @@ impl Progress {
         }
     }
 
+    /// Prints a warning (on stderr, above the bar) whatever the progress style: warnings
+    /// are never hidden.
+    pub fn warn(&self, text: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| eprintln!("{}: warning: {text}", self.label)),
+            None => eprintln!("{}: warning: {text}", self.label),
+        }
+    }
+
     /// Clears the bar.
     pub fn finish_and_clear(&self) {
         if let Some(b) = &self.bar {

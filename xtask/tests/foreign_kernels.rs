@@ -5,6 +5,7 @@
 
 mod common;
 
+use common as common_consts;
 use common::{Ws, set};
 use cuda_aot::{Kind, Manifest};
 
@@ -357,4 +358,58 @@ fn issue_19_an_extern_table_no_file_of_the_module_defines_is_refused() {
         ),
     );
     ws.build(&[]).ok();
+}
+
+/// Issue 19, item 3: nvcc's warnings reach the user, once per (module, target), on a cache
+/// hit too (kept with the cache entry), counted in the summary and in the JSON report.
+/// (They were swallowed: a successful nvcc run's output was dropped.)
+#[test]
+fn issue_19_nvcc_warnings_are_shown_and_shown_again_on_a_cache_hit() {
+    let ws = Ws::new();
+    ws.write(
+        "src/gamma.cu",
+        &format!(
+            "{}\n__device__ unsigned int gamma_unused() {{ int never_used = 1; return 0u; }}\n",
+            common_consts::GAMMA_CU
+        ),
+    );
+    let args = ["--module", "gamma", "--target", "sm_90"];
+    for (pass, cached) in [(0, false), (1, true)] {
+        let run = ws.build(&args).ok();
+        let e = &run.stderr;
+        assert!(
+            e.contains("warning: 1 nvcc warning(s) for module `gamma` target sm_90")
+                && e.contains("never_used"),
+            "pass {pass}: {e}"
+        );
+        assert_eq!(
+            e.matches("nvcc warning(s) for").count(),
+            1,
+            "once per job: {e}"
+        );
+        assert!(
+            run.stdout.contains("1 with nvcc warnings"),
+            "{}",
+            run.stdout
+        );
+        let report = run.report.as_ref().unwrap();
+        let m = &report["modules"][0];
+        assert_eq!(m["cached"], cached, "pass {pass}: {report}");
+        let lines = m["warnings"].as_array().unwrap();
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.as_str().unwrap().contains("warning #177-D")),
+            "{report}"
+        );
+        assert_eq!(report["warned"], 1);
+    }
+    // A module without warnings reports none.
+    let run = ws.build(&["--module", "beta", "--target", "sm_90"]).ok();
+    assert!(
+        !run.stderr.contains("nvcc warning(s) for"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.report.as_ref().unwrap()["warned"], 0);
 }

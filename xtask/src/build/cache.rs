@@ -54,6 +54,8 @@ pub struct Entry {
     pub blob: Vec<u8>,
     /// When it was last used (or committed).
     pub last_used: SystemTime,
+    /// What nvcc printed when it built the entry (its warnings), shown again on every hit.
+    pub warnings: Vec<String>,
 }
 
 /// One dependency: a file a compile read, by stable name (see `inputs::Names`), with the
@@ -296,10 +298,17 @@ impl Cache {
         if cuda_aot::content::check(&manifest, &blob).is_err() {
             return None;
         }
+        // Kept beside the blob (absent: nvcc printed nothing); at most 1 MiB is read.
+        let warnings = cuda_aot::fs::read_at_most(&dir.join("warnings.txt"), 1 << 20)
+            .ok()
+            .flatten()
+            .map(|b| super::nvcc::warnings(&String::from_utf8_lossy(&b)))
+            .unwrap_or_default();
         Some(Entry {
             manifest,
             blob,
             last_used,
+            warnings,
         })
     }
 
@@ -328,7 +337,7 @@ impl Cache {
 
     /// Stores a built blob and its manifest under the identity digest: written into a
     /// staging folder, then renamed into place (replacing a damaged entry, if any).
-    pub fn commit(&self, manifest: &Manifest, blob: &[u8]) -> Result<()> {
+    pub fn commit(&self, manifest: &Manifest, blob: &[u8], warnings: &[String]) -> Result<()> {
         let id = manifest.identity.digest();
         let dest = self.object_dir(&id);
         if let Some(e) = self.lookup(&manifest.identity).filter(|e| e.blob == blob) {
@@ -337,6 +346,11 @@ impl Cache {
         }
         let stage = self.staging()?;
         files::write(&stage.path().join("blob"), blob)?;
+        if !warnings.is_empty() {
+            let mut text = warnings.join("\n");
+            text.push('\n');
+            files::write(&stage.path().join("warnings.txt"), text.as_bytes())?;
+        }
         files::write(
             &stage.path().join("manifest.json"),
             &cuda_aot::json::to_vec(manifest),

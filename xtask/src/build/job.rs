@@ -23,6 +23,8 @@ pub(super) enum Done {
         record: usize,
         /// When the entry was last used before.
         last_used: SystemTime,
+        /// nvcc's warnings when the entry was built.
+        warnings: Vec<String>,
     },
     /// Compiled now (committed to the cache only if the whole build succeeds).
     Compiled {
@@ -31,6 +33,8 @@ pub(super) enum Done {
         deps: DepRecord,
         /// Why it compiled.
         changes: Vec<Change>,
+        /// nvcc's warnings.
+        warnings: Vec<String>,
     },
 }
 
@@ -115,6 +119,7 @@ impl Ctx<'_> {
                     blob: e.blob,
                     record: i,
                     last_used: e.last_used,
+                    warnings: e.warnings,
                 });
             }
             matched.get_or_insert(id);
@@ -222,6 +227,7 @@ impl Ctx<'_> {
             blob,
             deps,
             changes,
+            warnings: nvcc::warnings(&said),
         })
     }
 

@@ -259,6 +259,20 @@ impl Invocation<'_> {
     }
 }
 
+/// The warnings in nvcc's output of a successful run, one per line as nvcc (and cicc,
+/// ptxas, the host compiler) printed them: every non-empty line except nvcc's closing
+/// remark on how to suppress warnings.
+pub fn warnings(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| {
+            !l.trim().is_empty() && !l.starts_with("Remark: The warnings can be suppressed")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 /// An `extern` device variable nvcc compiled as a private definition because no file of
 /// the compilation defines it (whole-program mode, warning #20044-D): its symbol and where
 /// it is declared (`file(line)`), from each such warning in nvcc's output.

@@ -101,12 +101,14 @@ pub(super) fn print_report(r: &BuildReport, explain: bool) {
         }
     }
     let cached = r.modules.iter().filter(|b| b.cached).count();
+    let warned = r.modules.iter().filter(|b| !b.warnings.is_empty()).count();
     println!(
-        "{} blobs: {} compiled ({} nvcc runs), {} from cache, in {:.2} s; nvcc {} ({}); output {}",
+        "{} blobs: {} compiled ({} nvcc runs), {} from cache, {} with nvcc warnings, in {:.2} s; nvcc {} ({}); output {}",
         r.modules.len(),
         r.modules.len() - cached,
         r.nvcc_runs,
         cached,
+        warned,
         r.wall.as_secs_f64(),
         r.toolkit.nvcc,
         r.toolkit.source,
@@ -191,6 +193,8 @@ pub struct JsonReport<'a> {
     cached: usize,
     cache_hits: usize,
     cache_misses: usize,
+    /// (module, target) jobs whose nvcc run printed warnings (a cache hit keeps them).
+    warned: usize,
     misses_by_input: std::collections::BTreeMap<&'static str, usize>,
     cache_bytes: Option<u64>,
     evicted: usize,
@@ -211,6 +215,7 @@ struct JsonModule<'a> {
     identity_digest: Digest,
     module_digest: Digest,
     size: u64,
+    warnings: &'a [String],
 }
 
 impl<'a> JsonReport<'a> {
@@ -226,6 +231,7 @@ impl<'a> JsonReport<'a> {
             cached,
             cache_hits: cached,
             cache_misses: r.modules.len() - cached,
+            warned: r.modules.iter().filter(|b| !b.warnings.is_empty()).count(),
             misses_by_input: explain::count_by_input(
                 r.modules
                     .iter()
@@ -250,6 +256,7 @@ impl<'a> JsonReport<'a> {
                     identity_digest: b.manifest.identity.digest(),
                     module_digest: b.manifest.module_digest,
                     size: b.manifest.size,
+                    warnings: &b.warnings,
                 })
                 .collect(),
         }
