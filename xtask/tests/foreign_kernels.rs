@@ -412,4 +412,26 @@ fn issue_19_nvcc_warnings_are_shown_and_shown_again_on_a_cache_hit() {
         run.stderr
     );
     assert_eq!(run.report.as_ref().unwrap()["warned"], 0);
+    // The spec turns chosen warnings into errors (an identity flag: the cached blob of the
+    // warning build is not reused), and the build fails naming the module and the warning.
+    let spec = std::fs::read_to_string(ws.path("spec/release.toml")).unwrap();
+    ws.write(
+        "spec/release.toml",
+        &spec.replacen(
+            "name = \"gamma\"\n",
+            "name = \"gamma\"\nwarnings_as_errors = [177]\n",
+            1,
+        ),
+    );
+    let run = ws.build(&args).failed();
+    assert!(
+        run.stderr
+            .contains("module `gamma` target sm_90: nvcc failed")
+            && run
+                .stderr
+                .contains("variable \"never_used\" was declared but never referenced")
+            && run.stderr.contains("--diag-error=177"),
+        "{}",
+        run.stderr
+    );
 }

@@ -28,6 +28,9 @@ struct BuildSection {
     nvcc_flags: Vec<String>,
     #[serde(default)]
     include_dirs: Vec<String>,
+    /// nvcc front-end warnings (by number, e.g. 177) that fail every module's build.
+    #[serde(default)]
+    warnings_as_errors: Vec<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,6 +51,9 @@ struct ModuleFile {
     ptx: Vec<String>,
     #[serde(default)]
     include_dirs: Vec<String>,
+    /// More warnings, by number, that fail this module's build.
+    #[serde(default)]
+    warnings_as_errors: Vec<u32>,
     /// The module's parity spec (`[module.parity]`), read by `promote` and the parity
     /// runner (`cuda_aot_kernels::parity::spec`); not a build input.
     #[serde(default)]
@@ -104,6 +110,9 @@ pub struct ModuleSpec {
     pub ptx: Vec<Target>,
     /// Include folders: the build-wide ones, then the module's own, in order.
     pub include_dirs: Vec<IncludeDir>,
+    /// nvcc front-end warnings (by number) that fail this module's build: the build's and
+    /// the module's, sorted, each once (passed as `--diag-error=N,...`, an identity flag).
+    pub warnings_as_errors: Vec<u32>,
     /// The parity spec (`[module.parity]`), if the module has one: what `cargo xtask
     /// promote` requires.
     pub parity: Option<toml::Value>,
@@ -302,6 +311,18 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
             targets: mod_targets,
             ptx,
             include_dirs: includes,
+            warnings_as_errors: {
+                let mut w: Vec<u32> = file
+                    .build
+                    .warnings_as_errors
+                    .iter()
+                    .chain(&m.warnings_as_errors)
+                    .copied()
+                    .collect();
+                w.sort_unstable();
+                w.dedup();
+                w
+            },
             parity: m.parity,
         });
     }
@@ -465,6 +486,11 @@ impl ReleaseSpec {
                 ];
                 flags.extend(self.flags.iter().cloned());
                 flags.extend(m.flags.iter().cloned());
+                if !m.warnings_as_errors.is_empty() {
+                    let list: Vec<String> =
+                        m.warnings_as_errors.iter().map(u32::to_string).collect();
+                    flags.push(format!("--diag-error={}", list.join(",")));
+                }
                 flags.extend(
                     m.geometry
                         .iter()
