@@ -190,54 +190,15 @@ impl Args {
             for server in order {
                 let url = format!("http://{}/", addrs[server]);
                 let s = self.sync_load(&url, &anchor, &reference, &work.path().join(server))?;
-                eprintln!(
-                    "  pass {pass} {server:<5} sync: {:>7.1} syncs/s, p50 {:.1} ms, p99 {:.1} ms, {} failures, {} corrupt",
-                    s.per_sec(),
-                    s.pct_ms(0.5),
-                    s.pct_ms(0.99),
-                    s.failures,
-                    s.corrupt
-                );
-                passes.push(format!(
-                    "| {pass} | {server} | sync | {:.1} syncs/s | {:.1} ms | {:.1} ms |",
-                    s.per_sec(),
-                    s.pct_ms(0.5),
-                    s.pct_ms(0.99)
-                ));
+                passes.push(pass_row(pass, server, "sync", &s, ""));
                 results.entry((server, "sync")).or_default().merge(s);
                 let g = self.get_load(&url, &reference)?;
-                eprintln!(
-                    "  pass {pass} {server:<5} get:  {:>7.0} req/s, p50 {:.2} ms, p99 {:.2} ms, {} failures, {} corrupt",
-                    g.per_sec(),
-                    g.pct_ms(0.5),
-                    g.pct_ms(0.99),
-                    g.failures,
-                    g.corrupt
-                );
-                passes.push(format!(
-                    "| {pass} | {server} | get | {:.0} req/s | {:.2} ms | {:.2} ms |",
-                    g.per_sec(),
-                    g.pct_ms(0.5),
-                    g.pct_ms(0.99)
-                ));
+                passes.push(pass_row(pass, server, "get", &g, ""));
                 results.entry((server, "get")).or_default().merge(g);
                 if server == "serve" && self.hostile > 0 {
                     let (g, h) = self.get_load_under_attack(&url, addrs[server], &reference)?;
-                    eprintln!(
-                        "  pass {pass} {server:<5} get with {} hostile: {:>7.0} req/s, p50 {:.2} ms, p99 {:.2} ms, {} failures, {} corrupt; {h}",
-                        3 * self.hostile,
-                        g.per_sec(),
-                        g.pct_ms(0.5),
-                        g.pct_ms(0.99),
-                        g.failures,
-                        g.corrupt
-                    );
-                    passes.push(format!(
-                        "| {pass} | {server} | get-hostile | {:.0} req/s | {:.2} ms | {:.2} ms |",
-                        g.per_sec(),
-                        g.pct_ms(0.5),
-                        g.pct_ms(0.99)
-                    ));
+                    let note = format!(" ({} hostile; {h})", 3 * self.hostile);
+                    passes.push(pass_row(pass, server, "get-hostile", &g, &note));
                     hostile_seen.push(h);
                     results.entry((server, "get-hostile")).or_default().merge(g);
                 }
@@ -396,6 +357,23 @@ impl Args {
             .collect();
         Samples::join(handles, start)
     }
+}
+
+/// Prints one measurement of a pass (server, workload) and returns its row of the pass
+/// table: syncs/s with latencies to 0.1 ms, requests/s with latencies to 0.01 ms.
+fn pass_row(pass: usize, server: &str, workload: &str, s: &Samples, note: &str) -> String {
+    let (rate, unit, digits) = match workload {
+        "sync" => (format!("{:.1}", s.per_sec()), "syncs/s", 1),
+        _ => (format!("{:.0}", s.per_sec()), "req/s", 2),
+    };
+    let (p50, p99) = (s.pct_ms(0.5), s.pct_ms(0.99));
+    eprintln!(
+        "  pass {pass} {server:<5} {workload:<11} {rate:>7} {unit}, p50 {p50:.digits$} ms, p99 {p99:.digits$} ms, {} failures, {} corrupt{note}",
+        s.failures, s.corrupt
+    );
+    format!(
+        "| {pass} | {server} | {workload} | {rate} {unit} | {p50:.digits$} ms | {p99:.digits$} ms |"
+    )
 }
 
 /// What the hostile clients of one `get-hostile` run met.
