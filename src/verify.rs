@@ -28,6 +28,12 @@ use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
 use crate::state::TrustState;
 use crate::trust::{VerifiedRoot, verify_anchor};
 
+mod floor;
+mod outcome;
+
+pub use floor::rollback_floor;
+pub use outcome::{BeforeBlobs, Failed, Select, Verified};
+
 /// How to verify: the clock, its explicit skew allowance, the offline grace, byte limits
 /// and the channel the caller requires.
 #[derive(Debug, Clone)]
@@ -486,139 +492,6 @@ pub fn verify_all(
         .complete(src, Select::all().keep_bytes())
 }
 
-/// Which index entries steps 6-8 ([`VerifiedIndex::complete`]) cover, what the caller
-/// checks between steps 6 and 7, whether the verified bytes are kept and whether the
-/// work may use several threads.
-pub struct Select<'a> {
-    entries: Option<Vec<usize>>,
-    before_blobs: Option<BeforeBlobs<'a>>,
-    keep: bool,
-    parallel: bool,
-}
-
-/// A caller's check of each verified manifest (by its index entry's position) before any
-/// blob is read.
-pub type BeforeBlobs<'a> = &'a (dyn Fn(usize, &VerifiedManifest) -> Result<()> + Sync);
-
-impl<'a> Select<'a> {
-    /// Every entry of the index.
-    pub fn all() -> Select<'a> {
-        Select {
-            entries: None,
-            before_blobs: None,
-            keep: false,
-            parallel: false,
-        }
-    }
-    /// The entries at these positions of the index (duplicates count once; positions past
-    /// the end are ignored).
-    pub fn entries(picked: Vec<usize>) -> Select<'a> {
-        Select {
-            entries: Some(picked),
-            ..Select::all()
-        }
-    }
-    /// Runs `check` on every verified manifest before any blob is read (the runtime's
-    /// driver floor: a device that cannot run a module learns it before the blob is
-    /// hashed).
-    pub fn before_blobs(self, check: BeforeBlobs<'a>) -> Select<'a> {
-        Select {
-            before_blobs: Some(check),
-            ..self
-        }
-    }
-    /// Keeps the verified bytes ([`Verified::modules`]): for a loader, or a publisher that
-    /// writes exactly what it checked.
-    pub fn keep_bytes(self) -> Select<'a> {
-        Select { keep: true, ..self }
-    }
-    /// Lets steps 6-8 use several threads when the work is large
-    /// ([`crate::parallel::threads_for`]); the first failure in entry order is still the
-    /// one returned.
-    pub fn parallel(self) -> Select<'a> {
-        Select {
-            parallel: true,
-            ..self
-        }
-    }
-}
-
-/// A registry that passed steps 1-8 for the selected entries: the verified metadata, the
-/// manifests and (when kept) the blob bytes. The only value that hands out the rollback
-/// state to save (`Deref` gives the [`VerifiedIndex`] accessors).
-#[derive(Debug, Clone)]
-pub struct Verified {
-    index: VerifiedIndex,
-    modules: Vec<(usize, VerifiedModule)>,
-}
-
-impl Verified {
-    /// The trust state to persist: every step passed.
-    pub fn state(&self) -> TrustState {
-        self.index.state
-    }
-    /// The verified metadata and manifests.
-    pub fn metadata(&self) -> &VerifiedIndex {
-        &self.index
-    }
-    /// The verified modules with their index entry's position, in the selected order
-    /// (empty unless [`Select::keep_bytes`]).
-    pub fn modules(&self) -> &[(usize, VerifiedModule)] {
-        &self.modules
-    }
-    /// The verified module of the index entry at `i`, when it was selected and kept.
-    pub fn module(&self, i: usize) -> Option<&VerifiedModule> {
-        self.modules.iter().find(|(j, _)| *j == i).map(|(_, m)| m)
-    }
-}
-
-impl std::ops::Deref for Verified {
-    type Target = VerifiedIndex;
-    fn deref(&self) -> &VerifiedIndex {
-        &self.index
-    }
-}
-
-/// Why a verification stopped: the error, and for steps 6-8 the index entry it concerns
-/// (and the blob, for steps 7-8), so a tool can name the module, target and file. Converts
-/// into [`Error`] (`?` in a function returning this crate's `Result`); it is deliberately no
-/// `std::error::Error`, so it is never passed on without its error's `Fix:` advice.
-#[derive(Debug)]
-pub struct Failed {
-    /// What failed.
-    pub error: Box<Error>,
-    /// The index entry whose manifest or blob failed (steps 6-8).
-    pub entry: Option<Box<IndexEntry>>,
-    /// The blob digest, when its blob or content failed (steps 7-8).
-    pub blob: Option<Digest>,
-}
-
-impl Failed {
-    fn at(error: Error, entry: &IndexEntry, blob: Option<Digest>) -> Failed {
-        Failed {
-            error: Box::new(error),
-            entry: Some(Box::new(entry.clone())),
-            blob,
-        }
-    }
-}
-
-impl From<Error> for Failed {
-    fn from(error: Error) -> Failed {
-        Failed {
-            error: Box::new(error),
-            entry: None,
-            blob: None,
-        }
-    }
-}
-
-impl From<Failed> for Error {
-    fn from(f: Failed) -> Error {
-        *f.error
-    }
-}
-
 /// Steps 1-5: the trust root and its rotation chain, the timestamp, the index, its build
 /// statements and promotion records. `opts.limits` is held by the result for every later
 /// step. No manifest is read yet: the runtime picks the entries
@@ -731,57 +604,6 @@ fn publisher_keys(r: &VerifiedRoot) -> BTreeSet<KeyId> {
         .iter()
         .map(|k| k.key_id())
         .collect()
-}
-
-/// The rollback floor a registry's own files set: the versions of the timestamp (and the
-/// index it names) that `src` holds now, recorded with the newest root of its chain under
-/// which that timestamp still verifies.
-///
-/// A caller that must never go back from what a folder holds (the server replacing the
-/// timestamp it serves, a sync replacing its target's copy) verifies the newcomer with
-/// this floor merged into its saved state. The root version is what makes the floor
-/// survive key rotations: a rotation already in the chain when this timestamp was signed
-/// is not "past the saved root", so it cannot discard these versions
-/// ([`VerifiedIndex::discarded_state`]); a rotation that arrives later and replaces the
-/// publisher keys still does, as the recovery from a stolen publisher key requires.
-///
-/// A folder with no timestamp yet sets only its newest root. A timestamp that verifies
-/// under no root of the chain (a damaged copy) sets nothing: the saved state still
-/// protects, and the verification of the newcomer decides. Errors: the chain itself
-/// (anchor, rotations, [`Limits::max_root_updates`]) and unreadable files (a FIFO or a
-/// link in place of `timestamp.json` is refused, never waited on).
-pub fn rollback_floor(
-    src: &dyn RegistrySource,
-    anchor: &[u8],
-    limits: &Limits,
-) -> Result<TrustState> {
-    let anchor = verify_anchor(anchor, limits, "trust root")?;
-    let ts_file = src.read_at_most(layout::TIMESTAMP, limits.timestamp)?;
-    let opens = |r: &VerifiedRoot| -> Option<Timestamp> {
-        let bytes = ts_file.as_deref()?;
-        r.open::<Timestamp>(bytes, limits.timestamp, layout::TIMESTAMP)
-            .ok()
-            .map(|o| o.doc)
-    };
-    let mut signed_under = opens(&anchor).map(|ts| (anchor.root().version, ts));
-    let newest = crate::trust::walk_chain(src, anchor, limits, |_, new| {
-        if let Some(ts) = opens(new) {
-            signed_under = Some((new.root().version, ts));
-        }
-    })?;
-    Ok(match signed_under {
-        Some((root, ts)) => TrustState {
-            root,
-            timestamp: ts.version,
-            index: ts.index.version,
-            fresh_at: None,
-        },
-        None if ts_file.is_none() => TrustState {
-            root: newest.root().version,
-            ..TrustState::default()
-        },
-        None => TrustState::default(),
-    })
 }
 
 fn verify_timestamp(

@@ -56,7 +56,7 @@ pub fn trust_file_for(given: Option<&Path>, registry: Option<&Path>) -> Result<P
 
 /// Reads a trust root file (a regular file, within the size limit), unverified.
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    cuda_aot::fs::read_capped(path, crate::args::limits().root, "trust root")
+    cuda_aot::fs::read_capped(path, crate::limits::limits().root, "trust root")
         .map_err(|e| bad_root(e, path))
 }
 
@@ -65,9 +65,12 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 /// here: the verifier checks it, against its clock, when it walks the root chain.
 pub fn read(path: &Path) -> Result<(Vec<u8>, VerifiedRoot)> {
     let bytes = read_bytes(path)?;
-    let root =
-        cuda_aot::trust::verify_anchor(&bytes, &crate::args::limits(), &path.display().to_string())
-            .map_err(|e| bad_root(e, path))?;
+    let root = cuda_aot::trust::verify_anchor(
+        &bytes,
+        &crate::limits::limits(),
+        &path.display().to_string(),
+    )
+    .map_err(|e| bad_root(e, path))?;
     Ok((bytes, root))
 }
 

@@ -10,13 +10,6 @@ use std::path::PathBuf;
 
 use crate::{anchor, paths};
 
-/// The byte caps, the root-chain cap and the signature cap every command of the tool reads
-/// and verifies with: the library's defaults, decided here once for the whole tool (the
-/// verifier's [`CheckArgs::options`] included).
-pub fn limits() -> cuda_aot::Limits {
-    cuda_aot::Limits::default()
-}
-
 /// The verifier's settings shared by `verify` and `sync`: the rollback-protection state
 /// file, the clock-skew allowance and the required channel.
 #[derive(clap::Args, Debug, Clone)]
@@ -48,7 +41,7 @@ impl CheckArgs {
         cuda_aot::verify::Options {
             skew: std::time::Duration::from_secs(self.clock_skew_secs),
             required_channel: self.channel.map(Channel::from),
-            limits: limits(),
+            limits: crate::limits::limits(),
             ..cuda_aot::verify::Options::default()
         }
     }

@@ -32,6 +32,7 @@ mod features;
 mod files;
 mod gpu_bundle;
 mod keygen;
+mod limits;
 mod machine;
 mod message;
 mod outdir;

@@ -145,7 +145,7 @@ pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
 /// Every manifest of `out` with its file bytes and blob, each blob checked against its
 /// manifest (size, blake3).
 pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
-    let limits = crate::args::limits();
+    let limits = crate::limits::limits();
     let files = files_ending(out, ".manifest.json")?;
     if files.is_empty() {
         return Err(fail(

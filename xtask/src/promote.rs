@@ -179,7 +179,7 @@ impl Args {
         let anchor = anchor::read_bytes(&trust)?;
         let root = cuda_aot::trust::verify_anchor(
             &anchor,
-            &crate::args::limits(),
+            &crate::limits::limits(),
             &trust.display().to_string(),
         )?;
         let m = &self.module;
@@ -304,11 +304,11 @@ impl Args {
         // published with it and mislead: it goes.
         let old_record = outdir::promotion_path(&build_out, m);
         if let Some(bytes) =
-            cuda_aot::fs::read_at_most(&old_record, crate::args::limits().promotion)?
+            cuda_aot::fs::read_at_most(&old_record, crate::limits::limits().promotion)?
         {
             let covers = cuda_aot::trust::decode_unverified::<Promotion>(
                 &bytes,
-                crate::args::limits().promotion,
+                crate::limits::limits().promotion,
                 "promotion record",
             )
             .is_ok_and(|p| p.manifests == manifests);
@@ -424,7 +424,7 @@ impl Args {
                 )
             }),
         };
-        let limit = crate::args::limits().promotion;
+        let limit = crate::limits::limits().promotion;
         let env = match &self.cosign {
             None => {
                 let refs: Vec<&SecretKey> = keys.iter().collect();

@@ -166,7 +166,7 @@ pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
 pub fn dev_publisher_for(anchor: &[u8], trust: &Path) -> Result<SecretKey> {
     let root = cuda_aot::trust::verify_anchor(
         anchor,
-        &crate::args::limits(),
+        &crate::limits::limits(),
         &trust.display().to_string(),
     )
     .map_err(|e| anchor::bad_root(e, trust))?;
@@ -264,7 +264,7 @@ fn publish_dir(
 /// (its default state file): a registry deleted and published again continues above them.
 fn seen_here(registry: &Path) -> Result<TrustState> {
     let state = crate::paths::state_file(registry)?;
-    Ok(TrustState::load(&state, crate::args::limits().state)?)
+    Ok(TrustState::load(&state, crate::limits::limits().state)?)
 }
 
 /// Checks the build statement of `out` against the trust root and publishes the build, with
@@ -278,7 +278,7 @@ pub fn publish_output_to(
     opts: &PublishOptions,
     extra: &[PathBuf],
 ) -> Result<Published> {
-    let limits = crate::args::limits();
+    let limits = crate::limits::limits();
     let anchor = anchor::read_bytes(trust)?;
     let root = cuda_aot::trust::verify_anchor(&anchor, &limits, &trust.display().to_string())
         .map_err(|e| anchor::bad_root(e, trust))?;

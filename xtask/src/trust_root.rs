@@ -72,7 +72,7 @@ pub struct Args {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
-        let limits = crate::args::limits();
+        let limits = crate::limits::limits();
         let previous = match &self.previous {
             Some(p) => Some(cuda_aot::trust::verify_anchor(
                 &cuda_aot::fs::read_capped(p, limits.root, "previous trust root")?,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Modules that tasks share; they never import a task.
 const SUPPORT: &[&str] = &[
-    "advice", "anchor", "args", "files", "message", "outdir", "paths", "process", "stats",
+    "advice", "anchor", "args", "files", "limits", "message", "outdir", "paths", "process", "stats",
 ];
 
 /// Every `crate::<module>` that `text` refers to (in `use` trees and in paths).

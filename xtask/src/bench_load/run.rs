@@ -69,7 +69,7 @@ impl Args {
             let trust = self.at.trust_file()?;
             let policy = policy_for(&cuda_aot::fs::read_capped(
                 &trust,
-                crate::args::limits().root,
+                crate::limits::limits().root,
                 "trust root",
             )?)?;
             return startup::probe(
@@ -662,7 +662,7 @@ fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec)
 
 /// The policy matching the trust root's channel (dev registries are benchmarked as dev).
 fn policy_for(trust: &[u8]) -> Result<Policy> {
-    let root = cuda_aot::trust::verify_anchor(trust, &crate::args::limits(), "trust root")?;
+    let root = cuda_aot::trust::verify_anchor(trust, &crate::limits::limits(), "trust root")?;
     Ok(match root.root().channel {
         Channel::Dev => Policy::development(),
         Channel::Production => Policy::production(),

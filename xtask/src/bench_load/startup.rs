@@ -52,7 +52,7 @@ pub fn probe(
         Arm::Plan => {
             let file = images.context("a plan probe needs --bare-images")?;
             let anchor =
-                cuda_aot::fs::read_capped(trust, crate::args::limits().root, "trust root")?;
+                cuda_aot::fs::read_capped(trust, crate::limits::limits().root, "trust root")?;
             let rt = Runtime::open(registry, &anchor, policy)?;
             let list: Vec<BareImage> = rt
                 .selected()
@@ -71,7 +71,7 @@ pub fn probe(
         }
         Arm::Verified => {
             let anchor =
-                cuda_aot::fs::read_capped(trust, crate::args::limits().root, "trust root")?;
+                cuda_aot::fs::read_capped(trust, crate::limits::limits().root, "trust root")?;
             let rts = Runtime::open_devices(registry, &anchor, policy, devices)?;
             Runtime::preload_all(&rts)?;
             let mut n = 0;

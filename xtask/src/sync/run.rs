@@ -16,7 +16,7 @@ impl Args {
         let trust = anchor::trust_file(self.trust.as_deref())?;
         let anchor = anchor::read_bytes(&trust)?;
         let state_path = self.check.state_path(&self.to)?;
-        let limits = crate::args::limits();
+        let limits = crate::limits::limits();
         let seen = TrustState::load(&state_path, limits.state)?;
         let opts = SyncOptions {
             verify: self.check.options(),
