@@ -294,11 +294,14 @@ impl VerifiedIndex {
             })?
         };
         self.manifests = manifests.into_iter().map(|(_, m)| m).collect();
+        let mut modules: Vec<(usize, VerifiedModule)> = modules
+            .into_iter()
+            .filter_map(|(i, m)| m.map(|m| (i, m)))
+            .collect();
+        // By entry position, for `Verified::module`'s binary search.
+        modules.sort_by_key(|(i, _)| *i);
         Ok(Verified {
-            modules: modules
-                .into_iter()
-                .filter_map(|(i, m)| m.map(|m| (i, m)))
-                .collect(),
+            modules,
             index: self,
         })
     }

@@ -84,14 +84,17 @@ impl Verified {
     pub fn metadata(&self) -> &VerifiedIndex {
         &self.index
     }
-    /// The verified modules with their index entry's position, in the selected order
-    /// (empty unless [`Select::keep_bytes`]).
+    /// The verified modules with their index entry's position, by that position (empty
+    /// unless [`Select::keep_bytes`]).
     pub fn modules(&self) -> &[(usize, VerifiedModule)] {
         &self.modules
     }
     /// The verified module of the index entry at `i`, when it was selected and kept.
     pub fn module(&self, i: usize) -> Option<&VerifiedModule> {
-        self.modules.iter().find(|(j, _)| *j == i).map(|(_, m)| m)
+        self.modules
+            .binary_search_by_key(&i, |(j, _)| *j)
+            .ok()
+            .map(|k| &self.modules[k].1)
     }
 }
 
