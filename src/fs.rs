@@ -442,12 +442,16 @@ mod tests {
         open_lock_file(&plain).unwrap(); // opening again neither truncates nor fails
     }
 
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success(), "mkfifo {}", path.display());
+    }
+
     #[test]
     fn a_fifo_a_device_a_folder_and_a_link_are_refused_without_blocking() {
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("fifo");
-        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-        assert!(made.unwrap().success(), "mkfifo");
+        mkfifo(&fifo);
         let err = read_at_most(&fifo, 10).unwrap_err();
         assert!(
             matches!(&err, Error::NotRegular { kind, .. } if kind.contains("FIFO")),
@@ -514,13 +518,7 @@ mod tests {
         let err = read_beneath_at_most(&root, "ts.json", 100).unwrap_err();
         assert!(matches!(&err, Error::Symlink { .. }), "{err}");
         let fifo = root.join("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         let err = open_beneath(&root, "fifo").unwrap_err();
         assert!(
             matches!(&err, Error::NotRegular { kind, .. } if kind.contains("FIFO")),

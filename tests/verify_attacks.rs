@@ -754,13 +754,7 @@ fn issue_10_a_fifo_in_place_of_a_registry_file_is_refused_without_blocking() {
             _ => f.blob_path("sm_90"),
         };
         std::fs::remove_file(&path).unwrap();
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&path)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&path);
         let err = f.verify().unwrap_err();
         assert!(
             matches!(&err, Error::NotRegular { kind, .. } if kind.contains("FIFO")),

@@ -95,10 +95,16 @@ fn is_loopback(registry: &str) -> bool {
     crate::remote::is_loopback_host(host)
 }
 
+/// Whether the registry of `reference` is spoken to over plain HTTP: when asked, and for
+/// loopback registries always (the oci-client transport and our own manifest read agree).
+fn plain_http(reference: &Reference, opts: &OciOptions) -> bool {
+    opts.plain_http || is_loopback(reference.resolve_registry())
+}
+
 fn client(reference: &Reference, opts: &OciOptions) -> Client {
     crate::remote::install_tls_provider();
     let registry = reference.resolve_registry().to_string();
-    let protocol = if opts.plain_http || is_loopback(&registry) {
+    let protocol = if plain_http(reference, opts) {
         ClientProtocol::HttpsExcept(vec![registry])
     } else {
         ClientProtocol::Https
@@ -155,7 +161,7 @@ async fn pull_manifest(
         .await
         .map_err(|e| fail(format!("authentication: {e}")))?;
     let registry = reference.resolve_registry().to_string();
-    let scheme = match opts.plain_http || is_loopback(&registry) {
+    let scheme = match plain_http(reference, opts) {
         true => "http",
         false => "https",
     };

@@ -7,7 +7,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -356,17 +355,6 @@ fn finding_2_random_paths_headers_and_ranges_always_get_an_answer() {
     // Every request was logged, the long ones cut.
     let long = s.wait_log(|v| v["path"].as_str().is_some_and(|p| p.ends_with('…')));
     assert!(long["path"].as_str().unwrap().len() <= 256 + '…'.len_utf8());
-}
-
-/// Makes a FIFO at `path`.
-fn mkfifo(path: &Path) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let ok = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "mkfifo");
 }
 
 /// Finding 3: a FIFO in the served folder pinned a blocking thread per GET (the open waited

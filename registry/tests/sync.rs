@@ -428,13 +428,7 @@ fn issue_18_a_fifo_in_the_target_is_refused_without_blocking() {
         sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
         let fifo = target.join(&victim);
         std::fs::remove_file(&fifo).unwrap();
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         let (tx, rx) = std::sync::mpsc::channel();
         let (url, root, t) = (s.url(), f.root_file.clone(), target.clone());
         std::thread::spawn(move || {

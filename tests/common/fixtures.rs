@@ -9,6 +9,14 @@ use cuda_aot::metadata::{Document, MaxExpiry, Role, Roles, Root, Time};
 use cuda_aot::*;
 
 /// A fresh random key (tests generate keys; none is ever committed).
+/// Makes a FIFO (named pipe) at `path`, creating its folder: what an attacker or a stray
+/// tool leaves where a registry file belongs.
+pub fn mkfifo(path: &std::path::Path) {
+    std::fs::create_dir_all(path.parent().expect("a parent folder")).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
 pub fn key() -> SecretKey {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).unwrap();

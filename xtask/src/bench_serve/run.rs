@@ -386,14 +386,16 @@ struct Hostile {
     /// Wrong-token PUTs answered 401, and 429 (throttled).
     unauthorized: usize,
     throttled: usize,
+    /// Wrong-token PUTs answered otherwise, or not at all (a timeout, a reset).
+    other: usize,
 }
 
 impl std::fmt::Display for Hostile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "hostile: {} wrong-token PUTs answered 401, {} throttled (429); {} stalled connections cut, {} refused",
-            self.unauthorized, self.throttled, self.cut, self.refused
+            "hostile: {} wrong-token PUTs answered 401, {} throttled (429), {} otherwise; {} stalled connections cut, {} refused",
+            self.unauthorized, self.throttled, self.other, self.cut, self.refused
         )
     }
 }
@@ -413,7 +415,7 @@ impl Args {
         use std::io::Write as _;
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
         let stop = Arc::new(AtomicBool::new(false));
-        let counts: Arc<[AtomicUsize; 4]> = Arc::new(Default::default());
+        let counts: Arc<[AtomicUsize; 5]> = Arc::new(Default::default());
         let largest = reference
             .iter()
             .max_by_key(|(_, (n, _))| *n)
@@ -499,7 +501,7 @@ impl Args {
                     {
                         Ok(401) => counts[2].fetch_add(1, Ordering::Relaxed),
                         Ok(429) => counts[3].fetch_add(1, Ordering::Relaxed),
-                        _ => counts[1].fetch_add(1, Ordering::Relaxed),
+                        _ => counts[4].fetch_add(1, Ordering::Relaxed),
                     };
                 }
             }));
@@ -519,6 +521,7 @@ impl Args {
                 refused: n(1),
                 unauthorized: n(2),
                 throttled: n(3),
+                other: n(4),
             },
         ))
     }
