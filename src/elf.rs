@@ -93,6 +93,41 @@ impl CubinInfo {
 type Header = elf::FileHeader64<Le>;
 type SectionHeader = elf::SectionHeader64<Le>;
 
+/// The named global symbols a cubin uses but does not define (`SHN_UNDEF`), each once, in
+/// symbol-table order: in a relocatable cubin (`nvcc -cubin -rdc=true`), the `extern`
+/// device variables and functions another file must define. Names beginning `.nv.` (what
+/// the driver provides at load, e.g. `.nv.reservedSmem.offset0`) are not listed.
+pub fn undefined_symbols(data: &[u8]) -> Result<Vec<String>, String> {
+    let p = parse(data)?;
+    let mut out: Vec<String> = Vec::new();
+    for (ti, s) in p.sections.iter().enumerate() {
+        if s.sh_type(Le) != elf::SHT_SYMTAB {
+            continue;
+        }
+        let symtab = p
+            .table
+            .symbol_table_by_index(Le, data, object::SectionIndex(ti))
+            .map_err(|e| format!("symbol table (section {ti}): {e}"))?;
+        for (index, sym) in symtab.symbols().iter().enumerate() {
+            let bind = sym.st_bind();
+            if sym.st_shndx(Le) != elf::SHN_UNDEF
+                || !(bind == elf::STB_GLOBAL || bind == elf::STB_WEAK)
+            {
+                continue;
+            }
+            let name = symtab
+                .symbol_name(Le, sym)
+                .map_err(|e| format!("symbol {index}: name: {e}"))?;
+            let name =
+                std::str::from_utf8(name).map_err(|_| format!("symbol {index}: non-UTF-8 name"))?;
+            if !name.is_empty() && !name.starts_with(".nv.") && !out.iter().any(|n| n == name) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Checks that `bytes` is a complete little-endian ELF64 for CUDA: header, every header
 /// table, every section (except `SHT_NOBITS`) and every segment lie inside the buffer.
 ///

@@ -145,8 +145,18 @@ pub struct Identity {
     /// Include folders (`-I`), in search order, as written in the spec: relative to the spec
     /// file, never an absolute path of the build machine.
     pub include_dirs: Vec<String>,
-    /// blake3 over the normalised source and every header it includes.
+    /// blake3 over the normalised source and every header it includes (a module of several
+    /// sources: over every file each of them read).
     pub source_digest: Digest,
+    /// A module of several sources: the files, relative to the sources folder, in link
+    /// order (each compiled with [`Identity::flags`] as relocatable device code); empty for
+    /// a module of one source, which names its file in `flags`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// A module of several sources: the device-link flags (`-dlink -cubin -arch=sm_90`);
+    /// empty for a module of one source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_flags: Vec<String>,
     /// Proof-protocol / ABI version the kernels implement.
     pub protocol: String,
     /// Compile-time launch geometry and tuning constants.
@@ -357,6 +367,8 @@ pub(crate) mod tests {
             flags: vec!["-cubin".into(), "-arch=sm_90".into()],
             include_dirs: vec!["../include".into()],
             source_digest: Digest::of(b"src"),
+            sources: Vec::new(),
+            link_flags: Vec::new(),
             protocol: "goldilocks-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
             schedule_version: 1,
@@ -391,6 +403,12 @@ pub(crate) mod tests {
         variants.push(v);
         let mut v = base.clone();
         v.kind = Kind::Ptx;
+        variants.push(v);
+        let mut v = base.clone();
+        v.sources = vec!["ntt.cu".into(), "tables.cu".into()];
+        variants.push(v);
+        let mut v = base.clone();
+        v.link_flags = vec!["-dlink".into()];
         variants.push(v);
         for v in variants {
             assert_ne!(v.digest(), d0, "{v:?}");

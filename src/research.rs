@@ -90,6 +90,8 @@ impl ResearchModule {
                 flags: src.options.to_vec(),
                 include_dirs: Vec::new(),
                 source_digest: Digest::of(src.source.as_bytes()),
+                sources: Vec::new(),
+                link_flags: Vec::new(),
                 protocol: src.protocol.into(),
                 geometry: src.geometry.clone(),
                 schedule_version: src.schedule_version,

@@ -115,6 +115,8 @@ pub fn manifest(module: &str, target: &str, blob: &[u8], channel: Channel) -> Ma
             ],
             include_dirs: vec![],
             source_digest: Digest::of(b"add.cu"),
+            sources: Vec::new(),
+            link_flags: Vec::new(),
             protocol: "test-v1".into(),
             geometry: BTreeMap::from([("block".to_string(), 256)]),
             schedule_version: 1,

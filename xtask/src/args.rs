@@ -109,7 +109,9 @@ pub struct SelectArgs {
     #[arg(long = "module", value_name = "NAME", value_parser = parse_module)]
     pub modules: Vec<ModuleName>,
     /// Build only for this target instead of the spec's (repeatable): `sm_90`, `sm_90a`,
-    /// or `compute_90` for PTX, the labelled compatibility mode.
+    /// or `compute_90` for PTX, the labelled compatibility mode (a module of several
+    /// sources has no PTX: it gets only the `sm_*` targets, and naming it with --module
+    /// together with a `compute_*` target is an error).
     #[arg(long = "target", value_name = "TARGET")]
     pub targets: Vec<Target>,
     /// Parallel nvcc jobs [default: the number of available cores].

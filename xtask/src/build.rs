@@ -39,7 +39,7 @@ pub use evict::DEFAULT_MAX_SIZE;
 use evict::{Eviction, Protected};
 pub use explain::Change;
 use inputs::{Inputs, Names};
-use job::{Ctx, Done};
+use job::{Ctx, Done, UnitDone, UnitHow};
 pub use nvcc::HostCompiler;
 pub use report::JsonReport;
 use report::{emit_json, emit_plan, print_plan, print_report};
@@ -447,11 +447,11 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         let subject = Subject {
             module: Some(plan.spec.modules[job.module].name.to_string()),
             target: Some(job.target.to_string()),
-            file: Some(
-                plan.spec
-                    .sources
-                    .join(&plan.spec.modules[job.module].source),
-            ),
+            // A module of several sources: the message names the file at fault.
+            file: match plan.spec.modules[job.module].sources.as_slice() {
+                [one] => Some(plan.spec.sources.join(one)),
+                _ => None,
+            },
         };
         return Err(subject.attach(e).context(format!(
             "build failed: {} of {n} jobs failed ({}){}; nothing was written to {} or to the build cache",
@@ -505,7 +505,9 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 deps,
                 changes,
                 warnings,
+                units,
             } => {
+                commit_units(&cache, &units, &mut protected)?;
                 let set = commit_compiled(
                     &cache, &plan, job, key, records, &manifest, &blob, &deps, &warnings,
                 )?;
@@ -578,12 +580,39 @@ fn commit_compiled(
     Ok(cache::split(deps, id).0.set)
 }
 
+/// Commits the units of a linked job (the relocatable cubin of each file compiled now, with
+/// its dependency record; a unit found through an older record makes that record the
+/// newest), and marks them as used by this build.
+fn commit_units(cache: &Cache, units: &[UnitDone], protected: &mut Protected) -> Result<()> {
+    for u in units {
+        match &u.how {
+            UnitHow::Compiled {
+                deps,
+                object,
+                warnings,
+            } => {
+                cache.commit_unit(&u.id, &u.source, object, warnings)?;
+                cache.add_record(&u.key, &u.records, deps, u.id)?;
+                protected.sets.extend(cache::split(deps, u.id).0.set);
+            }
+            UnitHow::Cached { record, last_used } => {
+                cache.touch(&u.id, *last_used);
+                cache.promote_record(&u.key, &u.records, *record, u.id)?;
+                protected.sets.extend(u.records[*record].set);
+            }
+        }
+        protected.objects.insert(u.id);
+        protected.deps.insert(u.key);
+    }
+    Ok(())
+}
+
 /// Notes what the job's latest build was (`--explain` compares the next miss against it).
 fn note_last(cache: &Cache, plan: &Plan, job: &Job, key: &Digest, m: &Manifest) -> Result<()> {
     let spec = &plan.spec.modules[job.module];
     cache.put_last(
         &cache::job_key(&spec.name, &job.target, job.kind),
-        &LastBuild::new(format!("src:{}", spec.source), *key, m.identity.clone()),
+        &LastBuild::new(spec.source_key(), *key, m.identity.clone()),
     )
 }
 
@@ -603,21 +632,24 @@ fn keep_finished(
             blob,
             deps,
             warnings,
+            units,
             ..
         })) = r
         {
             let (key, records) = &keyed[i];
-            let committed = commit_compiled(
-                cache,
-                plan,
-                &plan.jobs[i],
-                key,
-                records,
-                &manifest,
-                &blob,
-                &deps,
-                &warnings,
-            );
+            let committed = commit_units(cache, &units, &mut Protected::default()).and_then(|()| {
+                commit_compiled(
+                    cache,
+                    plan,
+                    &plan.jobs[i],
+                    key,
+                    records,
+                    &manifest,
+                    &blob,
+                    &deps,
+                    &warnings,
+                )
+            });
             match committed {
                 Ok(_) => kept += 1,
                 Err(e) => eprintln!("build: could not keep {}: {e:#}", manifest.label()),

@@ -353,7 +353,17 @@ impl Args {
                 "pass the JSON file parity-runner --report wrote",
             )
         })?;
-        let source = std::fs::read(spec.sources.join(&ms.source))
+        if ms.is_linked() {
+            return Err(fail(
+                format!(
+                    "{m} lists {} sources ({}): promotion compares one file's NVRTC research build with its AOT build, and a device-linked module has no such single file",
+                    ms.sources.len(),
+                    ms.shown_sources()
+                ),
+                "promote modules of one source; a module of several files is released as built",
+            ));
+        }
+        let source = std::fs::read(spec.sources.join(&ms.sources[0]))
             .with_context(|| format!("reading the source of {m}"))?;
         check_report(
             &parity_report,

@@ -342,8 +342,33 @@ fn every_toml_block_parses_and_release_specs_load() {
         std::fs::write(dir.join("release.toml"), &b.text).unwrap();
         let sources = dir.join(v["build"]["sources"].as_str().unwrap());
         std::fs::create_dir_all(&sources).unwrap();
+        // Include folders are checked to exist: they are made too, where they are said to be.
+        let mut includes: Vec<&toml::Value> = Vec::new();
         for m in v["module"].as_array().unwrap() {
-            std::fs::write(sources.join(m["source"].as_str().unwrap()), "").unwrap();
+            // `source` is one file or a list of them.
+            let files = match &m["source"] {
+                toml::Value::Array(list) => list.iter().map(|f| f.as_str().unwrap()).collect(),
+                one => vec![one.as_str().unwrap()],
+            };
+            for f in files {
+                std::fs::write(sources.join(f), "").unwrap();
+            }
+            includes.extend(
+                m.get("include_dirs")
+                    .and_then(|d| d.as_array())
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        includes.extend(
+            v["build"]
+                .get("include_dirs")
+                .and_then(|d| d.as_array())
+                .into_iter()
+                .flatten(),
+        );
+        for d in includes {
+            std::fs::create_dir_all(dir.join(d.as_str().unwrap())).unwrap();
         }
         let out = xtask()
             .args(["build", "--dry-run", "--spec"])

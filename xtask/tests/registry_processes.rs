@@ -81,6 +81,8 @@ impl Setup {
                 flags: vec![format!("-arch={sm}")],
                 include_dirs: vec![],
                 source_digest: Digest::of(b"add.cu"),
+                sources: Vec::new(),
+                link_flags: Vec::new(),
                 protocol: "test".into(),
                 geometry: Default::default(),
                 schedule_version: 1,

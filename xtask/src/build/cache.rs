@@ -6,6 +6,8 @@
 //! ```text
 //! objects/<identity hex>/blob            the cubin or PTX
 //! objects/<identity hex>/manifest.json   its unsigned manifest; its mtime is the entry's last use
+//! objects/<unit hex>/blob                 a relocatable cubin of one file of a module of several
+//! objects/<unit hex>/unit.json            what it is (file, digest, size); its mtime is its last use
 //! deps/<dependency key hex>.json         up to MAX_RECORDS records, most recently used first
 //! sets/<set hex>.json                    toolkit and system headers, shared by many records
 //! last/<job hex>.json                    what the job's latest build was (for `--explain`)
@@ -29,6 +31,7 @@ const DEPS_SCHEMA: &str = "cuda-aot/build-deps/v2";
 const DEPS_SCHEMA_V1: &str = "cuda-aot/build-deps/v1";
 const SET_SCHEMA: &str = "cuda-aot/build-file-set/v1";
 const LAST_SCHEMA: &str = "cuda-aot/build-last/v1";
+const UNIT_SCHEMA: &str = "cuda-aot/build-unit/v1";
 const MANIFEST_LIMIT: u64 = 1 << 20;
 const RECORD_LIMIT: u64 = 4 << 20;
 
@@ -204,6 +207,40 @@ pub fn job_key(module: &ModuleName, target: &Target, kind: Kind) -> Digest {
     Digest(*h.finalize().as_bytes())
 }
 
+/// The digest a unit (one file of a module of several, compiled to relocatable device
+/// code) is stored under: its dependency key (file, flags, include folders, toolkit, host
+/// compiler) and the digest of every file its compile read.
+pub fn unit_id(key: &Digest, source_digest: &Digest) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(b"cuda-aot unit v1\n");
+    h.update(&key.0);
+    h.update(&source_digest.0);
+    Digest(*h.finalize().as_bytes())
+}
+
+/// What a stored unit is (`objects/<unit hex>/unit.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnitMeta {
+    schema: String,
+    /// `src:<file>` of the unit's source.
+    source: String,
+    /// The relocatable cubin's size in bytes.
+    size: u64,
+    /// blake3 of the relocatable cubin.
+    digest: Digest,
+}
+
+/// A usable unit: a relocatable cubin, checked against its record.
+pub struct Unit {
+    /// The relocatable cubin.
+    pub object: Vec<u8>,
+    /// When it was last used (or committed).
+    pub last_used: SystemTime,
+    /// What nvcc printed when it compiled the unit, shown again on every use.
+    pub warnings: Vec<String>,
+}
+
 /// Splits a fresh record into its stored form and its shared set (if it read any file
 /// outside the project).
 pub fn split(rec: &DepRecord, identity: Digest) -> (StoredRecord, Option<FileSet>) {
@@ -298,18 +335,63 @@ impl Cache {
         if cuda_aot::content::check(&manifest, &blob).is_err() {
             return None;
         }
-        // Kept beside the blob (absent: nvcc printed nothing); at most 1 MiB is read.
-        let warnings = cuda_aot::fs::read_at_most(&dir.join("warnings.txt"), 1 << 20)
-            .ok()
-            .flatten()
-            .map(|b| super::nvcc::warnings(&String::from_utf8_lossy(&b)))
-            .unwrap_or_default();
         Some(Entry {
             manifest,
             blob,
             last_used,
-            warnings,
+            warnings: read_warnings(&dir),
         })
+    }
+
+    /// The unit `id` (see [`unit_id`]), if stored and intact: its blob must have the
+    /// recorded size and digest and be a whole ELF file.
+    pub fn unit(&self, id: &Digest) -> Option<Unit> {
+        let dir = self.object_dir(id);
+        let mut file = std::fs::File::open(dir.join("unit.json")).ok()?;
+        let last_used = file.metadata().and_then(|m| m.modified()).ok()?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).ok()?;
+        let meta: UnitMeta = cuda_aot::json::parse(&bytes, MANIFEST_LIMIT, "cached unit").ok()?;
+        if meta.schema != UNIT_SCHEMA {
+            return None;
+        }
+        let object = std::fs::read(dir.join("blob")).ok()?;
+        if object.len() as u64 != meta.size || Digest::of(&object) != meta.digest {
+            return None;
+        }
+        cuda_aot::elf::check_structure(&object).ok()?;
+        Some(Unit {
+            object,
+            last_used,
+            warnings: read_warnings(&dir),
+        })
+    }
+
+    /// Stores a unit's relocatable cubin under `id`, as [`Cache::commit`] stores an entry.
+    pub fn commit_unit(
+        &self,
+        id: &Digest,
+        source: &str,
+        object: &[u8],
+        warnings: &[String],
+    ) -> Result<()> {
+        if let Some(u) = self.unit(id).filter(|u| u.object == object) {
+            self.touch(id, u.last_used);
+            return Ok(());
+        }
+        let meta = UnitMeta {
+            schema: UNIT_SCHEMA.into(),
+            source: source.to_string(),
+            size: object.len() as u64,
+            digest: Digest::of(object),
+        };
+        self.commit_dir(
+            id,
+            object,
+            warnings,
+            ("unit.json", &cuda_aot::json::to_vec(&meta)),
+            || self.unit(id).is_some(),
+        )
     }
 
     /// Records a use of the entry `id` last used at `last_used` (its manifest's mtime),
@@ -319,9 +401,11 @@ impl Cache {
         if now.duration_since(last_used).unwrap_or_default() < TOUCH_AFTER {
             return;
         }
-        let path = self.object_dir(id).join("manifest.json");
-        if let Ok(f) = std::fs::File::options().append(true).open(path) {
-            let _ = f.set_modified(now);
+        let dir = self.object_dir(id);
+        for meta in ["manifest.json", "unit.json"] {
+            if let Ok(f) = std::fs::File::options().append(true).open(dir.join(meta)) {
+                let _ = f.set_modified(now);
+            }
         }
     }
 
@@ -339,11 +423,32 @@ impl Cache {
     /// staging folder, then renamed into place (replacing a damaged entry, if any).
     pub fn commit(&self, manifest: &Manifest, blob: &[u8], warnings: &[String]) -> Result<()> {
         let id = manifest.identity.digest();
-        let dest = self.object_dir(&id);
         if let Some(e) = self.lookup(&manifest.identity).filter(|e| e.blob == blob) {
             self.touch(&id, e.last_used);
             return Ok(());
         }
+        self.commit_dir(
+            &id,
+            blob,
+            warnings,
+            ("manifest.json", &cuda_aot::json::to_vec(manifest)),
+            || self.lookup(&manifest.identity).is_some(),
+        )
+    }
+
+    /// Writes `objects/<id>/` (the blob, the warnings, then the file that says what the
+    /// blob is, whose mtime is its last use) into a staging folder and renames it into
+    /// place, replacing a damaged one; `intact` says whether another build committed the
+    /// same one first when the rename fails.
+    fn commit_dir(
+        &self,
+        id: &Digest,
+        blob: &[u8],
+        warnings: &[String],
+        (meta_name, meta): (&str, &[u8]),
+        intact: impl Fn() -> bool,
+    ) -> Result<()> {
+        let dest = self.object_dir(id);
         let stage = self.staging()?;
         files::write(&stage.path().join("blob"), blob)?;
         if !warnings.is_empty() {
@@ -351,10 +456,7 @@ impl Cache {
             text.push('\n');
             files::write(&stage.path().join("warnings.txt"), text.as_bytes())?;
         }
-        files::write(
-            &stage.path().join("manifest.json"),
-            &cuda_aot::json::to_vec(manifest),
-        )?;
+        files::write(&stage.path().join(meta_name), meta)?;
         let parent = dest.parent().expect("objects/<hex>");
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
@@ -368,7 +470,7 @@ impl Cache {
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&staged);
                 // Another build sharing this cache may have committed the same entry first.
-                if self.lookup(&manifest.identity).is_some() {
+                if intact() {
                     return Ok(());
                 }
                 Err(e).with_context(|| format!("committing the cache entry {}", dest.display()))
@@ -517,6 +619,15 @@ impl Cache {
         let _ = std::fs::remove_dir(self.root.join("tmp"));
         let _ = std::fs::remove_dir(&self.root);
     }
+}
+
+/// nvcc's warnings kept beside a blob (absent: nvcc printed nothing); at most 1 MiB is read.
+fn read_warnings(dir: &Path) -> Vec<String> {
+    cuda_aot::fs::read_at_most(&dir.join("warnings.txt"), 1 << 20)
+        .ok()
+        .flatten()
+        .map(|b| super::nvcc::warnings(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -91,7 +91,10 @@ impl Cache {
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| {
                 let path = e.path();
-                let manifest = std::fs::metadata(path.join("manifest.json")).ok();
+                // An entry's manifest, or a unit's note (one file of a module of several).
+                let manifest = std::fs::metadata(path.join("manifest.json"))
+                    .or_else(|_| std::fs::metadata(path.join("unit.json")))
+                    .ok();
                 let last_used = manifest
                     .as_ref()
                     .and_then(|m| m.modified().ok())

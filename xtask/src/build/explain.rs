@@ -217,7 +217,7 @@ impl Ctx<'_> {
         matched: Option<&Identity>,
     ) -> Vec<Change> {
         let m = &self.plan.spec.modules[job.module];
-        let source = format!("src:{}", m.source);
+        let source = m.source_key();
         let last = self
             .cache
             .last(&super::cache::job_key(&m.name, &job.target, job.kind));
@@ -277,7 +277,7 @@ impl Ctx<'_> {
     /// against a last build from `source` with identity `was`.
     fn key_changes(&self, job: &Job, source: &str, was: &Identity) -> Vec<Change> {
         let m = &self.plan.spec.modules[job.module];
-        let now_source = format!("src:{}", m.source);
+        let now_source = m.source_key();
         let mut out = Vec::new();
         if source != now_source {
             out.push(Change::SourcePath {
@@ -334,9 +334,11 @@ fn list_diff(old: &[String], new: &[String]) -> (Vec<String>, Vec<String>) {
     (removed, added)
 }
 
-fn file_change(f: &DepFile, source: &str) -> Change {
+/// How a changed file is reported; `sources` is the module's `src:` names, comma-separated
+/// (`ModuleSpec::source_key`).
+fn file_change(f: &DepFile, sources: &str) -> Change {
     let name = f.name.clone();
-    if f.name == source {
+    if sources.split(',').any(|s| s == f.name) {
         Change::Source { name }
     } else if f.is_project() {
         Change::Header { name }

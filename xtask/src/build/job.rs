@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use cuda_aot::{Channel, Digest, Identity, Kind, Manifest};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
@@ -12,6 +12,7 @@ use super::cache::{Cache, DepFile, DepRecord, StoredRecord};
 use super::explain::Change;
 use super::inputs::{self, Inputs};
 use super::{Job, Plan, fail, kernels, nvcc};
+use crate::files;
 
 /// The outcome of one job.
 pub(super) enum Done {
@@ -35,6 +36,39 @@ pub(super) enum Done {
         changes: Vec<Change>,
         /// nvcc's warnings.
         warnings: Vec<String>,
+        /// A module of several sources: each file's relocatable cubin, compiled now or
+        /// taken from the cache.
+        units: Vec<UnitDone>,
+    },
+}
+
+/// One file of a module of several, as the job's link used it.
+pub(super) struct UnitDone {
+    /// Its dependency key ([`Ctx::unit_key`]).
+    pub(super) key: Digest,
+    /// Its dependency records as they were before this build.
+    pub(super) records: Vec<StoredRecord>,
+    /// `src:<file>`.
+    pub(super) source: String,
+    /// What it is stored under ([`super::cache::unit_id`]).
+    pub(super) id: Digest,
+    /// Compiled now: what it read, the relocatable cubin and nvcc's warnings; or taken
+    /// from the cache through record `record`, last used at `last_used`.
+    pub(super) how: UnitHow,
+}
+
+/// How a unit of a linked job came to be.
+pub(super) enum UnitHow {
+    /// Compiled by this build.
+    Compiled {
+        deps: DepRecord,
+        object: Vec<u8>,
+        warnings: Vec<String>,
+    },
+    /// Found intact in the cache through the job's record `record`.
+    Cached {
+        record: usize,
+        last_used: SystemTime,
     },
 }
 
@@ -65,15 +99,35 @@ impl Ctx<'_> {
     /// The key of a job's dependency record: what decides which files nvcc reads.
     pub(super) fn dep_key(&self, job: &Job) -> Digest {
         let m = &self.plan.spec.modules[job.module];
-        let key = serde_json::json!({
-            "source": format!("src:{}", m.source),
+        let mut key = serde_json::json!({
+            "source": m.source_key(),
             "flags": job.flags,
             "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
             "toolkit": self.plan.toolkit.identity,
             "host": self.plan.host.version,
         });
+        if m.is_linked() {
+            key["link"] = serde_json::json!(job.link);
+        }
         let mut h = blake3::Hasher::new();
         h.update(b"cuda-aot deps key v1\n");
+        h.update(&cuda_aot::json::to_canonical(&key));
+        Digest(*h.finalize().as_bytes())
+    }
+
+    /// The key of the dependency records of `file`, one source of a linked job's module:
+    /// what decides which files its compile reads.
+    pub(super) fn unit_key(&self, job: &Job, file: &str) -> Digest {
+        let m = &self.plan.spec.modules[job.module];
+        let key = serde_json::json!({
+            "unit": format!("src:{file}"),
+            "flags": job.unit_flags(file),
+            "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
+            "toolkit": self.plan.toolkit.identity,
+            "host": self.plan.host.version,
+        });
+        let mut h = blake3::Hasher::new();
+        h.update(b"cuda-aot unit deps key v1\n");
         h.update(&cuda_aot::json::to_canonical(&key));
         Digest(*h.finalize().as_bytes())
     }
@@ -90,6 +144,12 @@ impl Ctx<'_> {
             flags: job.flags.clone(),
             include_dirs: m.include_dirs.iter().map(|d| d.rel.clone()).collect(),
             source_digest,
+            sources: if m.is_linked() {
+                m.sources.clone()
+            } else {
+                Vec::new()
+            },
+            link_flags: job.link.clone(),
             protocol: m.protocol.clone(),
             geometry: m.geometry.clone(),
             schedule_version: m.schedule_version,
@@ -133,28 +193,12 @@ impl Ctx<'_> {
         let m = &plan.spec.modules[job.module];
         let label = plan.label(job);
         let stage = self.cache.staging()?;
+        if m.is_linked() {
+            return self.compile_linked(job, changes, stage.path());
+        }
         let output = stage.path().join(format!("{}.{}", job.target, job.kind));
-        let depfile = stage.path().join("deps.d");
-        // nvcc runs in the sources folder and gets the source and include folders as paths
-        // relative to it: `__FILE__` (which device assert() embeds in the cubin) must not
-        // carry this checkout's location.
-        let source = Path::new(&m.source);
-        let inv = nvcc::Invocation {
-            nvcc: &plan.toolkit.nvcc,
-            flags: &job.flags,
-            ccbin: &plan.host.path,
-            source,
-            includes: &m.include_dirs,
-            cwd: &plan.spec.sources,
-            output: &output,
-            depfile: &depfile,
-        };
-        let t = Instant::now();
-        self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        let said = match inv.run() {
-            Ok(said) => said,
-            Err(f) => return Err(self.failure(job, m, &plan.spec.sources.join(source), f)),
-        };
+        let (said, files, compile_ms) =
+            self.run_nvcc(job, &m.sources[0], &job.flags, &output, stage.path())?;
         // No signed blob may carry a silently zero-filled extern.
         let undefined = nvcc::undefined_externs(&said);
         if !undefined.is_empty() {
@@ -166,23 +210,69 @@ impl Ctx<'_> {
                 format!(
                     "{label}: {} no file of the module defines: nvcc compiled each as a private, zero-filled copy (warning #20044-D), so the kernels would read zeros; nothing was built\nnvcc output:\n{}",
                     list.join(", "),
-                    said.trim_end()
-                        .lines()
-                        .map(|l| format!("    {l}"))
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    nvcc::indent(&said)
                 ),
                 format!(
-                    "define {} in {} (with its initial values), or remove `extern` from the declaration; a module is one source file compiled whole, so a table defined in another file of the project is not linked in",
+                    "add the file that defines {} to the module: `source = [\"{}\", \"<defining file>.cu\"]` compiles both as relocatable device code and links them (docs/build.md, \"Modules of several files\"); or define it in {} itself, or remove `extern` from the declaration",
                     undefined
                         .iter()
                         .map(|(s, _)| format!("`{s}`"))
                         .collect::<Vec<_>>()
                         .join(", "),
-                    m.source
+                    m.sources[0],
+                    m.sources[0]
                 ),
             ));
         }
+        let deps = DepRecord::new(files, compile_ms);
+        let identity = self.identity(job, deps.source_digest())?;
+        let blob = std::fs::read(&output)
+            .with_context(|| format!("{label}: reading {}", output.display()))?;
+        let manifest = self.manifest(job, identity, &blob)?;
+        Ok(Done::Compiled {
+            manifest,
+            blob,
+            deps,
+            changes,
+            warnings: nvcc::warnings(&said),
+            units: Vec::new(),
+        })
+    }
+
+    /// Runs nvcc on `source` (relative to the sources folder) with `flags`, writing
+    /// `output`: what it printed, every file it read (with its digest) and how long it took.
+    fn run_nvcc(
+        &self,
+        job: &Job,
+        source: &str,
+        flags: &[String],
+        output: &Path,
+        stage: &Path,
+    ) -> Result<(String, Vec<DepFile>, u64)> {
+        let plan = self.plan;
+        let m = &plan.spec.modules[job.module];
+        let label = plan.label(job);
+        let depfile = output.with_extension("d");
+        // nvcc runs in the sources folder and gets the source and include folders as paths
+        // relative to it: `__FILE__` (which device assert() embeds in the cubin) must not
+        // carry this checkout's location.
+        let inv = nvcc::Invocation {
+            nvcc: &plan.toolkit.nvcc,
+            flags,
+            ccbin: &plan.host.path,
+            source: Path::new(source),
+            includes: &m.include_dirs,
+            cwd: &plan.spec.sources,
+            output,
+            depfile: &depfile,
+        };
+        debug_assert!(output.starts_with(stage));
+        let t = Instant::now();
+        self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
+        let said = match inv.run() {
+            Ok(said) => said,
+            Err(f) => return Err(self.failure(job, m, &plan.spec.sources.join(source), f)),
+        };
         let compile_ms = t.elapsed().as_millis() as u64;
         let text = std::fs::read_to_string(&depfile).with_context(|| {
             format!(
@@ -217,7 +307,92 @@ impl Ctx<'_> {
             })?;
             files.push(DepFile { name, digest });
         }
-        let deps = DepRecord::new(files, compile_ms);
+        Ok((said, files, compile_ms))
+    }
+
+    /// A module of several sources: each file compiled to relocatable device code (or
+    /// taken from the cache when every file it read is unchanged), then device-linked into
+    /// one cubin. An `extern` no file defines fails the link, and the build.
+    fn compile_linked(&self, job: &Job, changes: Vec<Change>, stage: &Path) -> Result<Done> {
+        let plan = self.plan;
+        let m = &plan.spec.modules[job.module];
+        let label = plan.label(job);
+        let mut units = Vec::with_capacity(m.sources.len());
+        let mut objects = Vec::with_capacity(m.sources.len());
+        let mut unit_objects: Vec<Vec<u8>> = Vec::with_capacity(m.sources.len());
+        let mut all_files = Vec::new();
+        let mut warnings = Vec::new();
+        let mut compile_ms = 0;
+        for (i, file) in m.sources.iter().enumerate() {
+            let key = self.unit_key(job, file);
+            let records = self.cache.records(&key);
+            let hit = records.iter().enumerate().find_map(|(r, rec)| {
+                let full = self.inputs.unchanged(rec)?;
+                let id = super::cache::unit_id(&key, &full.source_digest());
+                Some((r, full, id, self.cache.unit(&id)?))
+            });
+            let (id, object, how) = match hit {
+                Some((record, full, id, unit)) => {
+                    all_files.extend(full.files);
+                    warnings.extend(unit.warnings);
+                    let how = UnitHow::Cached {
+                        record,
+                        last_used: unit.last_used,
+                    };
+                    (id, unit.object, how)
+                }
+                None => {
+                    let out = stage.join(format!("unit-{i}.o.cubin"));
+                    let (said, files, ms) =
+                        self.run_nvcc(job, file, &job.unit_flags(file), &out, stage)?;
+                    compile_ms += ms;
+                    let deps = DepRecord::new(files, ms);
+                    all_files.extend(deps.files.iter().cloned());
+                    let id = super::cache::unit_id(&key, &deps.source_digest());
+                    let object = std::fs::read(&out)
+                        .with_context(|| format!("{label}: reading {}", out.display()))?;
+                    let said = nvcc::warnings(&said);
+                    warnings.extend(said.iter().cloned());
+                    let how = UnitHow::Compiled {
+                        deps,
+                        object: object.clone(),
+                        warnings: said,
+                    };
+                    (id, object, how)
+                }
+            };
+            // The link reads the units from the staging folder, by names of its own: what
+            // nvlink records of its inputs does not depend on the cache's paths.
+            let name = PathBuf::from(format!("unit-{i}.cubin"));
+            files::write(&stage.join(&name), &object)?;
+            objects.push(name);
+            unit_objects.push(object);
+            units.push(UnitDone {
+                key,
+                records,
+                source: format!("src:{file}"),
+                id,
+                how,
+            });
+        }
+        let output = stage.join(format!("{}.{}", job.target, job.kind));
+        let link = nvcc::Link {
+            nvcc: &plan.toolkit.nvcc,
+            flags: &job.link,
+            ccbin: &plan.host.path,
+            objects: &objects,
+            cwd: stage,
+            output: &output,
+        };
+        let t = Instant::now();
+        self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
+        let said = match link.run() {
+            Ok(said) => said,
+            Err(f) => return Err(self.link_failure(job, m, &unit_objects, f)),
+        };
+        compile_ms += t.elapsed().as_millis() as u64;
+        warnings.extend(nvcc::warnings(&said));
+        let deps = DepRecord::new(all_files, compile_ms);
         let identity = self.identity(job, deps.source_digest())?;
         let blob = std::fs::read(&output)
             .with_context(|| format!("{label}: reading {}", output.display()))?;
@@ -227,8 +402,74 @@ impl Ctx<'_> {
             blob,
             deps,
             changes,
-            warnings: nvcc::warnings(&said),
+            warnings,
+            units,
         })
+    }
+
+    /// A failed device link: each symbol nvlink could not resolve, with the files of the
+    /// module that use it, or nvlink's own words.
+    fn link_failure(
+        &self,
+        job: &Job,
+        m: &super::ModuleSpec,
+        unit_objects: &[Vec<u8>],
+        f: nvcc::Failure,
+    ) -> anyhow::Error {
+        let label = self.plan.label(job);
+        let detail = f.detail("nvlink");
+        if let Some(killed) = killed(&label, &f, &detail) {
+            return killed;
+        }
+        let unresolved = nvcc::unresolved_at_link(&f.output);
+        if unresolved.is_empty() {
+            return fail(
+                format!(
+                    "{label}: the device link of {} failed ({})\n{detail}",
+                    m.shown_sources(),
+                    f.status
+                ),
+                "fix what nvlink reports above (a symbol defined in two files of the module: keep one definition, mark the others `static` or `extern`)",
+            );
+        }
+        let users = |symbol: &str| -> Vec<&str> {
+            m.sources
+                .iter()
+                .zip(unit_objects)
+                .filter(|(_, o)| {
+                    cuda_aot::elf::undefined_symbols(o).is_ok_and(|u| u.iter().any(|s| s == symbol))
+                })
+                .map(|(s, _)| s.as_str())
+                .collect()
+        };
+        let list: Vec<String> = unresolved
+            .iter()
+            .map(|s| {
+                let u = users(s);
+                let shown = crate::build::kernels::demangled(s);
+                if u.is_empty() {
+                    format!("`{shown}`")
+                } else {
+                    format!("`{shown}` (declared extern and used in {})", u.join(", "))
+                }
+            })
+            .collect();
+        fail(
+            format!(
+                "{label}: {} no file of the module defines: the device link of {} failed, so nothing was built\n{detail}",
+                list.join(", "),
+                m.shown_sources()
+            ),
+            format!(
+                "add the file that defines {} to the module's `source` list (relative to the sources folder), or define it in one of {}",
+                unresolved
+                    .iter()
+                    .map(|s| format!("`{}`", crate::build::kernels::demangled(s)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                m.shown_sources()
+            ),
+        )
     }
 
     /// The manifest of a freshly built blob, after the entry-point and content checks.
@@ -262,23 +503,9 @@ impl Ctx<'_> {
         f: nvcc::Failure,
     ) -> anyhow::Error {
         let label = self.plan.label(job);
-        let detail = format!(
-            "command: {}\nnvcc output:\n{}",
-            f.command,
-            f.output
-                .trim_end()
-                .lines()
-                .map(|l| format!("    {l}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        if let Some(killed) = &f.killed {
-            return fail(
-                format!("{label}: {killed}, so nothing was built\n{detail}"),
-                "nothing in the sources is at fault: nvcc was stopped from outside (Ctrl-C, a CI \
-                 time limit, the out-of-memory killer); rerun the build, with fewer jobs (-j) if \
-                 memory ran out",
-            );
+        let detail = f.detail("nvcc");
+        if let Some(killed) = killed(&label, &f, &detail) {
+            return killed;
         }
         match nvcc::missing_header(&f.output) {
             Some((header, from)) => {
@@ -328,4 +555,15 @@ impl Ctx<'_> {
             ),
         }
     }
+}
+
+/// The error of a compile or link that was killed from outside, if it was.
+fn killed(label: &str, f: &nvcc::Failure, detail: &str) -> Option<anyhow::Error> {
+    let killed = f.killed.as_ref()?;
+    Some(fail(
+        format!("{label}: {killed}, so nothing was built\n{detail}"),
+        "nothing in the sources is at fault: nvcc was stopped from outside (Ctrl-C, a CI \
+         time limit, the out-of-memory killer); rerun the build, with fewer jobs (-j) if \
+         memory ran out",
+    ))
 }

@@ -29,6 +29,20 @@ pub fn read(kind: Kind, blob: &[u8]) -> Result<Vec<Function>> {
         .collect()
 }
 
+/// A symbol for messages: demangled with its parameters (`mulmod(unsigned int, unsigned
+/// int)`) when it is a C++ symbol, else itself.
+pub fn demangled(symbol: &str) -> String {
+    symbol
+        .starts_with("_Z")
+        .then(|| Symbol::new(symbol).ok())
+        .flatten()
+        .and_then(|s| {
+            s.demangle_with_options(&DemangleOptions::new().no_return_type())
+                .ok()
+        })
+        .unwrap_or_else(|| symbol.to_string())
+}
+
 /// One kernel: `extern "C"` symbols are their own name; mangled C++ symbols get their
 /// demangled name (no parameters, no return type) and signature (no return type).
 pub fn function(symbol: &str, abi: LaunchAbi) -> Result<Function> {

@@ -176,6 +176,26 @@ pub struct Invocation<'a> {
     pub depfile: &'a Path,
 }
 
+impl Failure {
+    /// `command: ...` and what `tool` printed, indented, for an error message.
+    pub fn detail(&self, tool: &str) -> String {
+        format!(
+            "command: {}\n{tool} output:\n{}",
+            self.command,
+            indent(&self.output)
+        )
+    }
+}
+
+/// Tool output for an error message: each line indented by four spaces.
+pub fn indent(text: &str) -> String {
+    text.trim_end()
+        .lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A failed nvcc run: what ran and what it said.
 #[derive(Debug)]
 pub struct Failure {
@@ -194,69 +214,129 @@ pub struct Failure {
 impl Invocation<'_> {
     /// The command, with nvcc's flag-injecting environment variables removed.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(self.nvcc);
-        cmd.args(self.flags);
+        let mut cmd = nvcc_command(self.nvcc, self.flags, self.ccbin, self.cwd);
         for d in self.includes {
             cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
         }
-        cmd.arg("-ccbin")
-            .arg(self.ccbin)
-            .arg("-MD")
+        cmd.arg("-MD")
             .arg("-MF")
             .arg(self.depfile)
             .arg("-o")
             .arg(self.output)
-            .arg(self.source)
-            .current_dir(self.cwd)
-            .env("LC_ALL", "C")
-            .stdin(Stdio::null());
-        for v in NVCC_ENV_SCRUB {
-            cmd.env_remove(v);
-        }
+            .arg(self.source);
         cmd
     }
 
     /// Runs nvcc; `Ok` carries what it printed (its warnings, and those of the tools it
     /// ran), `Err` the command line and nvcc's output.
     pub fn run(&self) -> Result<String, Failure> {
-        let mut cmd = self.command();
-        let command = show_command(&cmd);
-        match process::output(&mut cmd) {
-            Ok(out) if out.status.success() && self.output.is_file() => {
-                let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
-                text.push_str(&String::from_utf8_lossy(&out.stdout));
-                Ok(text)
+        run(self.command(), self.output)
+    }
+}
+
+/// One device link of a module of several sources: `nvcc -dlink -cubin -arch=sm_XX`
+/// over the files' relocatable cubins, into one cubin (nvlink resolves every `extern`
+/// device symbol; an unresolved one fails the link).
+pub struct Link<'a> {
+    /// `<toolkit>/bin/nvcc`.
+    pub nvcc: &'a Path,
+    /// The link flags (recorded in the identity).
+    pub flags: &'a [String],
+    /// Host compiler for `-ccbin`.
+    pub ccbin: &'a Path,
+    /// The relocatable cubins, in link order, relative to `cwd`.
+    pub objects: &'a [PathBuf],
+    /// Working folder (the job's staging folder: the link reads nothing else).
+    pub cwd: &'a Path,
+    /// Where the linked cubin goes.
+    pub output: &'a Path,
+}
+
+impl Link<'_> {
+    /// The command, with nvcc's flag-injecting environment variables removed.
+    pub fn command(&self) -> Command {
+        let mut cmd = nvcc_command(self.nvcc, self.flags, self.ccbin, self.cwd);
+        cmd.arg("-o").arg(self.output).args(self.objects);
+        cmd
+    }
+
+    /// Runs the link, as [`Invocation::run`] runs a compile.
+    pub fn run(&self) -> Result<String, Failure> {
+        run(self.command(), self.output)
+    }
+}
+
+/// `nvcc FLAGS -ccbin CCBIN` in `cwd`, in the C locale, without stdin, with nvcc's
+/// flag-injecting environment variables removed.
+fn nvcc_command(nvcc: &Path, flags: &[String], ccbin: &Path, cwd: &Path) -> Command {
+    let mut cmd = Command::new(nvcc);
+    cmd.args(flags)
+        .arg("-ccbin")
+        .arg(ccbin)
+        .current_dir(cwd)
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    for v in NVCC_ENV_SCRUB {
+        cmd.env_remove(v);
+    }
+    cmd
+}
+
+/// Runs an nvcc command that must write `output`.
+fn run(mut cmd: Command, output: &Path) -> Result<String, Failure> {
+    let command = show_command(&cmd);
+    match process::output(&mut cmd) {
+        Ok(out) if out.status.success() && output.is_file() => {
+            let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stdout));
+            Ok(text)
+        }
+        Ok(out) => {
+            let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !stdout.trim().is_empty() {
+                text.push_str(&stdout);
             }
-            Ok(out) => {
-                let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
-                let stdout = String::from_utf8_lossy(&out.stdout);
-                if !stdout.trim().is_empty() {
-                    text.push_str(&stdout);
-                }
-                let status = if out.status.success() {
-                    "exit status 0 but no output file".to_string()
-                } else {
-                    process::describe_status(&out.status)
-                };
-                let killed = match process::killing_signal(&out.status) {
-                    Some(_) => Some(format!("nvcc was {status}")),
-                    None => killed_tool(&text),
-                };
-                Err(Failure {
-                    command,
-                    status,
-                    output: text,
-                    killed,
-                })
-            }
-            Err(e) => Err(Failure {
+            let status = if out.status.success() {
+                "exit status 0 but no output file".to_string()
+            } else {
+                process::describe_status(&out.status)
+            };
+            let killed = match process::killing_signal(&out.status) {
+                Some(_) => Some(format!("nvcc was {status}")),
+                None => killed_tool(&text),
+            };
+            Err(Failure {
                 command,
-                status: format!("could not start: {e}"),
-                output: String::new(),
-                killed: None,
-            }),
+                status,
+                output: text,
+                killed,
+            })
+        }
+        Err(e) => Err(Failure {
+            command,
+            status: format!("could not start: {e}"),
+            output: String::new(),
+            killed: None,
+        }),
+    }
+}
+
+/// The symbols nvlink reports as undefined (`nvlink error   : Undefined reference to
+/// 'twiddles' in '...'`), each once, in the order reported.
+pub fn unresolved_at_link(output: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in output.lines() {
+        let Some(rest) = line.split_once("Undefined reference to '").map(|x| x.1) else {
+            continue;
+        };
+        if let Some((symbol, _)) = rest.split_once('\'')
+            && !out.iter().any(|s| s == symbol)
+        {
+            out.push(symbol.to_string());
         }
     }
+    out
 }
 
 /// The warnings in nvcc's output of a successful run, one per line as nvcc (and cicc,
@@ -431,6 +511,17 @@ mod tests {
                 "a.cu(3): warning #177-D: variable \"x\" was declared but never referenced"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn symbols_nvlink_could_not_resolve_are_recognised() {
+        let said = "nvlink error   : Undefined reference to '_Z6mulmodjj' in '/tmp/tmpxft_0000_6_ntt.o'\n\
+                    nvlink error   : Undefined reference to 'twiddles' in '/tmp/tmpxft_0000_6_ntt.o'\n\
+                    nvlink error   : Undefined reference to 'twiddles' in '/tmp/tmpxft_0001_6_lde.o'\n";
+        assert_eq!(unresolved_at_link(said), ["_Z6mulmodjj", "twiddles"]);
+        assert!(
+            unresolved_at_link("nvlink fatal   : elfLink linker library load error").is_empty()
         );
     }
 

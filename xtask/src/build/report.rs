@@ -19,7 +19,9 @@ pub(super) fn emit_plan(plan: &Plan) {
                 "module": m.name,
                 "target": j.target,
                 "kind": j.kind,
-                "source": plan.spec.sources.join(&m.source),
+                "source": plan.spec.sources.join(&m.sources[0]),
+                "sources": m.sources.iter().map(|s| plan.spec.sources.join(s)).collect::<Vec<_>>(),
+                "link_flags": j.link,
                 "flags": j.flags,
             })
         })
@@ -57,8 +59,12 @@ pub(super) fn print_plan(plan: &Plan) {
             m.name.as_str(),
             j.target.to_string(),
             j.kind.to_string(),
-            m.source,
-            j.flags.join(" ")
+            m.shown_sources(),
+            if j.link.is_empty() {
+                j.flags.join(" ")
+            } else {
+                format!("{}; link: {}", j.flags.join(" "), j.link.join(" "))
+            }
         );
     }
 }

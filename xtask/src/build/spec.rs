@@ -33,11 +33,19 @@ struct BuildSection {
     warnings_as_errors: Vec<u32>,
 }
 
+/// `source = "ntt.cu"` or `source = ["ntt.cu", "context.cu"]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SourceList {
+    One(String),
+    Many(Vec<String>),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ModuleFile {
     name: String,
-    source: String,
+    source: SourceList,
     entry_points: Vec<String>,
     protocol: String,
     schedule_version: u32,
@@ -90,8 +98,11 @@ pub struct ReleaseSpec {
 pub struct ModuleSpec {
     /// Module name.
     pub name: ModuleName,
-    /// Source file, relative to the sources folder.
-    pub source: String,
+    /// Source files, relative to the sources folder, in link order. One file is compiled
+    /// whole (`nvcc -cubin`); several are compiled as relocatable device code, each on its
+    /// own, and device-linked into one cubin per target (`docs/build.md`, "Modules of
+    /// several files").
+    pub sources: Vec<String>,
     /// Declared kernel entry points, each a symbol, a demangled C++ name without
     /// parameters (`ntt::bit_rev<gl64_t>`) or a full demangled signature: each must name
     /// exactly one kernel of every built blob, and every kernel must be named.
@@ -127,8 +138,63 @@ pub struct Job {
     pub target: Target,
     /// cubin for `sm_*`, ptx for `compute_*`.
     pub kind: Kind,
-    /// The exact nvcc flags (recorded in the identity), in order.
+    /// The exact nvcc flags (recorded in the identity), in order. For a module of several
+    /// sources: the flags every file is compiled with, less the pair that names the file
+    /// ([`Job::unit_flags`] adds it).
     pub flags: Vec<String>,
+    /// The device-link flags of a module of several sources (`-dlink -cubin -arch=sm_XX`,
+    /// recorded in the identity); empty for a module of one source.
+    pub link: Vec<String>,
+}
+
+impl Job {
+    /// The flags nvcc compiles `file`, one source of a module of several, with: the job's
+    /// flags with `-Xcicc --orig_src_path_name -Xcicc <file>` after the architecture.
+    pub fn unit_flags(&self, file: &str) -> Vec<String> {
+        let at = self
+            .flags
+            .iter()
+            .position(|f| f.starts_with("-arch="))
+            .map_or(self.flags.len(), |i| i + 1);
+        let mut flags = self.flags[..at].to_vec();
+        flags.extend(source_path_name(file));
+        flags.extend(self.flags[at..].iter().cloned());
+        flags
+    }
+}
+
+/// `-Xcicc --orig_src_path_name -Xcicc <file>`: cicc names internal-linkage symbols after
+/// the source's path, which would otherwise be this checkout's absolute path.
+fn source_path_name(file: &str) -> [String; 4] {
+    [
+        "-Xcicc".to_string(),
+        "--orig_src_path_name".to_string(),
+        "-Xcicc".to_string(),
+        file.to_string(),
+    ]
+}
+
+impl ModuleSpec {
+    /// Whether the module has several sources: compiled as relocatable device code and
+    /// device-linked.
+    pub fn is_linked(&self) -> bool {
+        self.sources.len() > 1
+    }
+
+    /// The sources as the dependency key and the last-build note name them:
+    /// `src:<file>` for each, comma-separated (a source name has no comma).
+    pub fn source_key(&self) -> String {
+        self.sources
+            .iter()
+            .map(|s| format!("src:{s}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The sources for people: `ntt.cu`, or `ntt.cu + tables.cu`.
+    pub fn shown_sources(&self) -> String {
+        self.sources.join(" + ")
+    }
 }
 
 /// Flags the build sets itself (or refuses) and a spec must not.
@@ -232,21 +298,38 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
                 fix("give each [[module]] its own name"),
             ));
         }
-        if !is_relative_plain(Path::new(&m.source)) || m.source.contains([',', ' ']) {
+        let sources = match m.source {
+            SourceList::One(s) => vec![s],
+            SourceList::Many(v) => v,
+        };
+        if sources.is_empty() {
             return Err(fail(
-                here(&format!(
-                    "source `{}` must be a path inside the sources folder, without spaces or commas",
-                    m.source
-                )),
-                fix("write `source` relative to build.sources, without `..`"),
+                here("`source` lists no file"),
+                fix("write `source = \"file.cu\"`, or a list of the module's files"),
             ));
         }
-        let abs = sources_dir.join(&m.source);
-        if !abs.is_file() {
-            return Err(fail(
-                here(&format!("source file {} does not exist", abs.display())),
-                fix("create the file or correct the module's `source`"),
-            ));
+        for (i, source) in sources.iter().enumerate() {
+            if !is_relative_plain(Path::new(source)) || source.contains([',', ' ']) {
+                return Err(fail(
+                    here(&format!(
+                        "source `{source}` must be a path inside the sources folder, without spaces or commas"
+                    )),
+                    fix("write `source` relative to build.sources, without `..`"),
+                ));
+            }
+            if sources[..i].contains(source) {
+                return Err(fail(
+                    here(&format!("source `{source}` is listed twice")),
+                    fix("list each file of the module once"),
+                ));
+            }
+            let abs = sources_dir.join(source);
+            if !abs.is_file() {
+                return Err(fail(
+                    here(&format!("source file {} does not exist", abs.display())),
+                    fix("create the file or correct the module's `source`"),
+                ));
+            }
         }
         if m.entry_points.is_empty() {
             return Err(fail(
@@ -300,9 +383,21 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
             None => targets.clone(),
         };
         let ptx = parse_targets(&m.ptx, true).with_context(|| here("ptx"))?;
+        if sources.len() > 1 && !ptx.is_empty() {
+            return Err(fail(
+                here(&format!(
+                    "lists {} sources and PTX targets ({}): PTX is one translation unit's output, \
+                     and nvcc cannot device-link several into one PTX module (the driver would \
+                     have to link them at load time, which a signed module does not do)",
+                    sources.len(),
+                    m.ptx.join(", ")
+                )),
+                fix("remove `ptx` from this module: it is built as cubins for its exact SMs only"),
+            ));
+        }
         modules.push(ModuleSpec {
             name,
-            source: m.source,
+            sources,
             entry_points,
             protocol: m.protocol,
             schedule_version: m.schedule_version,
@@ -439,7 +534,8 @@ fn check_flag(flag: &str) -> Result<()> {
 
 impl ReleaseSpec {
     /// Expands the spec into jobs: every selected module for its targets (or `targets`,
-    /// when given, for every selected module), cubins first, then its PTX opt-ins.
+    /// when given, for every selected module: a module of several sources takes only the
+    /// real ones), cubins first, then its PTX opt-ins.
     pub fn jobs(&self, modules: &[ModuleName], targets: &[Target]) -> Result<Vec<Job>> {
         for m in modules {
             if !self.modules.iter().any(|x| &x.name == m) {
@@ -470,20 +566,37 @@ impl ReleaseSpec {
                 } else {
                     Kind::Cubin
                 };
-                let mut flags = vec![
-                    match kind {
-                        Kind::Cubin => "-cubin".to_string(),
-                        Kind::Ptx => "-ptx".to_string(),
-                    },
-                    format!("-arch={t}"),
-                    // cicc names internal-linkage symbols (`static __constant__` tables) after
-                    // a hash of the source's absolute path; naming the source by its path
-                    // inside the sources folder keeps the bytes independent of the checkout.
-                    "-Xcicc".to_string(),
-                    "--orig_src_path_name".to_string(),
-                    "-Xcicc".to_string(),
-                    m.source.clone(),
-                ];
+                if kind == Kind::Ptx && m.is_linked() {
+                    if !modules.contains(&m.name) {
+                        // `--target compute_90` for the whole spec: the PTX of the modules
+                        // that have one.
+                        continue;
+                    }
+                    return Err(fail(
+                        format!(
+                            "module `{}` lists {} sources: it is device-linked from relocatable \
+                             code and has no PTX form, so target {t} cannot be built",
+                            m.name,
+                            m.sources.len()
+                        ),
+                        "select real targets (sm_XX) for this module, or leave --target out",
+                    ));
+                }
+                let mut flags = vec![match kind {
+                    Kind::Cubin => "-cubin".to_string(),
+                    Kind::Ptx => "-ptx".to_string(),
+                }];
+                if m.is_linked() {
+                    flags.push("-rdc=true".to_string());
+                }
+                flags.push(format!("-arch={t}"));
+                if !m.is_linked() {
+                    // cicc names internal-linkage symbols (`static __constant__` tables)
+                    // after a hash of the source's absolute path; naming the source by its
+                    // path inside the sources folder keeps the bytes independent of the
+                    // checkout. (A linked module gets the pair per file: `Job::unit_flags`.)
+                    flags.extend(source_path_name(&m.sources[0]));
+                }
                 flags.extend(self.flags.iter().cloned());
                 flags.extend(m.flags.iter().cloned());
                 if !m.warnings_as_errors.is_empty() {
@@ -496,11 +609,21 @@ impl ReleaseSpec {
                         .iter()
                         .map(|(k, v)| format!("-DCUDA_AOT_{}={v}", k.to_ascii_uppercase())),
                 );
+                let link = if m.is_linked() {
+                    vec![
+                        "-dlink".to_string(),
+                        "-cubin".to_string(),
+                        format!("-arch={t}"),
+                    ]
+                } else {
+                    Vec::new()
+                };
                 jobs.push(Job {
                     module: i,
                     target: t,
                     kind,
                     flags,
+                    link,
                 });
             }
         }
@@ -534,6 +657,71 @@ mod tests {
         geometry = { block = 128, tile_rows = 4 }
         ptx = ["compute_90"]
     "#;
+
+    #[test]
+    fn a_module_of_several_sources_is_compiled_per_file_and_linked_without_ptx() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.cu"), "").unwrap();
+        let linked = GOOD.replace("source = \"k.cu\"", "source = [\"k.cu\", \"t.cu\"]");
+        // PTX is one file's output: refused for a linked module, with the reason.
+        let e = format!("{:#}", spec_in(dir.path(), &linked).unwrap_err());
+        assert!(
+            e.contains("lists 2 sources and PTX targets (compute_90)"),
+            "{e}"
+        );
+        let spec = spec_in(dir.path(), &linked.replace("ptx = [\"compute_90\"]", "")).unwrap();
+        let m = &spec.modules[0];
+        assert!(m.is_linked());
+        assert_eq!(m.source_key(), "src:k.cu,src:t.cu");
+        let jobs = spec.jobs(&[], &[]).unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(
+            jobs[0].flags,
+            [
+                "-cubin",
+                "-rdc=true",
+                "-arch=sm_80",
+                "-O3",
+                "-DCUDA_AOT_BLOCK=128",
+                "-DCUDA_AOT_TILE_ROWS=4"
+            ]
+        );
+        assert_eq!(jobs[0].link, ["-dlink", "-cubin", "-arch=sm_80"]);
+        assert_eq!(
+            jobs[0].unit_flags("t.cu")[..7],
+            [
+                "-cubin",
+                "-rdc=true",
+                "-arch=sm_80",
+                "-Xcicc",
+                "--orig_src_path_name",
+                "-Xcicc",
+                "t.cu"
+            ]
+        );
+        // --target compute_90 for the whole spec skips it; naming the module is an error.
+        let ptx: Target = "compute_90".parse().unwrap();
+        assert!(spec.jobs(&[], &[ptx]).unwrap().is_empty());
+        let e = format!(
+            "{:#}",
+            spec.jobs(std::slice::from_ref(&m.name), &[ptx])
+                .unwrap_err()
+        );
+        assert!(e.contains("has no PTX form"), "{e}");
+        // Listed twice, or an empty list: refused.
+        let twice = GOOD.replace("source = \"k.cu\"", "source = [\"k.cu\", \"k.cu\"]");
+        let e = format!("{:#}", spec_in(dir.path(), &twice).unwrap_err());
+        assert!(e.contains("source `k.cu` is listed twice"), "{e}");
+        let none = GOOD.replace("source = \"k.cu\"", "source = []");
+        let e = format!("{:#}", spec_in(dir.path(), &none).unwrap_err());
+        assert!(e.contains("`source` lists no file"), "{e}");
+        // Single-file modules keep the flags they always had.
+        assert!(
+            spec_in(dir.path(), GOOD).unwrap().jobs(&[], &[]).unwrap()[0]
+                .link
+                .is_empty()
+        );
+    }
 
     #[test]
     fn jobs_carry_exact_flags_and_geometry_defines() {

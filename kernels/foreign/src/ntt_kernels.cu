@@ -1,0 +1,27 @@
+// The NTT kernels of the `foreign_ntt` module: they read the twiddle tables ntt_context.cu
+// defines and call the field code ntt_field.cu defines, through the device link.
+#include "foreign/launch.cuh"
+#include "foreign/ntt_context.cuh"
+
+// One radix-2 decimation-in-time stage over `data` (2^lg_n elements, bit-reversed input):
+// butterflies of span 2^stage, twiddle w^(j * 2^(MAX_LG_N - 1 - stage)).
+extern "C" __global__ void ntt_dit_stage(bb31_t* data, uint32_t lg_n, uint32_t stage) {
+    const uint32_t half = 1u << stage;
+    const uint32_t pairs = 1u << (lg_n - 1);
+    for (uint32_t k = foreign::global_id(); k < pairs; k += foreign::grid_stride()) {
+        const uint32_t j = k & (half - 1);
+        const uint32_t i = ((k >> stage) << (stage + 1)) | j;
+        const bb31_t w = ntt::twiddles[j << (ntt::MAX_LG_N - 1 - stage)];
+        ntt::butterfly(data[i], data[i + half], w);
+    }
+    if (foreign::global_id() == 0) {
+        atomicAdd(&ntt::stages_run, 1ull);
+    }
+}
+
+// data[i] *= scale (the host sets `scale`, n^-1 after an inverse transform).
+extern "C" __global__ void ntt_scale(bb31_t* data, uint32_t n) {
+    for (uint32_t i = foreign::global_id(); i < n; i += foreign::grid_stride()) {
+        data[i] = ntt::mul(data[i], ntt::scale);
+    }
+}
