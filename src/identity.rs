@@ -153,7 +153,7 @@ pub struct Identity {
     /// a module of one source, which names its file in `flags`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<String>,
-    /// A module of several sources: the device-link flags (`-dlink -cubin -arch=sm_90`);
+    /// A module of several sources: the device link's flags (nvlink's, `--arch=sm_90`);
     /// empty for a module of one source.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub link_flags: Vec<String>,
@@ -408,7 +408,7 @@ pub(crate) mod tests {
         v.sources = vec!["ntt.cu".into(), "tables.cu".into()];
         variants.push(v);
         let mut v = base.clone();
-        v.link_flags = vec!["-dlink".into()];
+        v.link_flags = vec!["--arch=sm_90".into()];
         variants.push(v);
         for v in variants {
             assert_ne!(v.digest(), d0, "{v:?}");

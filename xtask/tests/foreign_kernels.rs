@@ -423,7 +423,7 @@ fn issue_19_a_module_of_three_files_is_device_linked_and_relinks_only_what_chang
             id.sources,
             ["ntt_kernels.cu", "ntt_context.cu", "ntt_field.cu"]
         );
-        assert_eq!(id.link_flags, ["-dlink", "-cubin", &format!("-arch={sm}")]);
+        assert_eq!(id.link_flags, [format!("--arch={sm}")]);
         assert_eq!(
             id.flags[..3],
             ["-cubin", "-rdc=true", &format!("-arch={sm}")]
@@ -578,4 +578,97 @@ fn issue_19_nvcc_warnings_are_shown_and_shown_again_on_a_cache_hit() {
         "{}",
         run.stderr
     );
+}
+
+/// Issue 19, item 7: `-lineinfo` builds are byte-identical across checkouts and file times
+/// (nvcc alone embeds the absolute working folder and each source's mtime): the build
+/// compiles to PTX, makes its `.file` paths relative to the sources folder and assembles
+/// it where no such path exists. The line table names the sources as the manifest does;
+/// a one-file module, its PTX, and a three-file linked module all reproduce.
+#[test]
+fn issue_19_line_info_builds_are_reproducible_across_checkouts_and_file_times() {
+    let with_line_info = |ws: &Ws, prefix: &str| {
+        let spec = format!("{prefix}/foreign/foreign.toml");
+        let text = std::fs::read_to_string(ws.path(&spec)).unwrap();
+        ws.write(
+            &spec,
+            &text.replace(
+                "\"-DFOREIGN_BLOCK=256\"]",
+                "\"-DFOREIGN_BLOCK=256\", \"-lineinfo\"]",
+            ),
+        );
+    };
+    let a = Ws::foreign("la");
+    with_line_info(&a, "la");
+    // The second checkout lies deeper, and its sources carry other modification times.
+    let b = Ws::foreign("lb/deeper/still");
+    with_line_info(&b, "lb/deeper/still");
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    for f in std::fs::read_dir(b.path("lb/deeper/still/foreign/src")).unwrap() {
+        let f = std::fs::File::options()
+            .append(true)
+            .open(f.unwrap().path())
+            .unwrap();
+        f.set_modified(old).unwrap();
+    }
+    let builds = [
+        ("foreign_fields", "sm_90"),
+        ("foreign_fields", "compute_90"),
+        ("foreign_ntt", "sm_90"),
+    ];
+    // Each build's outputs are read before the next (a build's output folder holds only
+    // what it built).
+    let mut seen = Vec::new();
+    for ws in [&a, &b] {
+        for (module, target) in builds {
+            let runs = ws
+                .build(&["--module", module, "--target", target])
+                .ok()
+                .nvcc_runs();
+            // A cubin with line info: compile to PTX, then assemble (the linked module:
+            // per file, then the link); PTX: one run.
+            let want = match (module, target) {
+                ("foreign_ntt", _) => 3 * 2 + 1,
+                (_, "sm_90") => 2,
+                _ => 1,
+            };
+            assert_eq!(runs, want, "{module} {target}");
+            let kind = if target.starts_with("sm_") {
+                "cubin"
+            } else {
+                "ptx"
+            };
+            let rel = format!("out/{module}/{target}.{kind}");
+            let m = manifest(ws, &format!("{rel}.manifest.json"));
+            assert!(m.identity.flags.iter().any(|f| f == "-lineinfo"));
+            let blob = std::fs::read(ws.path(&rel)).unwrap();
+            let text = String::from_utf8_lossy(&blob);
+            let root = ws.path("").display().to_string();
+            assert!(
+                !text.contains(root.trim_end_matches('/')),
+                "{module} {target}: carries {root}"
+            );
+            // The line table names the files relative to the sources folder.
+            let file = if module == "foreign_ntt" {
+                "ntt_kernels.cu"
+            } else {
+                "field_ops.cu"
+            };
+            assert!(text.contains(file), "{module} {target}");
+            // (A cubin's line table keeps folders and names apart.)
+            assert!(
+                text.contains("../include/foreign") && text.contains("launch.cuh"),
+                "{module} {target}"
+            );
+            if kind == "cubin" {
+                assert!(
+                    text.contains(".debug_line"),
+                    "{module} {target}: no line table"
+                );
+            }
+            seen.push(m.module_digest);
+        }
+    }
+    let (first, second) = seen.split_at(builds.len());
+    assert_eq!(first, second, "the two checkouts built other bytes");
 }

@@ -66,6 +66,28 @@ impl Names {
         abs.display().to_string()
     }
 
+    /// The path a line table records for `path` (absolute or relative to the sources
+    /// folder) in a `-lineinfo` build: a project file relative to the sources folder
+    /// (`field_ops.cu`, `../include/foreign/launch.cuh`), a toolkit header under
+    /// `cuda-toolkit/` (`cuda-toolkit/include/cuda_runtime.h`), anything else (the host
+    /// compiler's headers) as its absolute path. None depends on where the checkout, the
+    /// cache or the toolkit is.
+    pub fn portable(&self, path: &Path) -> String {
+        let abs = normalise(&self.sources.join(path));
+        if let Ok(rel) = abs.strip_prefix(&self.sources) {
+            return rel.display().to_string();
+        }
+        if self.includes.iter().any(|(_, root)| abs.starts_with(root)) {
+            return super::nvcc::relative_to(&self.sources, &abs)
+                .display()
+                .to_string();
+        }
+        if let Ok(rel) = abs.strip_prefix(&self.toolkit) {
+            return format!("cuda-toolkit/{}", rel.display());
+        }
+        abs.display().to_string()
+    }
+
     /// The file a name stands for.
     pub fn resolve(&self, name: &str) -> PathBuf {
         if let Some(rel) = name.strip_prefix("src:") {

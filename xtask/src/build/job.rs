@@ -241,7 +241,80 @@ impl Ctx<'_> {
 
     /// Runs nvcc on `source` (relative to the sources folder) with `flags`, writing
     /// `output`: what it printed, every file it read (with its digest) and how long it took.
+    ///
+    /// With line info (`-lineinfo`), a cubin is made in two steps: nvcc compiles to PTX,
+    /// the PTX's `.file` paths are made portable (`Names::portable`: relative to the sources
+    /// folder, the toolkit's under `cuda-toolkit/`, no file times), and nvcc assembles that
+    /// PTX in the staging folder, where none of those paths exists (ptxas records a file's
+    /// modification time when it can find the file). The code is what a one-step build
+    /// makes; only the line table's paths differ, and they do not depend on the checkout.
     fn run_nvcc(
+        &self,
+        job: &Job,
+        source: &str,
+        flags: &[String],
+        output: &Path,
+        stage: &Path,
+    ) -> Result<(String, Vec<DepFile>, u64)> {
+        if !job.line_info() {
+            return self.run_nvcc_once(job, source, flags, output, stage);
+        }
+        let label = self.plan.label(job);
+        let portable = |ptx: &str| {
+            nvcc::portable_line_files(ptx, |p| self.inputs.names.portable(Path::new(p)))
+        };
+        if job.kind == Kind::Ptx {
+            let (said, files, ms) = self.run_nvcc_once(job, source, flags, output, stage)?;
+            let ptx = std::fs::read_to_string(output)
+                .with_context(|| format!("{label}: reading {}", output.display()))?;
+            files::write(output, portable(&ptx).as_bytes())?;
+            return Ok((said, files, ms));
+        }
+        let ptx_out = output.with_extension("lineinfo.ptx");
+        let to_ptx: Vec<String> = flags
+            .iter()
+            .map(|f| {
+                if f == "-cubin" {
+                    "-ptx".into()
+                } else {
+                    f.clone()
+                }
+            })
+            .collect();
+        let (mut said, files, mut ms) =
+            self.run_nvcc_once(job, source, &to_ptx, &ptx_out, stage)?;
+        let ptx = std::fs::read_to_string(&ptx_out)
+            .with_context(|| format!("{label}: reading {}", ptx_out.display()))?;
+        let name = PathBuf::from(
+            output
+                .with_extension("portable.ptx")
+                .file_name()
+                .expect("a file name"),
+        );
+        files::write(&stage.join(&name), portable(&ptx).as_bytes())?;
+        let assemble = nvcc::Stage {
+            tool: &self.plan.toolkit.nvcc,
+            flags,
+            ccbin: Some(&self.plan.host.path),
+            inputs: std::slice::from_ref(&name),
+            cwd: stage,
+            output,
+        };
+        let t = Instant::now();
+        self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
+        match assemble.run() {
+            Ok(more) => said.push_str(&more),
+            Err(f) => {
+                let m = &self.plan.spec.modules[job.module];
+                return Err(self.failure(job, m, &self.plan.spec.sources.join(source), f));
+            }
+        }
+        ms += t.elapsed().as_millis() as u64;
+        Ok((said, files, ms))
+    }
+
+    /// One nvcc run of [`Ctx::run_nvcc`].
+    fn run_nvcc_once(
         &self,
         job: &Job,
         source: &str,
@@ -376,11 +449,12 @@ impl Ctx<'_> {
             });
         }
         let output = stage.join(format!("{}.{}", job.target, job.kind));
-        let link = nvcc::Link {
-            nvcc: &plan.toolkit.nvcc,
+        let nvlink = plan.toolkit.nvcc.with_file_name("nvlink");
+        let link = nvcc::Stage {
+            tool: &nvlink,
             flags: &job.link,
-            ccbin: &plan.host.path,
-            objects: &objects,
+            ccbin: None,
+            inputs: &objects,
             cwd: stage,
             output: &output,
         };

@@ -214,7 +214,8 @@ pub struct Failure {
 impl Invocation<'_> {
     /// The command, with nvcc's flag-injecting environment variables removed.
     pub fn command(&self) -> Command {
-        let mut cmd = nvcc_command(self.nvcc, self.flags, self.ccbin, self.cwd);
+        let mut cmd = tool_command(self.nvcc, self.flags, self.cwd);
+        cmd.arg("-ccbin").arg(self.ccbin);
         for d in self.includes {
             cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
         }
@@ -234,45 +235,53 @@ impl Invocation<'_> {
     }
 }
 
-/// One device link of a module of several sources: `nvcc -dlink -cubin -arch=sm_XX`
-/// over the files' relocatable cubins, into one cubin (nvlink resolves every `extern`
-/// device symbol; an unresolved one fails the link).
-pub struct Link<'a> {
-    /// `<toolkit>/bin/nvcc`.
-    pub nvcc: &'a Path,
-    /// The link flags (recorded in the identity).
+/// A run of a toolkit tool on files the build made, in the job's staging folder: the
+/// device link of a module of several sources (`nvlink --arch=sm_XX` over the files'
+/// relocatable cubins: it resolves every `extern` device symbol or fails), or nvcc
+/// assembling a `-lineinfo` build's PTX into its cubin.
+///
+/// The link runs nvlink itself, not `nvcc -dlink`: nvcc would pass nvlink `-L` folders of
+/// the toolkit, and nvlink writes its command line into the cubin (`.note.nv.tkinfo`), so
+/// the linked bytes would depend on where the toolkit is unpacked. Without `-lcudadevrt`,
+/// a module that needs the device runtime (dynamic parallelism) fails to link, naming
+/// the symbol.
+pub struct Stage<'a> {
+    /// `<toolkit>/bin/nvcc` or `<toolkit>/bin/nvlink`.
+    pub tool: &'a Path,
+    /// The flags (recorded in the identity).
     pub flags: &'a [String],
-    /// Host compiler for `-ccbin`.
-    pub ccbin: &'a Path,
-    /// The relocatable cubins, in link order, relative to `cwd`.
-    pub objects: &'a [PathBuf],
-    /// Working folder (the job's staging folder: the link reads nothing else).
+    /// Host compiler for nvcc's `-ccbin`; `None` for nvlink.
+    pub ccbin: Option<&'a Path>,
+    /// The inputs, in order, relative to `cwd`.
+    pub inputs: &'a [PathBuf],
+    /// Working folder (the job's staging folder: the run reads nothing else of the build).
     pub cwd: &'a Path,
-    /// Where the linked cubin goes.
+    /// Where the cubin goes.
     pub output: &'a Path,
 }
 
-impl Link<'_> {
+impl Stage<'_> {
     /// The command, with nvcc's flag-injecting environment variables removed.
     pub fn command(&self) -> Command {
-        let mut cmd = nvcc_command(self.nvcc, self.flags, self.ccbin, self.cwd);
-        cmd.arg("-o").arg(self.output).args(self.objects);
+        let mut cmd = tool_command(self.tool, self.flags, self.cwd);
+        if let Some(ccbin) = self.ccbin {
+            cmd.arg("-ccbin").arg(ccbin);
+        }
+        cmd.arg("-o").arg(self.output).args(self.inputs);
         cmd
     }
 
-    /// Runs the link, as [`Invocation::run`] runs a compile.
+    /// Runs it, as [`Invocation::run`] runs a compile.
     pub fn run(&self) -> Result<String, Failure> {
         run(self.command(), self.output)
     }
 }
 
-/// `nvcc FLAGS -ccbin CCBIN` in `cwd`, in the C locale, without stdin, with nvcc's
-/// flag-injecting environment variables removed.
-fn nvcc_command(nvcc: &Path, flags: &[String], ccbin: &Path, cwd: &Path) -> Command {
-    let mut cmd = Command::new(nvcc);
+/// `TOOL FLAGS` in `cwd`, in the C locale, without stdin, with nvcc's flag-injecting
+/// environment variables removed.
+fn tool_command(tool: &Path, flags: &[String], cwd: &Path) -> Command {
+    let mut cmd = Command::new(tool);
     cmd.args(flags)
-        .arg("-ccbin")
-        .arg(ccbin)
         .current_dir(cwd)
         .env("LC_ALL", "C")
         .stdin(Stdio::null());
@@ -320,6 +329,32 @@ fn run(mut cmd: Command, output: &Path) -> Result<String, Failure> {
             killed: None,
         }),
     }
+}
+
+/// PTX with every `.file N "path"` directive's path replaced by `portable(path)` and its
+/// optional modification time and size dropped: what ptxas writes into a `-lineinfo`
+/// cubin's line table then depends on neither the checkout's location nor file times.
+pub fn portable_line_files(ptx: &str, portable: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let body = line.trim_start();
+        let parsed = body.strip_prefix(".file").and_then(|rest| {
+            let rest = rest.trim_start();
+            let (n, rest) = rest.split_once(|c: char| c.is_whitespace())?;
+            n.parse::<u32>().ok()?;
+            let path = rest.trim_start().strip_prefix('"')?;
+            let (path, _times) = path.split_once('"')?;
+            Some((n, path))
+        });
+        match parsed {
+            Some((n, path)) => {
+                let indent = &line[..line.len() - body.len()];
+                out.push_str(&format!("{indent}.file\t{n} \"{}\"\n", portable(path)));
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// The symbols nvlink reports as undefined (`nvlink error   : Undefined reference to
@@ -511,6 +546,19 @@ mod tests {
                 "a.cu(3): warning #177-D: variable \"x\" was declared but never referenced"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn line_table_files_lose_their_folders_and_times() {
+        let ptx = "\t.loc\t1 2 0\n\t.file\t1 \"/w/a/src/k.cu\", 1764644000, 216\n\t.file\t2 \"/tk/bin/..//include/x.hpp\"\n.file 3 \"/usr/include/stdio.h\"\n// .file is a word\n";
+        let out = portable_line_files(ptx, |p| {
+            p.replace("/w/a/src/", "")
+                .replace("/tk/bin/..//", "cuda-toolkit/")
+        });
+        assert_eq!(
+            out,
+            "\t.loc\t1 2 0\n\t.file\t1 \"k.cu\"\n\t.file\t2 \"cuda-toolkit/include/x.hpp\"\n.file\t3 \"/usr/include/stdio.h\"\n// .file is a word\n"
         );
     }
 

@@ -142,12 +142,21 @@ pub struct Job {
     /// sources: the flags every file is compiled with, less the pair that names the file
     /// ([`Job::unit_flags`] adds it).
     pub flags: Vec<String>,
-    /// The device-link flags of a module of several sources (`-dlink -cubin -arch=sm_XX`,
+    /// The device-link flags of a module of several sources (nvlink's: `--arch=sm_XX`,
     /// recorded in the identity); empty for a module of one source.
     pub link: Vec<String>,
 }
 
+/// The flags that ask for line info: the build then compiles to PTX, makes the PTX's file
+/// paths portable and assembles it (`Job::line_info`), so the cubin stays reproducible.
+const LINE_INFO: [&str; 2] = ["-lineinfo", "--generate-line-info"];
+
 impl Job {
+    /// Whether the job's flags ask for line info (`-lineinfo`, `--generate-line-info`).
+    pub fn line_info(&self) -> bool {
+        self.flags.iter().any(|f| LINE_INFO.contains(&f.as_str()))
+    }
+
     /// The flags nvcc compiles `file`, one source of a module of several, with: the job's
     /// flags with `-Xcicc --orig_src_path_name -Xcicc <file>` after the architecture.
     pub fn unit_flags(&self, file: &str) -> Vec<String> {
@@ -230,14 +239,6 @@ const OWNED_FLAGS: &[(&str, &str)] = &[
     ("-MF", "the build runs dependency generation itself"),
     ("-MT", "the build runs dependency generation itself"),
     ("-E", "the build compiles"),
-    (
-        "-lineinfo",
-        "line info embeds the absolute working folder and the source mtime: builds would not be reproducible",
-    ),
-    (
-        "--generate-line-info",
-        "line info embeds the absolute working folder and the source mtime: builds would not be reproducible",
-    ),
     ("-G", "device debug builds are not release builds"),
     (
         "--device-debug",
@@ -492,6 +493,12 @@ fn parse_targets(list: &[String], virtual_: bool) -> Result<Vec<Target>> {
 /// that would collide with geometry defines.
 fn check_flag(flag: &str) -> Result<()> {
     let name = flag.split('=').next().unwrap_or(flag);
+    if LINE_INFO.contains(&name) && name != flag {
+        return Err(fail(
+            format!("flag `{flag}`: line info is turned on by the bare flag"),
+            "write `-lineinfo` or `--generate-line-info`, or leave it out",
+        ));
+    }
     if let Some((f, why)) = OWNED_FLAGS.iter().find(|(f, _)| *f == name) {
         return Err(fail(
             format!("flag `{flag}` is not allowed: {why}"),
@@ -610,11 +617,7 @@ impl ReleaseSpec {
                         .map(|(k, v)| format!("-DCUDA_AOT_{}={v}", k.to_ascii_uppercase())),
                 );
                 let link = if m.is_linked() {
-                    vec![
-                        "-dlink".to_string(),
-                        "-cubin".to_string(),
-                        format!("-arch={t}"),
-                    ]
+                    vec![format!("--arch={t}")]
                 } else {
                     Vec::new()
                 };
@@ -686,7 +689,7 @@ mod tests {
                 "-DCUDA_AOT_TILE_ROWS=4"
             ]
         );
-        assert_eq!(jobs[0].link, ["-dlink", "-cubin", "-arch=sm_80"]);
+        assert_eq!(jobs[0].link, ["--arch=sm_80"]);
         assert_eq!(
             jobs[0].unit_flags("t.cu")[..7],
             [
@@ -762,8 +765,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cases = [
             (
-                GOOD.replace("\"-O3\"", "\"-lineinfo\""),
-                "would not be reproducible",
+                GOOD.replace("\"-O3\"", "\"-lineinfo=false\""),
+                "write `-lineinfo` or `--generate-line-info`",
             ),
             (
                 GOOD.replace("\"-O3\"", "\"-DCUDA_AOT_BLOCK=1\""),
