@@ -672,3 +672,57 @@ fn issue_19_line_info_builds_are_reproducible_across_checkouts_and_file_times() 
     let (first, second) = seen.split_at(builds.len());
     assert_eq!(first, second, "the two checkouts built other bytes");
 }
+
+/// Issue 19, item 3: a kernel that spills registers to local memory is reported per kernel
+/// (ptxas `--warn-on-spills`, which every cubin job passes): in the output, with its
+/// demangled name and the bytes, again on a cache hit, and in the JSON report's `spills`.
+/// A kernel that does not spill is not listed.
+#[test]
+fn issue_19_register_spills_are_reported_per_kernel() {
+    let ws = Ws::new();
+    // 64 live 8-byte values per thread under a 32-register cap: ptxas must spill.
+    ws.write(
+        "src/gamma.cu",
+        &format!(
+            "{}\nnamespace hash {{ template <int R> __global__ void mix(unsigned long long* x, int n) {{\n\
+             unsigned long long a[64];\n\
+             #pragma unroll\n for (int i = 0; i < 64; i++) a[i] = x[i * n + threadIdx.x];\n\
+             unsigned long long s = 0;\n\
+             #pragma unroll\n for (int r = 0; r < R; r++)\n\
+             #pragma unroll\n for (int i = 0; i < 64; i++) {{ a[i] = a[i] * a[(i + r) & 63] + s; s ^= a[i]; }}\n\
+             #pragma unroll\n for (int i = 0; i < 64; i++) x[i * n + threadIdx.x] = a[i];\n\
+             }}\n template __global__ void mix<8>(unsigned long long*, int); }}\n",
+            common_consts::GAMMA_CU
+        ),
+    );
+    let spec = std::fs::read_to_string(ws.path("spec/release.toml")).unwrap();
+    ws.write(
+        "spec/release.toml",
+        &spec.replace(
+            "entry_points = [\"gamma_twice\"]",
+            "entry_points = [\"gamma_twice\", \"hash::mix<8>\"]\nnvcc_flags = [\"-maxrregcount=32\"]",
+        ),
+    );
+    let args = ["--module", "gamma", "--target", "sm_90"];
+    for cached in [false, true] {
+        let run = ws.build(&args).ok();
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("spills: gamma sm_90: kernel hash::mix<8>"))
+            .unwrap_or_else(|| panic!("cached {cached}: {}", run.stdout));
+        assert!(
+            line.contains("bytes stores") && line.contains("bytes loads"),
+            "{line}"
+        );
+        assert_eq!(run.stdout.matches("spills: ").count(), 1, "{}", run.stdout);
+        let report = run.report.as_ref().unwrap();
+        let m = &report["modules"][0];
+        assert_eq!(m["cached"], cached);
+        let spills = m["spills"].as_array().unwrap();
+        assert_eq!(spills.len(), 1, "{report}");
+        assert_eq!(spills[0]["function"], "_ZN4hash3mixILi8EEEvPyi");
+        assert!(spills[0]["stores"].as_u64().unwrap() > 0);
+        assert!(spills[0]["loads"].as_u64().unwrap() > 0);
+    }
+}

@@ -357,6 +357,53 @@ pub fn portable_line_files(ptx: &str, portable: impl Fn(&str) -> String) -> Stri
     out
 }
 
+/// A kernel ptxas reported spilling registers to local memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Spill {
+    /// The function's symbol, as ptxas names it.
+    pub function: String,
+    /// Bytes of spill stores.
+    pub stores: u64,
+    /// Bytes of spill loads.
+    pub loads: u64,
+}
+
+/// The spills in nvcc's output (`ptxas warning : Registers are spilled to local memory in
+/// function 'k', 8 bytes spill stores, 8 bytes spill loads`, from `--warn-on-spills`), in
+/// the order reported, each function once.
+pub fn spills(warnings: &[String]) -> Vec<Spill> {
+    let mut out: Vec<Spill> = Vec::new();
+    for line in warnings {
+        let Some(rest) = line
+            .split_once("Registers are spilled to local memory in function '")
+            .map(|x| x.1)
+        else {
+            continue;
+        };
+        let Some((function, rest)) = rest.split_once('\'') else {
+            continue;
+        };
+        let (mut stores, mut loads) = (None, None);
+        for part in rest.split(',').map(str::trim) {
+            if let Some(n) = part.strip_suffix(" bytes spill stores") {
+                stores = n.parse().ok();
+            } else if let Some(n) = part.strip_suffix(" bytes spill loads") {
+                loads = n.parse().ok();
+            }
+        }
+        if let (Some(stores), Some(loads)) = (stores, loads)
+            && !out.iter().any(|s| s.function == function)
+        {
+            out.push(Spill {
+                function: function.to_string(),
+                stores,
+                loads,
+            });
+        }
+    }
+    out
+}
+
 /// The symbols nvlink reports as undefined (`nvlink error   : Undefined reference to
 /// 'twiddles' in '...'`), each once, in the order reported.
 pub fn unresolved_at_link(output: &str) -> Vec<String> {
@@ -547,6 +594,35 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn register_spills_are_read_per_function() {
+        let said: Vec<String> = [
+            "ptxas warning : Registers are spilled to local memory in function 'spill', 10800 bytes spill stores, 13304 bytes spill loads",
+            "ptxas warning : Registers are spilled to local memory in function '_Z4hashPj', 8 bytes spill stores, 4 bytes spill loads",
+            "k.cu(3): warning #177-D: variable \"x\" was declared but never referenced",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let s = spills(&said);
+        assert_eq!(
+            s,
+            [
+                Spill {
+                    function: "spill".into(),
+                    stores: 10800,
+                    loads: 13304
+                },
+                Spill {
+                    function: "_Z4hashPj".into(),
+                    stores: 8,
+                    loads: 4
+                },
+            ]
+        );
+        assert!(spills(&said[2..]).is_empty());
     }
 
     #[test]

@@ -108,6 +108,18 @@ pub(super) fn print_report(r: &BuildReport, explain: bool) {
     }
     let cached = r.modules.iter().filter(|b| b.cached).count();
     let warned = r.modules.iter().filter(|b| !b.warnings.is_empty()).count();
+    for b in &r.modules {
+        for s in super::nvcc::spills(&b.warnings) {
+            println!(
+                "spills: {} {}: kernel {} spills registers to local memory ({} bytes stores, {} bytes loads per thread)",
+                b.manifest.identity.module,
+                b.manifest.identity.sm,
+                super::kernels::demangled(&s.function),
+                s.stores,
+                s.loads
+            );
+        }
+    }
     println!(
         "{} blobs: {} compiled ({} nvcc runs), {} from cache, {} with nvcc warnings, in {:.2} s; nvcc {} ({}); output {}",
         r.modules.len(),
@@ -222,6 +234,8 @@ struct JsonModule<'a> {
     module_digest: Digest,
     size: u64,
     warnings: &'a [String],
+    /// The kernels ptxas said spill registers (`--warn-on-spills`), by symbol.
+    spills: Vec<super::nvcc::Spill>,
 }
 
 impl<'a> JsonReport<'a> {
@@ -263,6 +277,7 @@ impl<'a> JsonReport<'a> {
                     module_digest: b.manifest.module_digest,
                     size: b.manifest.size,
                     warnings: &b.warnings,
+                    spills: super::nvcc::spills(&b.warnings),
                 })
                 .collect(),
         }

@@ -147,6 +147,10 @@ pub struct Job {
     pub link: Vec<String>,
 }
 
+/// Every cubin job's ptxas reports register spills (`ptxas warning : Registers are spilled
+/// to local memory in function ...`), which the build lists per kernel.
+pub const WARN_ON_SPILLS: &str = "-Xptxas=--warn-on-spills";
+
 /// The flags that ask for line info: the build then compiles to PTX, makes the PTX's file
 /// paths portable and assembles it (`Job::line_info`), so the cubin stays reproducible.
 const LINE_INFO: [&str; 2] = ["-lineinfo", "--generate-line-info"];
@@ -597,6 +601,11 @@ impl ReleaseSpec {
                     flags.push("-rdc=true".to_string());
                 }
                 flags.push(format!("-arch={t}"));
+                if kind == Kind::Cubin {
+                    // ptxas says which kernels spill registers to local memory: reported
+                    // per kernel (`nvcc::spills`). Changes no byte of the cubin.
+                    flags.push(WARN_ON_SPILLS.to_string());
+                }
                 if !m.is_linked() {
                     // cicc names internal-linkage symbols (`static __constant__` tables)
                     // after a hash of the source's absolute path; naming the source by its
@@ -684,6 +693,7 @@ mod tests {
                 "-cubin",
                 "-rdc=true",
                 "-arch=sm_80",
+                "-Xptxas=--warn-on-spills",
                 "-O3",
                 "-DCUDA_AOT_BLOCK=128",
                 "-DCUDA_AOT_TILE_ROWS=4"
@@ -738,6 +748,7 @@ mod tests {
             [
                 "-cubin",
                 "-arch=sm_90a",
+                "-Xptxas=--warn-on-spills",
                 "-Xcicc",
                 "--orig_src_path_name",
                 "-Xcicc",
