@@ -249,20 +249,21 @@ impl Function {
     }
 
     /// Whether `query` names this kernel: its exact symbol, its demangled name without
-    /// parameters, or its full demangled signature (with or without a leading return type).
-    /// Names are compared with C++ whitespace normalised (`a<4, true>` = `a<4,true>`).
+    /// parameters, or its full demangled signature (with or without a leading return type),
+    /// as `cpp_demangle` or c++filt spell them ([`canonical_cpp`]: `a<4, true>` =
+    /// `a<4,true>`, `stage<(unsigned int)10>` = `stage<10u>`).
     pub fn matches(&self, query: &str) -> bool {
         if query == self.symbol.as_str() {
             return true;
         }
-        let q = normalise_cpp(query);
-        if q == normalise_cpp(self.name.as_str()) {
+        let q = canonical_cpp(query);
+        if q == canonical_cpp(self.name.as_str()) {
             return true;
         }
         let Some(sig) = &self.signature else {
             return false;
         };
-        let sig = normalise_cpp(sig.as_str());
+        let sig = canonical_cpp(sig.as_str());
         q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
     }
 }
@@ -294,6 +295,118 @@ pub fn describe_functions<'a>(functions: impl IntoIterator<Item = &'a Function>)
     } else {
         v.join(", ")
     }
+}
+
+/// A C++ name as c++filt (binutils) and Nsight spell it, from the spelling `cpp_demangle`
+/// gives (which the manifest records); a c++filt spelling is returned unchanged. The two
+/// demanglers differ in template arguments:
+/// - integer literals: `(unsigned int)10`, `(long)-3`, `(unsigned long long)5` are `10u`,
+///   `-3l`, `5ull` (`int` literals are bare in both; `(char)97`, `(short)2` in both);
+/// - pointers to member functions: `&S::f(int) const` is `&(S::f(int) const)`, and a
+///   non-const one, `&S::g()`, is `&S::g`.
+pub fn cxxfilt_spelling(name: &str) -> String {
+    let b = name.as_bytes();
+    let mut out = String::with_capacity(name.len());
+    let mut i = 0;
+    while i < b.len() {
+        let at_arg = i > 0 && matches!(b[i - 1], b'<' | b',' | b' ') && arg_start(b, i);
+        let rewritten = match b[i] {
+            b'(' if at_arg => integer_literal(name, i),
+            b'&' if at_arg && b.get(i + 1) != Some(&b'(') => member_function(name, i),
+            _ => None,
+        };
+        if let Some((text, next)) = rewritten {
+            out.push_str(&text);
+            i = next;
+            continue;
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// Whether `i` starts a template argument: after `<`, `,` or `, `.
+fn arg_start(b: &[u8], i: usize) -> bool {
+    match b[i - 1] {
+        b'<' | b',' => true,
+        b' ' => i >= 2 && b[i - 2] == b',',
+        _ => false,
+    }
+}
+
+/// The end of the template argument starting at `from`: the index of the `,` or `>` that
+/// closes it (brackets balanced), if any.
+fn arg_end(b: &[u8], from: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, &c) in b.iter().enumerate().skip(from) {
+        match c {
+            b'<' | b'(' | b'[' => depth += 1,
+            b')' | b']' => depth -= 1,
+            b'>' if depth == 0 => return Some(j),
+            b'>' => depth -= 1,
+            b',' if depth == 0 => return Some(j),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `(unsigned int)10` at `i` (a whole template argument): `10u` and where it ends.
+fn integer_literal(name: &str, i: usize) -> Option<(String, usize)> {
+    const SUFFIX: [(&str, &str); 5] = [
+        ("unsigned int", "u"),
+        ("unsigned long", "ul"),
+        ("long", "l"),
+        ("unsigned long long", "ull"),
+        ("long long", "ll"),
+    ];
+    let close = i + name[i..].find(')')?;
+    let ty = name[i + 1..close].trim();
+    let suffix = SUFFIX.iter().find(|(t, _)| *t == ty)?.1;
+    let end = arg_end(name.as_bytes(), close + 1)?;
+    let value = name[close + 1..end].trim();
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| (format!("{value}{suffix}"), end))
+}
+
+/// `&S::f(int) const` or `&S::g()` at `i` (a whole template argument): c++filt's
+/// `&(S::f(int) const)` or `&S::g`, and where it ends.
+fn member_function(name: &str, i: usize) -> Option<(String, usize)> {
+    let b = name.as_bytes();
+    let end = arg_end(b, i + 1)?;
+    let arg = name[i + 1..end].trim_end();
+    // The parameter list: the last top-level `(...)`.
+    let mut depth = 0i32;
+    let mut open = None;
+    for (j, c) in arg.bytes().enumerate() {
+        match c {
+            b'<' => depth += 1,
+            b'>' => depth -= 1,
+            b'(' if depth == 0 && open.is_none() => open = Some(j),
+            _ => {}
+        }
+    }
+    let open = open?;
+    let close = open + arg[open..].rfind(')')?;
+    let qualifier = arg[close + 1..].trim();
+    let target = &arg[..open];
+    if !target.contains("::") {
+        return None;
+    }
+    match qualifier {
+        "" => Some((format!("&{target}"), end)),
+        "const" => Some((format!("&({})", arg), end)),
+        _ => None,
+    }
+}
+
+/// The form names are compared in: whitespace normalised ([`normalise_cpp`]) and spelled
+/// as c++filt does ([`cxxfilt_spelling`]), so a name copied from either demangler (or from
+/// Nsight, which prints c++filt's) finds the kernel.
+pub fn canonical_cpp(s: &str) -> String {
+    normalise_cpp(&cxxfilt_spelling(&normalise_cpp(s)))
 }
 
 /// C++ names with whitespace normalised: a space is kept only between two identifier
@@ -493,5 +606,53 @@ pub(crate) mod tests {
         // `unsigned long` keeps its space; `unsignedlong` is another name.
         assert_eq!(sym("ntt::k<4, true>(unsignedlong*, int)"), Err(0));
         assert_eq!(describe_functions(&fs[2..]), "sum(int*), sum(float*)");
+    }
+
+    /// What cpp_demangle 0.5.1 and c++filt (binutils 2.40) print for kernels nvcc 13.0
+    /// mangled (`_ZN3ntt5stageILj10ELb1EEEvPm`, `_Z4litsIL...`, `_Z5memfnIXadL_ZNK1S1fEiEEEvPS0_`,
+    /// `_Z6memfn2IXadL_ZN1S1gEvEEEvPS0_`): both spellings find the kernel.
+    #[test]
+    fn names_resolve_as_cpp_demangle_and_cxxfilt_spell_them() {
+        let cases = [
+            (
+                "ntt::stage<(unsigned int)10, true>(unsigned long*)",
+                "void ntt::stage<10u, true>(unsigned long*)",
+            ),
+            (
+                "lit<(unsigned int)7, -3, (unsigned long)9, (long)-11, (unsigned long long)5, (long long)-6, (short)2, (unsigned short)3, (unsigned char)4, (signed char)-5, (char)122, false>(int*)",
+                "void lit<7u, -3, 9ul, -11l, 5ull, -6ll, (short)2, (unsigned short)3, (unsigned char)4, (signed char)-5, (char)122, false>(int*)",
+            ),
+            (
+                "memfn<&S::f(int) const>(S*)",
+                "void memfn<&(S::f(int) const)>(S*)",
+            ),
+            ("memfn2<&S::g()>(S*)", "void memfn2<&S::g>(S*)"),
+            (
+                "mul_by<(bls12_381::fp2_t::mem_t const*)0>(unsigned int*)",
+                "void mul_by<(bls12_381::fp2_t::mem_t const*)0>(unsigned int*)",
+            ),
+        ];
+        for (ours, theirs) in cases {
+            // The listing's c++filt spelling is exactly what c++filt printed.
+            assert_eq!(format!("void {}", cxxfilt_spelling(ours)), theirs, "{ours}");
+            let f = cpp("_Zsym", &ours[..ours.rfind('(').unwrap()], ours);
+            assert!(f.matches(theirs), "{theirs} should find {ours}");
+            assert!(f.matches(ours));
+            // And the name without parameters, in c++filt's spelling.
+            let bare = &theirs["void ".len()..theirs.rfind('(').unwrap()];
+            assert!(f.matches(bare), "{bare}");
+        }
+        // Another value or another type is another kernel.
+        let f = cpp(
+            "_Zs",
+            "ntt::stage<(unsigned int)10, true>",
+            "ntt::stage<(unsigned int)10, true>(unsigned long*)",
+        );
+        assert!(!f.matches("ntt::stage<11u, true>"));
+        assert!(!f.matches("ntt::stage<10ul, true>"));
+        assert!(!f.matches("ntt::stage<10, true>"));
+        // Idempotent on c++filt's own spelling; casts it does not use are left alone.
+        assert_eq!(cxxfilt_spelling("k<10u, (char)97>"), "k<10u, (char)97>");
+        assert_eq!(cxxfilt_spelling("f(unsigned int)"), "f(unsigned int)");
     }
 }

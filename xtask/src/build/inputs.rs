@@ -67,20 +67,27 @@ impl Names {
     }
 
     /// The path a line table records for `path` (absolute or relative to the sources
-    /// folder) in a `-lineinfo` build: a project file relative to the sources folder
-    /// (`field_ops.cu`, `../include/foreign/launch.cuh`), a toolkit header under
-    /// `cuda-toolkit/` (`cuda-toolkit/include/cuda_runtime.h`), anything else (the host
-    /// compiler's headers) as its absolute path. None depends on where the checkout, the
-    /// cache or the toolkit is.
-    pub fn portable(&self, path: &Path) -> String {
+    /// folder) in a `-lineinfo` build: a project file relative to the spec file, as the
+    /// spec names its folders (`src/field_ops.cu` for `build.sources = "src"`,
+    /// `include/foreign/launch.cuh` for `include_dirs = ["include"]`; `sources_rel` is
+    /// `build.sources` as written), a toolkit header under `cuda-toolkit/`
+    /// (`cuda-toolkit/include/cuda_runtime.h`), anything else (the host compiler's headers)
+    /// as its absolute path. None depends on where the checkout, a copy of its sources
+    /// (`repro`), the cache or the toolkit is.
+    pub fn portable(&self, path: &Path, sources_rel: &str) -> String {
         let abs = normalise(&self.sources.join(path));
+        let under = |dir: &str, rel: &Path| {
+            normalise(&Path::new(dir).join(rel))
+                .to_string_lossy()
+                .replace('\\', "/")
+        };
         if let Ok(rel) = abs.strip_prefix(&self.sources) {
-            return rel.display().to_string();
+            return under(sources_rel, rel);
         }
-        if self.includes.iter().any(|(_, root)| abs.starts_with(root)) {
-            return super::nvcc::relative_to(&self.sources, &abs)
-                .display()
-                .to_string();
+        for (dir, root) in &self.includes {
+            if let Ok(rel) = abs.strip_prefix(root) {
+                return under(dir, rel);
+            }
         }
         if let Ok(rel) = abs.strip_prefix(&self.toolkit) {
             return format!("cuda-toolkit/{}", rel.display());
@@ -117,11 +124,15 @@ pub fn normalise(p: &Path) -> PathBuf {
     for c in p.components() {
         match c {
             Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
+            // `a/..` folds; `..` at the start of a relative path stays (`../../a`); `/..`
+            // is `/`.
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
                 }
-            }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
             c => out.push(c.as_os_str()),
         }
     }
@@ -409,6 +420,34 @@ impl<'a> Inputs<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalising_folds_only_what_it_can() {
+        let n = |s: &str| normalise(Path::new(s)).display().to_string();
+        assert_eq!(n("a/./b/../c"), "a/c");
+        assert_eq!(n("../../a"), "../../a");
+        assert_eq!(n("../k/../../x"), "../../x");
+        assert_eq!(n("/tk/bin/..//include/x.h"), "/tk/include/x.h");
+        assert_eq!(n("/.."), "/");
+    }
+
+    #[test]
+    fn line_tables_name_project_files_as_the_spec_does() {
+        let names = Names::new(
+            Path::new("/w/spec/../kernels/src"),
+            Path::new("/tk"),
+            [("../include".to_string(), PathBuf::from("/w/include"))],
+        );
+        let p = |s: &str| names.portable(Path::new(s), "../kernels/src");
+        assert_eq!(p("ntt.cu"), "../kernels/src/ntt.cu");
+        assert_eq!(p("/w/kernels/src/sub/a.cuh"), "../kernels/src/sub/a.cuh");
+        assert_eq!(p("../../include/f/launch.cuh"), "../include/f/launch.cuh");
+        assert_eq!(
+            p("/tk/bin/..//include/cuda.h"),
+            "cuda-toolkit/include/cuda.h"
+        );
+        assert_eq!(p("/usr/include/stdio.h"), "/usr/include/stdio.h");
+    }
 
     #[test]
     fn names_are_stable_across_checkouts() {

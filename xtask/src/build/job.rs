@@ -243,8 +243,8 @@ impl Ctx<'_> {
     /// `output`: what it printed, every file it read (with its digest) and how long it took.
     ///
     /// With line info (`-lineinfo`), a cubin is made in two steps: nvcc compiles to PTX,
-    /// the PTX's `.file` paths are made portable (`Names::portable`: relative to the sources
-    /// folder, the toolkit's under `cuda-toolkit/`, no file times), and nvcc assembles that
+    /// the PTX's `.file` paths are made portable (`Names::portable`: relative to the spec
+    /// file, the toolkit's under `cuda-toolkit/`, no file times), and nvcc assembles that
     /// PTX in the staging folder, where none of those paths exists (ptxas records a file's
     /// modification time when it can find the file). The code is what a one-step build
     /// makes; only the line table's paths differ, and they do not depend on the checkout.
@@ -261,7 +261,11 @@ impl Ctx<'_> {
         }
         let label = self.plan.label(job);
         let portable = |ptx: &str| {
-            nvcc::portable_line_files(ptx, |p| self.inputs.names.portable(Path::new(p)))
+            nvcc::portable_line_files(ptx, |p| {
+                self.inputs
+                    .names
+                    .portable(Path::new(p), &self.plan.spec.sources_rel)
+            })
         };
         if job.kind == Kind::Ptx {
             let (said, files, ms) = self.run_nvcc_once(job, source, flags, output, stage)?;

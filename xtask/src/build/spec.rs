@@ -85,6 +85,9 @@ pub struct ReleaseSpec {
     pub path: PathBuf,
     /// The folder holding the module sources (absolute, canonical).
     pub sources: PathBuf,
+    /// `build.sources` as the spec writes it, normalised (`src`, `../kernels/cuda`): how
+    /// line tables name the sources folder (relative to the spec file), wherever it is.
+    pub sources_rel: String,
     /// Default real targets of every module.
     pub targets: Vec<Target>,
     /// nvcc flags of every module.
@@ -435,6 +438,9 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
     Ok(ReleaseSpec {
         path: path.to_path_buf(),
         sources: sources_dir,
+        sources_rel: super::inputs::normalise(Path::new(&file.build.sources))
+            .to_string_lossy()
+            .replace('\\', "/"),
         targets,
         flags: file.build.nvcc_flags,
         modules,
