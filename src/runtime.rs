@@ -9,10 +9,13 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
-use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, SignedAbi};
+use crate::cuda::{
+    CudaStream, Device, DeviceGlobal, DeviceInfo, Kernel, LoadApi, LoadedModule, SignedAbi,
+};
 use crate::error::{Error, Result};
 use crate::identity::{
-    Channel, DriverVersion, Kind, Manifest, describe_functions, resolve_function,
+    Channel, DriverVersion, Kind, Manifest, describe_functions, describe_globals, resolve_function,
+    resolve_global,
 };
 use crate::limits::Limits;
 use crate::metadata::IndexEntry;
@@ -280,6 +283,54 @@ impl Module {
             .loaded
             .function(f.symbol.as_str())?
             .with_signed_abi(abi)?)
+    }
+    /// A device global of this module (a `__constant__` or `__device__` variable) by its
+    /// symbol or its demangled name (`poseidon::ROUND_CONSTANTS`), matched against the
+    /// globals the signed manifest lists (the same rule as [`Module::kernel`]). The handle
+    /// has the device address and the signed size, which must equal the size the driver
+    /// reports (`cuModuleGetGlobal` / `cuLibraryGetGlobal`); every copy through it must be
+    /// exactly that size, or it is refused before the driver runs.
+    ///
+    /// Provers fill their tables once after [`Runtime::preload`], before the first launch
+    /// (docs/runtime.md). With [`Runtime::open_devices`], each device's runtime has its own
+    /// module and so its own copy of every global: fill each.
+    ///
+    /// Refused: an unknown name (listing the module's globals), a name matching several
+    /// globals, and every name of a module whose manifest is schema v1 (signed before
+    /// globals were: [`Error::GlobalsNotSigned`]).
+    pub fn global(&self, name: &str) -> Result<DeviceGlobal> {
+        let module = self.manifest.label();
+        let Some(globals) = &self.manifest.globals else {
+            return Err(Error::GlobalsNotSigned {
+                module,
+                name: name.to_string(),
+                schema: self.manifest.schema.clone(),
+            });
+        };
+        let g = resolve_global(globals, name).map_err(|candidates| {
+            if candidates.is_empty() {
+                Error::Unknown {
+                    kind: "global",
+                    name: format!("{}::{name}", self.manifest.identity.module),
+                    available: describe_globals(globals),
+                }
+            } else {
+                let v: Vec<String> = candidates
+                    .iter()
+                    .map(|g| format!("{} ({})", g.name, g.symbol))
+                    .collect();
+                Error::AmbiguousGlobal {
+                    module: module.clone(),
+                    name: name.to_string(),
+                    candidates: v.join(", "),
+                }
+            }
+        })?;
+        Ok(self.loaded.global(g.symbol.as_str())?.with_signed_size(
+            &module,
+            g.name.as_str(),
+            g.size,
+        )?)
     }
     /// True when this module runs as PTX through the driver JIT (compatibility mode).
     pub fn is_compatibility_mode(&self) -> bool {
@@ -779,6 +830,7 @@ mod tests {
             module_digest: Digest::of(b"x"),
             size: 1,
             functions: vec![],
+            globals: Some(vec![]),
             channel: Channel::Dev,
         }
     }
