@@ -299,35 +299,9 @@ impl Module {
     /// globals, and every name of a module whose manifest is schema v1 (signed before
     /// globals were: [`Error::GlobalsNotSigned`]).
     pub fn global(&self, name: &str) -> Result<DeviceGlobal> {
-        let module = self.manifest.label();
-        let Some(globals) = &self.manifest.globals else {
-            return Err(Error::GlobalsNotSigned {
-                module,
-                name: name.to_string(),
-                schema: self.manifest.schema.clone(),
-            });
-        };
-        let g = resolve_global(globals, name).map_err(|candidates| {
-            if candidates.is_empty() {
-                Error::Unknown {
-                    kind: "global",
-                    name: format!("{}::{name}", self.manifest.identity.module),
-                    available: describe_globals(globals),
-                }
-            } else {
-                let v: Vec<String> = candidates
-                    .iter()
-                    .map(|g| format!("{} ({})", g.name, g.symbol))
-                    .collect();
-                Error::AmbiguousGlobal {
-                    module: module.clone(),
-                    name: name.to_string(),
-                    candidates: v.join(", "),
-                }
-            }
-        })?;
+        let g = signed_global(&self.manifest, name)?;
         Ok(self.loaded.global(g.symbol.as_str())?.with_signed_size(
-            &module,
+            &self.manifest.label(),
             g.name.as_str(),
             g.size,
         )?)
@@ -336,6 +310,39 @@ impl Module {
     pub fn is_compatibility_mode(&self) -> bool {
         self.manifest.identity.kind == Kind::Ptx
     }
+}
+
+/// The global `name` of `manifest` ([`resolve_global`]), or why there is none: the manifest
+/// predates signed globals (v1), no global has that name (the error lists the module's
+/// globals), or several do.
+fn signed_global<'a>(manifest: &'a Manifest, name: &str) -> Result<&'a crate::Global> {
+    let module = manifest.label();
+    let Some(globals) = &manifest.globals else {
+        return Err(Error::GlobalsNotSigned {
+            module,
+            name: name.to_string(),
+            schema: manifest.schema.clone(),
+        });
+    };
+    resolve_global(globals, name).map_err(|candidates| {
+        if candidates.is_empty() {
+            Error::Unknown {
+                kind: "global",
+                name: format!("{}::{name}", manifest.identity.module),
+                available: describe_globals(globals),
+            }
+        } else {
+            let v: Vec<String> = candidates
+                .iter()
+                .map(|g| format!("{} ({})", g.name, g.symbol))
+                .collect();
+            Error::AmbiguousGlobal {
+                module,
+                name: name.to_string(),
+                candidates: v.join(", "),
+            }
+        }
+    })
 }
 
 /// The runtime: verified bundle, device, selected modules and counters.
@@ -986,5 +993,52 @@ mod tests {
         assert!(pick(&[m("compute_90", Kind::Ptx)], (8, 0), &p).is_err());
         // An exact cubin always wins over PTX.
         assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+    }
+
+    /// Issue 19, item 4: globals resolve by symbol or demangled name; an unknown name lists
+    /// the module's globals; a v1 manifest is refused with advice to rebuild.
+    #[test]
+    fn issue_19_globals_resolve_against_the_signed_list() {
+        use crate::identity::GlobalSpace;
+        use crate::identity::tests::global;
+        let mut man = m("sm_90", Kind::Cubin);
+        man.globals = Some(vec![
+            global(
+                "_ZN8poseidon3MDSE",
+                "poseidon::MDS",
+                256,
+                GlobalSpace::Constant,
+            ),
+            global(
+                "_ZN8poseidon7SCRATCHE",
+                "poseidon::SCRATCH",
+                4096,
+                GlobalSpace::Device,
+            ),
+        ]);
+        assert_eq!(signed_global(&man, "poseidon::MDS").unwrap().size, 256);
+        assert_eq!(
+            signed_global(&man, "_ZN8poseidon7SCRATCHE").unwrap().size,
+            4096
+        );
+        let err = signed_global(&man, "poseidon::TWIDDLES").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown global \"ntt::poseidon::TWIDDLES\"; available: poseidon::MDS (256 bytes, constant), poseidon::SCRATCH (4096 bytes, device)"
+        );
+        assert!(
+            err.fix().contains("global name listed above"),
+            "{}",
+            err.fix()
+        );
+        man.schema = Manifest::SCHEMA_V1.into();
+        man.globals = None;
+        let err = signed_global(&man, "poseidon::MDS").unwrap_err();
+        assert!(
+            matches!(&err, Error::GlobalsNotSigned { module, .. } if module == "ntt sm_90"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("predates signed globals"), "{err}");
+        assert!(err.fix().contains("rebuild and republish"), "{}", err.fix());
     }
 }
