@@ -12,6 +12,34 @@
 //! What counts as a kernel: a defined global function symbol marked as an entry
 //! (`STO_CUDA_ENTRY` in `st_other`). Undefined imports such as `__assertfail` (from device
 //! `assert()`), device functions and data symbols are never kernels.
+//!
+//! What counts as a device global ([`GlobalInfo`]): a symbol that is
+//!
+//! 1. a data object (`STT_OBJECT`) of any binding: whole-program builds (`nvcc -cubin`)
+//!    make every variable `LOCAL`, relocatable device-linked ones (`-rdc=true`, then
+//!    `-dlink`) make external ones `GLOBAL`, template variables are `WEAK`;
+//! 2. defined in a section of this file (not `SHN_UNDEF` or a reserved index: the
+//!    toolkit's `.nv.reservedSmem.offset0` is undefined);
+//! 3. in one of the three sections of user variables: `.nv.constant3` (the user constant
+//!    bank: `__constant__`), `.nv.global` (`__device__`, zero-initialised, `SHT_NOBITS`)
+//!    or `.nv.global.init` (`__device__` with an initial value). Other constant banks hold
+//!    compiler data (bank 0: parameters; bank 4 and others: literals, addresses);
+//! 4. named as a user writes names ([`is_user_global`]): not starting with `$` (a name no
+//!    C++ variable has: nvcc's string literals `$str`, `$str$1` for `printf` and
+//!    `assert`) nor with `__` (reserved to the implementation in C and C++: `__unnamed_1`,
+//!    the function name `assert` records; `__cudart_i2opi_f` and other math-library
+//!    tables; `__nv_static_*`, the name `-rdc=true` gives `static` variables).
+//!
+//! A whole-program cubin cannot tell a `static __device__` variable from an external one
+//! (both are `LOCAL`, with the same name), so both are listed; namespace-scope statics and
+//! anonymous namespaces carry nvcc's `_INTERNAL_<hash>` prefix in their mangled name.
+//! `__managed__` variables are read with [`GlobalInfo::managed`] set (`st_other` bit 0x04,
+//! as nvcc 13.0 writes it): the builder and the content check refuse them.
+//!
+//! A `__device__` variable is initialised when it sits in `.nv.global.init`; a
+//! `__constant__` one when its bytes in `.nv.constant3` are not all zero or a relocation
+//! writes into them (an address initialiser). nvcc places a zero initialiser (`= 0`) like
+//! none at all, so "initialised" means "has a non-zero initial value", in PTX too.
 
 use std::collections::HashMap;
 
@@ -21,13 +49,22 @@ use object::read::elf::{
     FileHeader as _, ProgramHeader as _, SectionHeader as _, SectionTable, Sym as _,
 };
 
-use crate::identity::{LaunchAbi, Param};
+use crate::identity::{GlobalSpace, LaunchAbi, Param};
 use crate::name::Target;
 
 /// `e_machine` of CUDA ELF files.
 pub const EM_CUDA: u16 = 190;
 /// `st_other` bit of a kernel entry symbol.
 const STO_CUDA_ENTRY: u8 = 0x10;
+/// `st_other` bit of a `__managed__` variable (what nvcc 13.0 writes; its PTX says
+/// `.attribute(.managed)`).
+const STO_CUDA_MANAGED: u8 = 0x04;
+/// The section of `__constant__` variables: constant bank 3, the user bank.
+pub const SECTION_CONSTANT: &str = ".nv.constant3";
+/// The section of zero-initialised `__device__` variables (`SHT_NOBITS`).
+pub const SECTION_GLOBAL: &str = ".nv.global";
+/// The section of initialised `__device__` variables.
+pub const SECTION_GLOBAL_INIT: &str = ".nv.global.init";
 /// Section type of `.nv.info*` attribute lists (`SHT_LOPROC`).
 const SHT_CUDA_INFO: u32 = 0x7000_0000;
 /// First bytes of a fatbin (magic 0xBA55ED50, little-endian).
@@ -59,6 +96,29 @@ pub struct KernelInfo {
     pub abi: LaunchAbi,
 }
 
+/// One device global a cubin (or PTX text) defines: see the module docs for which symbols
+/// count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalInfo {
+    /// The symbol (mangled for C++ names).
+    pub symbol: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// `__constant__` or `__device__`.
+    pub space: GlobalSpace,
+    /// Has a non-zero initial value in the image.
+    pub initialised: bool,
+    /// A `__managed__` variable (unified memory): never signed.
+    pub managed: bool,
+}
+
+/// Whether a data symbol's name is one a user's variable has: not empty, not starting with
+/// `$` (nvcc's string literals) or `__` (names C and C++ reserve to the implementation:
+/// `__unnamed_N`, `__cudart_*` tables, `__nv_static_*`). The rule for cubins and PTX alike.
+pub fn is_user_global(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('$') && !name.starts_with("__")
+}
+
 /// What a cubin says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CubinInfo {
@@ -74,6 +134,8 @@ pub struct CubinInfo {
     pub kernels: Vec<KernelInfo>,
     /// Undefined function symbols the cubin imports (e.g. `__assertfail`): never kernels.
     pub imports: Vec<String>,
+    /// The device globals it defines, in symbol-table order.
+    pub globals: Vec<GlobalInfo>,
 }
 
 impl CubinInfo {
@@ -305,7 +367,22 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
     let mut shared_of: HashMap<&str, usize> = HashMap::new();
     let mut global_info = Vec::new();
     let mut compat = None;
+    let mut spaces: HashMap<usize, (GlobalSpace, bool)> = HashMap::new();
+    let mut constant = None;
     for (i, name) in p.names.iter().enumerate() {
+        match *name {
+            SECTION_CONSTANT => {
+                spaces.insert(i, (GlobalSpace::Constant, false));
+                constant = Some(i);
+            }
+            SECTION_GLOBAL => {
+                spaces.insert(i, (GlobalSpace::Device, false));
+            }
+            SECTION_GLOBAL_INIT => {
+                spaces.insert(i, (GlobalSpace::Device, true));
+            }
+            _ => {}
+        }
         if let Some(f) = name.strip_prefix(".nv.info.") {
             info_of.insert(f, i);
         } else if *name == ".nv.info" && p.sections[i].sh_type(Le) == SHT_CUDA_INFO {
@@ -341,8 +418,14 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
             }
         }
     }
+    // An address initialiser of a `__constant__` variable is a relocation into its bytes.
+    let constant_relocs = match constant {
+        Some(c) => relocation_offsets(&p, data, c)?,
+        None => Vec::new(),
+    };
     let mut kernels = Vec::new();
     let mut imports = Vec::new();
+    let mut globals = Vec::new();
     let tables = p
         .sections
         .iter()
@@ -355,6 +438,51 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
             .map_err(|e| format!("symbol table (section {ti}): {e}"))?;
         for (index, sym) in symtab.symbols().iter().enumerate() {
             let bind = sym.st_bind();
+            if sym.st_type() == elf::STT_OBJECT {
+                let section = symtab
+                    .symbol_section(Le, sym, object::SymbolIndex(index))
+                    .map_err(|e| format!("symbol {index}: section: {e}"))?;
+                let Some(&(space, init_section)) = section.and_then(|s| spaces.get(&s.0)) else {
+                    continue;
+                };
+                let name = symtab
+                    .symbol_name(Le, sym)
+                    .map_err(|e| format!("symbol {index}: name: {e}"))?;
+                let name = std::str::from_utf8(name)
+                    .map_err(|_| format!("symbol {index}: non-UTF-8 name"))?;
+                if !is_user_global(name) {
+                    continue;
+                }
+                let s = section.map_or(0, |s| s.0);
+                let (start, size) = (sym.st_value(Le), sym.st_size(Le));
+                let end = start
+                    .checked_add(size)
+                    .filter(|end| *end <= p.sections[s].sh_size(Le))
+                    .ok_or_else(|| {
+                        format!(
+                            "global {name}: bytes {start}+{size} lie outside its section {} ({} bytes)",
+                            p.names[s],
+                            p.sections[s].sh_size(Le)
+                        )
+                    })?;
+                let initialised = match space {
+                    GlobalSpace::Device => init_section,
+                    GlobalSpace::Constant => {
+                        let bytes = section_data(s)?;
+                        let own = &bytes[start as usize..end as usize];
+                        own.iter().any(|b| *b != 0)
+                            || constant_relocs.iter().any(|o| (start..end).contains(o))
+                    }
+                };
+                globals.push(GlobalInfo {
+                    symbol: name.to_string(),
+                    size,
+                    space,
+                    initialised,
+                    managed: sym.st_other() & STO_CUDA_MANAGED != 0,
+                });
+                continue;
+            }
             if sym.st_type() != elf::STT_FUNC || !(bind == elf::STB_GLOBAL || bind == elf::STB_WEAK)
             {
                 continue;
@@ -409,7 +537,25 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
         arch_specific,
         kernels,
         imports,
+        globals,
     })
+}
+
+/// The offsets every `SHT_REL` / `SHT_RELA` section patching section `target` writes at.
+fn relocation_offsets(p: &Parsed<'_>, data: &[u8], target: usize) -> Result<Vec<u64>, String> {
+    let mut out = Vec::new();
+    for (i, s) in p.sections.iter().enumerate() {
+        if s.sh_info(Le) as usize != target {
+            continue;
+        }
+        let bad = |e: object::read::Error| format!("section {i} ({}): {e}", p.names[i]);
+        if let Some((rel, _)) = s.rel(Le, data).map_err(bad)? {
+            out.extend(rel.iter().map(|r| r.r_offset.get(Le)));
+        } else if let Some((rela, _)) = s.rela(Le, data).map_err(bad)? {
+            out.extend(rela.iter().map(|r| r.r_offset.get(Le)));
+        }
+    }
+    Ok(out)
 }
 
 /// Fills the parameter layout and launch bounds from a kernel's `.nv.info.<fn>` list.
@@ -647,6 +793,92 @@ mod tests {
             );
             assert_eq!(k.abi.local_bytes, Some(0), "{sm}");
             check_structure(bytes).unwrap();
+        }
+    }
+
+    /// The globals `tests/data/elf/globals.cu` defines, as (symbol, size, space,
+    /// initialised), sorted; `hidden` is the namespace-scope static.
+    pub(crate) fn globals_cu(with_static: bool) -> Vec<(String, u64, GlobalSpace, bool)> {
+        use GlobalSpace::{Constant, Device};
+        let mut v = vec![
+            ("target_v", 16, Device, false),
+            ("address_of", 8, Constant, true),
+            ("_ZZ4bumpvE5calls", 4, Device, false),
+            ("_Z5per_nILi1EE", 4, Device, true),
+            ("_Z5per_nILi2EE", 4, Device, true),
+            ("_ZN6tables15round_constantsE", 512, Constant, false),
+            ("_ZN6tables6roundsE", 64, Constant, true),
+            ("_ZN6tables4zeroE", 4, Constant, false),
+            ("_ZN6tables7counterE", 8, Device, true),
+            ("_ZN6tables7scratchE", 1024, Device, false),
+        ];
+        if with_static {
+            v.push((
+                "_ZN41_INTERNAL_10cba037_10_globals_cu_bb77dd186tables6hiddenE",
+                12,
+                Device,
+                false,
+            ));
+        }
+        let mut v: Vec<_> = v
+            .into_iter()
+            .map(|(s, n, sp, i)| (s.to_string(), n, sp, i))
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn sorted(globals: &[GlobalInfo]) -> Vec<(String, u64, GlobalSpace, bool)> {
+        assert!(globals.iter().all(|g| !g.managed), "{globals:?}");
+        let mut v: Vec<_> = globals
+            .iter()
+            .map(|g| (g.symbol.clone(), g.size, g.space, g.initialised))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Issue 19, item 4: the rule for which symbols are device globals (module docs), on
+    /// real cubins: whole-program (LOCAL symbols, the static listed) and relocatable
+    /// device-linked (GLOBAL and WEAK, the static renamed `__nv_static_*` and so not
+    /// listed); never the compiler's `$str*`, `__unnamed_1`, `__cudart_i2opi_f` or the
+    /// undefined `.nv.reservedSmem.offset0`. The PTX of the same source lists the same.
+    /// A `__managed__` variable is read as managed.
+    #[test]
+    fn issue_19_device_globals_of_whole_program_and_relocatable_cubins() {
+        let whole = inspect(include_bytes!("../tests/data/elf/globals_sm_90.cubin")).unwrap();
+        assert_eq!(sorted(&whole.globals), globals_cu(true));
+        let rdc = inspect(include_bytes!("../tests/data/elf/globals_rdc_sm_90.cubin")).unwrap();
+        assert_eq!(sorted(&rdc.globals), globals_cu(false));
+        let ptx = crate::ptx::inspect(include_bytes!("../tests/data/elf/globals_compute_90.ptx"))
+            .unwrap();
+        assert_eq!(sorted(&ptx.globals), globals_cu(true));
+        let managed = inspect(include_bytes!("../tests/data/elf/managed_sm_90.cubin")).unwrap();
+        let m: Vec<_> = managed
+            .globals
+            .iter()
+            .map(|g| (g.symbol.as_str(), g.size, g.managed))
+            .collect();
+        assert_eq!(m, [("managed_total", 4, true)]);
+        // The kernel-only fixtures define none.
+        let add = inspect(include_bytes!("../tests/data/elf/add_sm_90.cubin")).unwrap();
+        assert!(add.globals.is_empty(), "{:?}", add.globals);
+    }
+
+    #[test]
+    fn reserved_names_are_not_user_globals() {
+        for name in [
+            "$str",
+            "$str$1",
+            "__unnamed_1",
+            "__cudart_i2opi_f",
+            "__nv_static_1_x",
+            "",
+        ] {
+            assert!(!is_user_global(name), "{name}");
+        }
+        for name in ["counter", "_ZN6tables7counterE", "_counter", "x__y"] {
+            assert!(is_user_global(name), "{name}");
         }
     }
 

@@ -330,6 +330,48 @@ pub enum Error {
         /// What differs.
         reason: String,
     },
+    /// The device globals a blob defines are not the ones its (schema v2) manifest signs:
+    /// one missing, one more, or a different size, memory space or initialisation.
+    #[error("{what}: {reason}")]
+    GlobalMismatch {
+        /// Module and target.
+        what: String,
+        /// What differs, naming the global.
+        reason: String,
+    },
+    /// A blob defines a `__managed__` variable: unified memory is not part of a signed
+    /// module (the driver would map it into every context of the process).
+    #[error(
+        "{what}: defines the __managed__ variable {symbol}: managed memory is not supported in a signed module"
+    )]
+    ManagedGlobal {
+        /// Module and target.
+        what: String,
+        /// The variable's symbol.
+        symbol: String,
+    },
+    /// A global was asked of a module whose manifest (schema v1) predates signed globals.
+    #[error(
+        "{module}: global {name:?}: the module's manifest ({schema}) predates signed globals, so none can be looked up"
+    )]
+    GlobalsNotSigned {
+        /// Module and target.
+        module: String,
+        /// The global asked for.
+        name: String,
+        /// The manifest's schema.
+        schema: String,
+    },
+    /// A global name matches more than one global of a module.
+    #[error("{module}: global name {name:?} is ambiguous: it matches {candidates}")]
+    AmbiguousGlobal {
+        /// The module.
+        module: String,
+        /// The name asked for.
+        name: String,
+        /// The globals it matches, with their symbols.
+        candidates: String,
+    },
     /// A kernel name matches more than one kernel of a module.
     #[error("{module}: kernel name {name:?} is ambiguous: it matches {candidates}")]
     AmbiguousKernel {
@@ -380,7 +422,7 @@ pub enum Error {
     /// A module or kernel name that the verified bundle does not hold.
     #[error("unknown {kind} {name:?}; available: {available}")]
     Unknown {
-        /// "module" or "kernel".
+        /// "module", "kernel" or "global".
         kind: &'static str,
         /// The name asked for.
         name: String,
@@ -572,6 +614,12 @@ impl Error {
             ),
             Error::FunctionMismatch { .. } => "the manifest was not written for these bytes: rebuild and re-sign the module (cargo xtask release)".into(),
             Error::AmbiguousKernel { .. } => "name the kernel by its full demangled signature or by its symbol, as listed above".into(),
+            Error::GlobalMismatch { .. } => "the manifest was not written for these bytes: rebuild and re-sign the module (cargo xtask release)".into(),
+            Error::ManagedGlobal { symbol, .. } => format!(
+                "declare {symbol} __device__ (or __constant__) instead of __managed__, and fill it from the host through Module::global(..).write after preload"
+            ),
+            Error::GlobalsNotSigned { .. } => "rebuild and republish the module with this version of cuda-aot (cargo xtask release): its manifests (schema cuda-aot/manifest/v2) sign every global's size and memory space".into(),
+            Error::AmbiguousGlobal { .. } => "name the global by its symbol, as listed above".into(),
             #[cfg(feature = "driver")]
             Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {

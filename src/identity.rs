@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use crate::digest::Digest;
 use crate::error::Error;
-use crate::name::{FunctionName, KernelName, ModuleName, Target};
+use crate::name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 
 /// What kind of blob a module is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -274,10 +274,31 @@ pub fn resolve_function<'a>(
     functions: &'a [Function],
     query: &str,
 ) -> Result<&'a Function, Vec<&'a Function>> {
-    if let Some(f) = functions.iter().find(|f| f.symbol.as_str() == query) {
-        return Ok(f);
+    resolve(functions, query, |f| f.symbol.as_str(), Function::matches)
+}
+
+/// Resolves `query` to exactly one of `globals` ([`Global::matches`]), by the same rule as
+/// kernels ([`resolve_function`]): an exact symbol wins outright; `Err(candidates)` holds
+/// every global that matched (empty when none did).
+pub fn resolve_global<'a>(
+    globals: &'a [Global],
+    query: &str,
+) -> Result<&'a Global, Vec<&'a Global>> {
+    resolve(globals, query, |g| g.symbol.as_str(), Global::matches)
+}
+
+/// The one name-resolution rule of kernels and globals: the exact symbol, else exactly one
+/// item whose names match.
+fn resolve<'a, T>(
+    items: &'a [T],
+    query: &str,
+    symbol: impl Fn(&T) -> &str,
+    matches: impl Fn(&T, &str) -> bool,
+) -> Result<&'a T, Vec<&'a T>> {
+    if let Some(item) = items.iter().find(|i| symbol(i) == query) {
+        return Ok(item);
     }
-    let hits: Vec<&Function> = functions.iter().filter(|f| f.matches(query)).collect();
+    let hits: Vec<&T> = items.iter().filter(|i| matches(i, query)).collect();
     match hits.as_slice() {
         [one] => Ok(one),
         _ => Err(hits),
@@ -409,6 +430,68 @@ pub fn canonical_cpp(s: &str) -> String {
     normalise_cpp(&cxxfilt_spelling(&normalise_cpp(s)))
 }
 
+/// Where a device global lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GlobalSpace {
+    /// `__constant__`: the user constant bank (cubin section `.nv.constant3`, PTX `.const`).
+    Constant,
+    /// `__device__`: global memory (cubin `.nv.global` when zero-initialised,
+    /// `.nv.global.init` when initialised; PTX `.global`).
+    Device,
+}
+
+impl fmt::Display for GlobalSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GlobalSpace::Constant => "constant",
+            GlobalSpace::Device => "device",
+        })
+    }
+}
+
+/// One device global a module defines (a `__constant__` or `__device__` variable), read
+/// from the built blob and signed with the manifest (schema v2): what
+/// [`crate::Module::global`] resolves and checks every copy against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Global {
+    /// The symbol the driver looks up: `_ZN8poseidon15ROUND_CONSTANTSE` for a C++ name,
+    /// the plain name for one at global scope.
+    pub symbol: GlobalName,
+    /// The demangled name (`poseidon::ROUND_CONSTANTS`); the symbol itself for unmangled
+    /// names.
+    pub name: KernelName,
+    /// Size in bytes (the symbol's `st_size`; PTX: element size times count).
+    pub size: u64,
+    /// `__constant__` or `__device__`.
+    pub space: GlobalSpace,
+    /// Whether the module's image gives it a non-zero initial value (a static initialiser
+    /// nvcc kept: zero-initialised variables, `= 0` included, read as not initialised).
+    pub initialised: bool,
+}
+
+impl Global {
+    /// Whether `query` names this global: its exact symbol or its demangled name, in either
+    /// demangler's spelling (as for kernels, [`Function::matches`]).
+    pub fn matches(&self, query: &str) -> bool {
+        query == self.symbol.as_str() || canonical_cpp(query) == canonical_cpp(self.name.as_str())
+    }
+}
+
+/// How globals are listed in messages: `name (size bytes, space)`, `(none)` when empty.
+pub fn describe_globals<'a>(globals: impl IntoIterator<Item = &'a Global>) -> String {
+    let v: Vec<String> = globals
+        .into_iter()
+        .map(|g| format!("{} ({} bytes, {})", g.name, g.size, g.space))
+        .collect();
+    if v.is_empty() {
+        "(none)".into()
+    } else {
+        v.join(", ")
+    }
+}
+
 /// C++ names with whitespace normalised: a space is kept only between two identifier
 /// characters (`unsigned int`), so `ns::k<4, true>` and `ns::k<4,true>` compare equal.
 pub fn normalise_cpp(s: &str) -> String {
@@ -443,13 +526,39 @@ pub struct Manifest {
     pub size: u64,
     /// Kernel entry points, read from the cubin's symbol table.
     pub functions: Vec<Function>,
+    /// Device globals the module defines ([`Global`]): required in schema v2 (possibly
+    /// empty), absent in v1 manifests, which predate signed globals and still verify as
+    /// before (their globals are not checked, and [`crate::Module::global`] refuses them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub globals: Option<Vec<Global>>,
     /// The trust channel this manifest was built for.
     pub channel: Channel,
 }
 
 impl Manifest {
-    /// The schema tag of this version of the manifest format.
-    pub const SCHEMA: &'static str = "cuda-aot/manifest/v1";
+    /// The schema tag of the manifest format the builder writes (with `globals`).
+    pub const SCHEMA: &'static str = "cuda-aot/manifest/v2";
+    /// The first manifest format, without `globals`: still read and verified.
+    pub const SCHEMA_V1: &'static str = "cuda-aot/manifest/v1";
+
+    /// The one schema rule of manifests, applied by the verifier and the publisher: v2 with
+    /// a `globals` list, or v1 without one. `Err`: what is wrong, for the caller's error.
+    pub fn check_schema(&self) -> std::result::Result<(), String> {
+        let schema = crate::error::escape_untrusted(&self.schema);
+        match (self.schema.as_str(), self.globals.is_some()) {
+            (Self::SCHEMA, true) | (Self::SCHEMA_V1, false) => Ok(()),
+            (Self::SCHEMA, false) => Err(format!("schema {schema:?} requires a `globals` list")),
+            (Self::SCHEMA_V1, true) => Err(format!(
+                "schema {schema:?} has no `globals` field (signed globals are schema {:?})",
+                Self::SCHEMA
+            )),
+            _ => Err(format!(
+                "schema {schema:?}, expected {:?} (or {:?})",
+                Self::SCHEMA,
+                Self::SCHEMA_V1
+            )),
+        }
+    }
 
     /// `module sm (kind)`, the label used in errors and tables.
     pub fn label(&self) -> String {
@@ -547,6 +656,7 @@ pub(crate) mod tests {
                     ..Default::default()
                 },
             }],
+            globals: Some(Vec::new()),
             channel: Channel::Dev,
         };
         let bytes = crate::json::to_vec(&m);
@@ -654,5 +764,100 @@ pub(crate) mod tests {
         // Idempotent on c++filt's own spelling; casts it does not use are left alone.
         assert_eq!(cxxfilt_spelling("k<10u, (char)97>"), "k<10u, (char)97>");
         assert_eq!(cxxfilt_spelling("f(unsigned int)"), "f(unsigned int)");
+    }
+
+    pub(crate) fn global(symbol: &str, name: &str, size: u64, space: GlobalSpace) -> Global {
+        Global {
+            symbol: GlobalName::new(symbol).unwrap(),
+            name: KernelName::new(name).unwrap(),
+            size,
+            space,
+            initialised: false,
+        }
+    }
+
+    /// Issue 19, item 4: v1 manifests (no `globals`) still parse, and serialise back to the
+    /// same bytes (they are signed); v2 requires the list; the one schema rule refuses a
+    /// v1 manifest with globals and a v2 manifest without them.
+    #[test]
+    fn issue_19_v1_manifests_parse_unchanged_and_v2_requires_globals() {
+        let mut m = Manifest {
+            schema: Manifest::SCHEMA_V1.into(),
+            identity: sample_identity(),
+            module_digest: Digest::of(b"blob"),
+            size: 4,
+            functions: vec![],
+            globals: None,
+            channel: Channel::Dev,
+        };
+        let v1 = crate::json::to_vec(&m);
+        assert!(!String::from_utf8_lossy(&v1).contains("globals"));
+        let back: Manifest = crate::json::parse(&v1, 1 << 20, "m").unwrap();
+        assert_eq!((back.globals.as_ref(), back.check_schema()), (None, Ok(())));
+        assert_eq!(crate::json::to_vec(&back), v1);
+        m.schema = Manifest::SCHEMA.into();
+        assert!(
+            m.check_schema()
+                .unwrap_err()
+                .contains("requires a `globals` list")
+        );
+        m.globals = Some(vec![global(
+            "_ZN8poseidon3MDSE",
+            "poseidon::MDS",
+            64,
+            GlobalSpace::Constant,
+        )]);
+        assert_eq!(m.check_schema(), Ok(()));
+        let v2 = crate::json::to_vec(&m);
+        let value: serde_json::Value = serde_json::from_slice(&v2).unwrap();
+        assert_eq!(
+            value["globals"],
+            serde_json::json!([{"symbol": "_ZN8poseidon3MDSE", "name": "poseidon::MDS",
+                "size": 64, "space": "constant", "initialised": false}])
+        );
+        assert_eq!(
+            crate::json::parse::<Manifest>(&v2, 1 << 20, "m").unwrap(),
+            m
+        );
+        m.schema = Manifest::SCHEMA_V1.into();
+        assert!(
+            m.check_schema()
+                .unwrap_err()
+                .contains("has no `globals` field")
+        );
+        m.schema = "cuda-aot/manifest/v9".into();
+        assert!(m.check_schema().unwrap_err().contains("expected"));
+    }
+
+    #[test]
+    fn globals_resolve_by_symbol_or_demangled_name() {
+        let gs = [
+            global(
+                "_ZN8poseidon3MDSE",
+                "poseidon::MDS",
+                64,
+                GlobalSpace::Constant,
+            ),
+            global("_ZZ4bumpiE1n", "bump::n", 4, GlobalSpace::Device),
+            global("_ZZ4bumpfE1n", "bump::n", 4, GlobalSpace::Device),
+            global("counter", "counter", 8, GlobalSpace::Device),
+        ];
+        let sym = |q: &str| {
+            resolve_global(&gs, q)
+                .map(|g| g.symbol.as_str())
+                .map_err(|c| c.len())
+        };
+        assert_eq!(sym("poseidon::MDS"), Ok("_ZN8poseidon3MDSE"));
+        assert_eq!(sym(" poseidon :: MDS "), Ok("_ZN8poseidon3MDSE"));
+        assert_eq!(sym("_ZN8poseidon3MDSE"), Ok("_ZN8poseidon3MDSE"));
+        assert_eq!(sym("counter"), Ok("counter"));
+        assert_eq!(sym("bump::n"), Err(2));
+        assert_eq!(sym("_ZZ4bumpfE1n"), Ok("_ZZ4bumpfE1n"));
+        assert_eq!(sym("MDS"), Err(0));
+        assert_eq!(
+            describe_globals(&gs[..1]),
+            "poseidon::MDS (64 bytes, constant)"
+        );
+        assert_eq!(describe_globals([]), "(none)");
     }
 }

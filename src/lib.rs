@@ -77,10 +77,11 @@ pub mod verify;
 pub use digest::Digest;
 pub use error::{Error, Result};
 pub use identity::{
-    Channel, DriverVersion, Function, Identity, Kind, LaunchAbi, Manifest, Param, Toolkit,
+    Channel, DriverVersion, Function, Global, GlobalSpace, Identity, Kind, LaunchAbi, Manifest,
+    Param, Toolkit,
 };
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
-pub use name::{FunctionName, KernelName, ModuleName, Target};
+pub use name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 #[cfg(feature = "driver")]
 pub use runtime::{Counters, Module, Policy, Runtime};

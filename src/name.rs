@@ -54,12 +54,7 @@ impl FunctionName {
     pub const MAX: usize = 4096;
     /// Validates `s` as a C identifier.
     pub fn new(s: &str) -> Result<Self, Error> {
-        let ok_start = s
-            .as_bytes()
-            .first()
-            .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
-        let ok_rest = s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        if !ok_start || !ok_rest || s.len() > Self::MAX {
+        if !is_c_identifier(s) {
             return Err(Error::InvalidName {
                 kind: "function name",
                 value: s.escape_debug().to_string(),
@@ -74,9 +69,45 @@ impl FunctionName {
     }
 }
 
-/// A demangled C++ kernel name or signature (`ntt::bit_rev<gl64_t>`,
-/// `ntt::bit_rev<gl64_t>(gl64_t*, unsigned int)`): 1 to 4096 printable ASCII characters, so
-/// it can carry no terminal escape, newline or NUL.
+/// The symbol of a device global (`__constant__` / `__device__` variable) as the driver
+/// looks it up (`cuModuleGetGlobal`): a C identifier (a plain name or an Itanium-mangled one
+/// such as `_ZN8poseidon15ROUND_CONSTANTSE`) of at most [`FunctionName::MAX`] characters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GlobalName(String);
+
+impl GlobalName {
+    /// Validates `s` as a C identifier.
+    pub fn new(s: &str) -> Result<Self, Error> {
+        if !is_c_identifier(s) {
+            return Err(Error::InvalidName {
+                kind: "global symbol",
+                value: s.escape_debug().to_string(),
+                reason: "must be a C identifier of at most 4096 characters",
+            });
+        }
+        Ok(GlobalName(s.to_string()))
+    }
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Whether `s` is a C identifier of at most [`FunctionName::MAX`] characters.
+fn is_c_identifier(s: &str) -> bool {
+    let ok_start = s
+        .as_bytes()
+        .first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
+    ok_start
+        && s.len() <= FunctionName::MAX
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A demangled C++ name: a kernel's name or signature (`ntt::bit_rev<gl64_t>`,
+/// `ntt::bit_rev<gl64_t>(gl64_t*, unsigned int)`) or a device global's
+/// (`poseidon::ROUND_CONSTANTS`): 1 to 4096 printable ASCII characters, so it can carry no
+/// terminal escape, newline or NUL.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KernelName(String);
 
@@ -249,6 +280,7 @@ macro_rules! string_serde {
 string_serde!(ModuleName, ModuleName::new);
 string_serde!(FunctionName, FunctionName::new);
 string_serde!(KernelName, KernelName::new);
+string_serde!(GlobalName, GlobalName::new);
 string_serde!(Target, Target::from_str);
 
 impl fmt::Display for ModuleName {
@@ -261,6 +293,12 @@ impl fmt::Display for KernelName {
         f.write_str(&self.0)
     }
 }
+impl fmt::Display for GlobalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl fmt::Display for FunctionName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

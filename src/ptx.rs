@@ -1,8 +1,10 @@
-//! The one reader of PTX text: its `.target`, and its kernels (`.entry`) with the parameter
+//! The one reader of PTX text: its `.target`, its kernels (`.entry`) with the parameter
 //! layout the driver will use (each `.param` aligned to its size or `.align`) and the
-//! launch bound (`.maxntid`). The builder and the verifier both read PTX through here.
+//! launch bound (`.maxntid`), and its device globals (module-scope `.global` and `.const`
+//! declarations, [`globals`]). The builder and the verifier both read PTX through here.
 
-use crate::identity::{LaunchAbi, Param};
+use crate::elf::{GlobalInfo, is_user_global};
+use crate::identity::{GlobalSpace, LaunchAbi, Param};
 
 /// What PTX text says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +14,8 @@ pub struct PtxInfo {
     /// The kernels, in file order: symbol and launch ABI (no resource figures: the driver's
     /// JIT decides those).
     pub kernels: Vec<(String, LaunchAbi)>,
+    /// The device globals it defines, in file order ([`globals`]).
+    pub globals: Vec<GlobalInfo>,
 }
 
 /// Reads PTX. Refuses bytes that are not PTX text: binary images (ELF, fatbin), NUL bytes
@@ -58,7 +62,149 @@ pub fn inspect(bytes: &[u8]) -> Result<PtxInfo, String> {
     Ok(PtxInfo {
         target,
         kernels: entries(text)?,
+        globals: globals(text)?,
     })
+}
+
+/// The device globals of PTX text: the module-scope (outside every function body)
+/// declarations in the `.global` (`__device__`) or `.const` (`__constant__`) state space,
+/// with or without `.visible` / `.weak`, never `.extern` ones (declared, not defined), named
+/// as users name variables ([`is_user_global`]: the same rule as for cubins). The size is
+/// the element size times every array dimension; a declaration is initialised when it has
+/// an initialiser (`= ...`: nvcc writes none for zero values). `.attribute(.managed)` marks
+/// a `__managed__` variable.
+///
+/// ```text
+/// .visible .const .align 4 .b8 twiddles[1024];     // constant, 1024 bytes
+/// .global .align 8 .u64 counter = 7;                // device, 8 bytes, initialised
+/// ```
+pub fn globals(text: &str) -> Result<Vec<GlobalInfo>, String> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let line = strip_comment(line);
+        let start = line.trim_start();
+        // `.visible .global ...` is a variable; `.visible .entry k(` is not.
+        let is_decl = start
+            .split_whitespace()
+            .find(|w| !matches!(*w, ".visible" | ".weak" | ".common" | ".extern"))
+            .is_some_and(|w| w == ".global" || w == ".const");
+        if depth > 0 || !is_decl {
+            for c in line.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        // One declaration, up to its `;` (long initialisers may span lines).
+        let mut decl = start.to_string();
+        while !decl.contains(';') {
+            match lines.next() {
+                Some(l) => {
+                    decl.push(' ');
+                    decl.push_str(strip_comment(l));
+                }
+                None => return Err(format!("unterminated declaration `{}`", short(&decl))),
+            }
+        }
+        if let Some(g) = global_decl(&decl)? {
+            out.push(g);
+        }
+    }
+    Ok(out)
+}
+
+/// `line` without a trailing `//` comment.
+fn strip_comment(line: &str) -> &str {
+    line.find("//").map_or(line, |at| &line[..at])
+}
+
+/// The first 80 characters of `s`, for messages.
+fn short(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// One module-scope declaration: `Some` for a `.global` / `.const` variable this module
+/// defines under a user's name.
+fn global_decl(decl: &str) -> Result<Option<GlobalInfo>, String> {
+    let (head, initialised) = match decl.split_once('=') {
+        Some((head, _)) => (head, true),
+        None => (decl.split(';').next().unwrap_or_default(), false),
+    };
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let mut i = 0;
+    let mut space = None;
+    while let Some(w) = words.get(i) {
+        match *w {
+            ".extern" => return Ok(None),
+            ".visible" | ".weak" | ".common" => i += 1,
+            ".global" => {
+                space = Some(GlobalSpace::Device);
+                i += 1;
+                break;
+            }
+            ".const" => {
+                space = Some(GlobalSpace::Constant);
+                i += 1;
+                break;
+            }
+            _ => return Ok(None), // .shared, .tex, ... : not a device global
+        }
+    }
+    let Some(space) = space else {
+        return Ok(None);
+    };
+    let bad = |why: &str| format!("global declaration `{}`: {why}", short(decl.trim()));
+    let (mut managed, mut elem, mut lanes) = (false, None, 1u64);
+    let name = loop {
+        let Some(w) = words.get(i) else {
+            return Err(bad("no name"));
+        };
+        i += 1;
+        match *w {
+            ".align" => i += 1,
+            ".v2" => lanes = 2,
+            ".v4" => lanes = 4,
+            ".v8" => lanes = 8,
+            w if w.starts_with(".attribute(") => managed |= w.contains(".managed"),
+            w if w.starts_with('.') => {
+                elem = Some(match &w[1..] {
+                    "b8" | "u8" | "s8" => 1u64,
+                    "b16" | "u16" | "s16" | "f16" | "bf16" => 2,
+                    "b32" | "u32" | "s32" | "f32" => 4,
+                    "b64" | "u64" | "s64" | "f64" => 8,
+                    "b128" => 16,
+                    _ => return Err(bad("element type not understood")),
+                });
+            }
+            w => break w,
+        }
+    };
+    let elem = elem.ok_or_else(|| bad("no element type"))?;
+    let (symbol, dims) = name.split_at(name.find('[').unwrap_or(name.len()));
+    if !is_user_global(symbol) {
+        return Ok(None);
+    }
+    let mut size = elem * lanes;
+    for d in dims.split('[').skip(1) {
+        let n: u64 = d
+            .trim_end_matches(']')
+            .trim()
+            .parse()
+            .map_err(|_| bad("array dimension not a number"))?;
+        size = size.checked_mul(n).ok_or_else(|| bad("size overflows"))?;
+    }
+    Ok(Some(GlobalInfo {
+        symbol: symbol.to_string(),
+        size,
+        space,
+        initialised,
+        managed,
+    }))
 }
 
 /// The kernels of PTX text (`.entry NAME(`), with their parameter layout and `.maxntid`.
@@ -192,6 +338,50 @@ mod tests {
                 ("noargs".into(), "".into(), 0, None),
             ]
         );
+    }
+
+    /// Issue 19, item 4: module-scope `.global` / `.const` declarations, with sizes,
+    /// spaces and initialisers (one spanning lines); not `.extern` ones, not the compiler's
+    /// (`$str`, `__unnamed_1`, `__cudart_*`), not function-local `.shared`; `__managed__`
+    /// marked.
+    #[test]
+    fn issue_19_globals_with_sizes_spaces_and_initialisers() {
+        let ptx = ".version 9.0\n.target sm_90\n// .global .u32 in_a_comment;\n\
+            .visible .const .align 4 .b8 twiddles[1024];\n\
+            .global .align 8 .u64 counter = 7;\n\
+            .const .align 4 .b8 _ZN8poseidon3MDSE[4][16] = {1, 0,\n  0, 2};\n\
+            .extern .global .align 4 .u32 elsewhere;\n\
+            .global .attribute(.managed) .align 4 .u32 managed_v;\n\
+            .weak .global .align 4 .u32 _Z2tvILi2EE = 2;\n\
+            .global .align 1 .b8 $str[9] = {105, 32, 60};\n\
+            .global .align 1 .b8 __unnamed_1[28] = {118};\n\
+            .global .align 16 .b8 __cudart_sin_cos_coeffs[128] = {70};\n\
+            .global .align 8 .v2 .u32 pair;\n\
+            .visible .entry k(\n.param .u64 p\n)\n{\n.shared .align 4 .b8 tile[64];\n\
+            ld.global.u32 %r1, [counter];\n}\n";
+        let got: Vec<(String, u64, GlobalSpace, bool, bool)> = inspect(ptx.as_bytes())
+            .unwrap()
+            .globals
+            .into_iter()
+            .map(|g| (g.symbol, g.size, g.space, g.initialised, g.managed))
+            .collect();
+        use GlobalSpace::{Constant, Device};
+        let want = [
+            ("twiddles", 1024, Constant, false, false),
+            ("counter", 8, Device, true, false),
+            ("_ZN8poseidon3MDSE", 64, Constant, true, false),
+            ("managed_v", 4, Device, false, true),
+            ("_Z2tvILi2EE", 4, Device, true, false),
+            ("pair", 8, Device, false, false),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(s, n, sp, i, m)| (s.to_string(), *n, *sp, *i, *m))
+            .collect();
+        assert_eq!(got, want);
+        let err = globals(".global .f32x9 odd;\n").unwrap_err();
+        assert!(err.contains("odd") && err.contains("element type"), "{err}");
+        assert!(globals(".const .b8 open[4] = {1,\n").is_err());
     }
 
     #[test]

@@ -14,8 +14,10 @@ use std::sync::Arc;
 use crate::cuda::research::{self as nvrtc, Output};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
-use crate::identity::{Channel, DriverVersion, Function, Identity, Kind, Manifest, Toolkit};
-use crate::name::{FunctionName, KernelName, ModuleName, Target};
+use crate::identity::{
+    Channel, DriverVersion, Function, Global, Identity, Kind, Manifest, Toolkit,
+};
+use crate::name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 
 /// What to compile: the inputs that make up a research module's identity.
 #[derive(Debug, Clone)]
@@ -70,6 +72,28 @@ impl ResearchModule {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
+        // Globals by symbol (no demangler in the runtime, as for kernels); a __managed__
+        // variable is refused as in AOT builds.
+        let what = || format!("{} {} (NVRTC output)", src.module, src.target);
+        let globals = info
+            .globals
+            .into_iter()
+            .map(|g| {
+                if g.managed {
+                    return Err(Error::ManagedGlobal {
+                        what: what(),
+                        symbol: g.symbol,
+                    });
+                }
+                Ok(Global {
+                    symbol: GlobalName::new(&g.symbol)?,
+                    name: KernelName::new(&g.symbol)?,
+                    size: g.size,
+                    space: g.space,
+                    initialised: g.initialised,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let version = format!("NVRTC {major}.{minor}");
         let manifest = Manifest {
             schema: Manifest::SCHEMA.into(),
@@ -99,6 +123,7 @@ impl ResearchModule {
             module_digest: Digest::of(&cubin),
             size: cubin.len() as u64,
             functions,
+            globals: Some(globals),
             channel: Channel::Research,
         };
         Ok(ResearchModule {

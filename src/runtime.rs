@@ -9,10 +9,13 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::Digest;
-use crate::cuda::{CudaStream, Device, DeviceInfo, Kernel, LoadApi, LoadedModule, SignedAbi};
+use crate::cuda::{
+    CudaStream, Device, DeviceGlobal, DeviceInfo, Kernel, LoadApi, LoadedModule, SignedAbi,
+};
 use crate::error::{Error, Result};
 use crate::identity::{
-    Channel, DriverVersion, Kind, Manifest, describe_functions, resolve_function,
+    Channel, DriverVersion, Kind, Manifest, describe_functions, describe_globals, resolve_function,
+    resolve_global,
 };
 use crate::limits::Limits;
 use crate::metadata::IndexEntry;
@@ -281,10 +284,65 @@ impl Module {
             .function(f.symbol.as_str())?
             .with_signed_abi(abi)?)
     }
+    /// A device global of this module (a `__constant__` or `__device__` variable) by its
+    /// symbol or its demangled name (`poseidon::ROUND_CONSTANTS`), matched against the
+    /// globals the signed manifest lists (the same rule as [`Module::kernel`]). The handle
+    /// has the device address and the signed size, which must equal the size the driver
+    /// reports (`cuModuleGetGlobal` / `cuLibraryGetGlobal`); every copy through it must be
+    /// exactly that size, or it is refused before the driver runs.
+    ///
+    /// Provers fill their tables once after [`Runtime::preload`], before the first launch
+    /// (docs/runtime.md). With [`Runtime::open_devices`], each device's runtime has its own
+    /// module and so its own copy of every global: fill each.
+    ///
+    /// Refused: an unknown name (listing the module's globals), a name matching several
+    /// globals, and every name of a module whose manifest is schema v1 (signed before
+    /// globals were: [`Error::GlobalsNotSigned`]).
+    pub fn global(&self, name: &str) -> Result<DeviceGlobal> {
+        let g = signed_global(&self.manifest, name)?;
+        Ok(self.loaded.global(g.symbol.as_str())?.with_signed_size(
+            &self.manifest.label(),
+            g.name.as_str(),
+            g.size,
+        )?)
+    }
     /// True when this module runs as PTX through the driver JIT (compatibility mode).
     pub fn is_compatibility_mode(&self) -> bool {
         self.manifest.identity.kind == Kind::Ptx
     }
+}
+
+/// The global `name` of `manifest` ([`resolve_global`]), or why there is none: the manifest
+/// predates signed globals (v1), no global has that name (the error lists the module's
+/// globals), or several do.
+fn signed_global<'a>(manifest: &'a Manifest, name: &str) -> Result<&'a crate::Global> {
+    let module = manifest.label();
+    let Some(globals) = &manifest.globals else {
+        return Err(Error::GlobalsNotSigned {
+            module,
+            name: name.to_string(),
+            schema: manifest.schema.clone(),
+        });
+    };
+    resolve_global(globals, name).map_err(|candidates| {
+        if candidates.is_empty() {
+            Error::Unknown {
+                kind: "global",
+                name: format!("{}::{name}", manifest.identity.module),
+                available: describe_globals(globals),
+            }
+        } else {
+            let v: Vec<String> = candidates
+                .iter()
+                .map(|g| format!("{} ({})", g.name, g.symbol))
+                .collect();
+            Error::AmbiguousGlobal {
+                module,
+                name: name.to_string(),
+                candidates: v.join(", "),
+            }
+        }
+    })
 }
 
 /// The runtime: verified bundle, device, selected modules and counters.
@@ -779,6 +837,7 @@ mod tests {
             module_digest: Digest::of(b"x"),
             size: 1,
             functions: vec![],
+            globals: Some(vec![]),
             channel: Channel::Dev,
         }
     }
@@ -934,5 +993,52 @@ mod tests {
         assert!(pick(&[m("compute_90", Kind::Ptx)], (8, 0), &p).is_err());
         // An exact cubin always wins over PTX.
         assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+    }
+
+    /// Issue 19, item 4: globals resolve by symbol or demangled name; an unknown name lists
+    /// the module's globals; a v1 manifest is refused with advice to rebuild.
+    #[test]
+    fn issue_19_globals_resolve_against_the_signed_list() {
+        use crate::identity::GlobalSpace;
+        use crate::identity::tests::global;
+        let mut man = m("sm_90", Kind::Cubin);
+        man.globals = Some(vec![
+            global(
+                "_ZN8poseidon3MDSE",
+                "poseidon::MDS",
+                256,
+                GlobalSpace::Constant,
+            ),
+            global(
+                "_ZN8poseidon7SCRATCHE",
+                "poseidon::SCRATCH",
+                4096,
+                GlobalSpace::Device,
+            ),
+        ]);
+        assert_eq!(signed_global(&man, "poseidon::MDS").unwrap().size, 256);
+        assert_eq!(
+            signed_global(&man, "_ZN8poseidon7SCRATCHE").unwrap().size,
+            4096
+        );
+        let err = signed_global(&man, "poseidon::TWIDDLES").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown global \"ntt::poseidon::TWIDDLES\"; available: poseidon::MDS (256 bytes, constant), poseidon::SCRATCH (4096 bytes, device)"
+        );
+        assert!(
+            err.fix().contains("global name listed above"),
+            "{}",
+            err.fix()
+        );
+        man.schema = Manifest::SCHEMA_V1.into();
+        man.globals = None;
+        let err = signed_global(&man, "poseidon::MDS").unwrap_err();
+        assert!(
+            matches!(&err, Error::GlobalsNotSigned { module, .. } if module == "ntt sm_90"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("predates signed globals"), "{err}");
+        assert!(err.fix().contains("rebuild and republish"), "{}", err.fix());
     }
 }

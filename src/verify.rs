@@ -340,7 +340,11 @@ impl VerifiedIndex {
         }
         let bytes = read_exact_signed(src, &path, e.manifest_size, &e.manifest, &what)?;
         let manifest: Manifest = crate::json::parse(&bytes, limit, &what)?;
-        check_schema(&what, &manifest.schema, Manifest::SCHEMA)?;
+        // The one schema rule: v2 with its globals, or v1 (signed before globals were).
+        manifest.check_schema().map_err(|message| Error::Json {
+            what: what.clone(),
+            message,
+        })?;
         // 6c. Mix-and-match: it describes the module, target, kind and identity listed.
         let id = &manifest.identity;
         let identity = id.digest();
@@ -777,20 +781,6 @@ fn verify_promotions(
         });
     }
     Ok(out)
-}
-
-fn check_schema(what: &str, got: &str, want: &str) -> Result<()> {
-    if got == want {
-        Ok(())
-    } else {
-        Err(Error::Json {
-            what: what.into(),
-            message: format!(
-                "schema {:?}, expected {want:?}",
-                crate::error::escape_untrusted(got)
-            ),
-        })
-    }
 }
 
 fn check_not_rolled_back(what: &str, seen: u64, got: u64) -> Result<()> {

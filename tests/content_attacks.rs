@@ -136,3 +136,38 @@ fn a_signed_launch_abi_other_than_the_blobs_is_refused() {
         Error::FunctionMismatch { .. }
     ));
 }
+
+/// Issue 19, item 4: a registry published before manifests signed globals (schema v1, no
+/// `globals` field) verifies exactly as before; the signed globals of a v2 manifest must be
+/// the blob's (an sm_90 cubin with a device table, signed without it, is refused naming
+/// it); a v2 manifest without `globals` and a v1 manifest with them are refused by schema.
+#[test]
+fn issue_19_v1_manifests_verify_and_v2_globals_must_be_the_blobs() {
+    let blob = cubin("sm_90");
+    let mut v1 = manifest("add", "sm_90", &blob, Channel::Dev);
+    v1.schema = Manifest::SCHEMA_V1.into();
+    v1.globals = None;
+    publish_and_verify(&v1, blob.clone()).unwrap();
+
+    let mut no_list = manifest("add", "sm_90", &blob, Channel::Dev);
+    no_list.globals = None;
+    let err = publish_and_verify(&no_list, blob.clone()).unwrap_err();
+    assert!(
+        err.to_string().contains("requires a `globals` list"),
+        "{err}"
+    );
+    let mut v1_with = manifest("add", "sm_90", &blob, Channel::Dev);
+    v1_with.schema = Manifest::SCHEMA_V1.into();
+    let err = publish_and_verify(&v1_with, blob).unwrap_err();
+    assert!(err.to_string().contains("has no `globals` field"), "{err}");
+
+    let tables = data("elf/globals_sm_90.cubin");
+    let mut m = manifest("globals", "sm_90", &tables, Channel::Dev);
+    m.globals = Some(Vec::new());
+    let err = publish_and_verify(&m, tables).unwrap_err();
+    assert!(
+        matches!(&err, Error::GlobalMismatch { what, reason }
+            if what == "globals sm_90" && reason.contains("does not sign") && reason.contains("_ZN6tables7counterE")),
+        "{err}"
+    );
+}

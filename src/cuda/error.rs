@@ -151,6 +151,50 @@ pub enum CudaError {
         driver: String,
     },
 
+    /// A driver call about one device global (lookup, copy) failed.
+    #[error("global {global:?}: {op} failed: {code:?}{}", paren(.message))]
+    Global {
+        /// The global (its symbol, or its demangled name once signed).
+        global: String,
+        /// The driver entry point (e.g. `cuModuleGetGlobal`).
+        op: &'static str,
+        /// The driver's status (printed as its C name, e.g. `CUDA_ERROR_NOT_FOUND`).
+        code: CUresult,
+        /// The driver's description of the error (empty when the driver could not say).
+        message: String,
+    },
+
+    /// A copy to or from a device global was not exactly the global's size: refused
+    /// before the driver was called.
+    #[error(
+        "{module}: global {global:?} is {signed} bytes (signed); a {op} of {given} bytes is refused before the driver"
+    )]
+    GlobalSize {
+        /// The module.
+        module: String,
+        /// The global (demangled name).
+        global: String,
+        /// `"write"` or `"read"`.
+        op: &'static str,
+        /// The global's signed size.
+        signed: usize,
+        /// The size of the host buffer passed.
+        given: usize,
+    },
+
+    /// The driver reports another size for a global than the one signed into the manifest.
+    #[error("{module}: global {global:?}: signed size {signed} bytes, the driver reports {driver}")]
+    GlobalDriverSize {
+        /// The module.
+        module: String,
+        /// The global (demangled name).
+        global: String,
+        /// The signed size.
+        signed: u64,
+        /// What `cuModuleGetGlobal` / `cuLibraryGetGlobal` reports.
+        driver: u64,
+    },
+
     /// The runtime compiler library cannot be loaded (research builds only).
     #[cfg(feature = "research")]
     #[error("the NVRTC library (libnvrtc.so.13) cannot be loaded on this host")]
@@ -226,10 +270,22 @@ impl CudaError {
         }
     }
 
+    /// A failed driver call about the device global `global`.
+    pub fn global(global: &str, op: &'static str, err: DriverError) -> Self {
+        CudaError::Global {
+            global: global.to_owned(),
+            op,
+            code: err.0,
+            message: error_message(&err),
+        }
+    }
+
     /// The driver's status, for the variants that come from a driver call.
     pub fn code(&self) -> Option<CUresult> {
         match self {
-            CudaError::Driver { code, .. } | CudaError::Function { code, .. } => Some(*code),
+            CudaError::Driver { code, .. }
+            | CudaError::Function { code, .. }
+            | CudaError::Global { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -305,7 +361,11 @@ impl CudaError {
             CudaError::BlockTooLarge { max, .. } => format!(
                 "launch with at most {max} threads per block (the kernel's __launch_bounds__), or rebuild it with a larger bound"
             ),
-            CudaError::AbiMismatch { .. } => "the module's bytes and its manifest disagree: rebuild and re-sign it (cargo xtask release)".into(),
+            CudaError::AbiMismatch { .. } | CudaError::GlobalDriverSize { .. } => "the module's bytes and its manifest disagree: rebuild and re-sign it (cargo xtask release)".into(),
+            CudaError::Global { code, .. } => code_fix(*code, None),
+            CudaError::GlobalSize { signed, .. } => format!(
+                "copy exactly {signed} bytes, the size the manifest signs (the C++ type's sizeof, shown by cargo xtask verify): a host table out of step with the kernel source must be updated, or the schedule_version bumped"
+            ),
             #[cfg(feature = "research")]
             CudaError::CompilerMissing => "install the CUDA toolkit's runtime compiler (libnvrtc.so.13, e.g. \
                  /usr/local/cuda/lib64) and add its folder to LD_LIBRARY_PATH; production builds do not need it"

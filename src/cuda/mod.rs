@@ -11,6 +11,9 @@
 //!   ([`DeviceInfo`]).
 //! - [`LoadedModule`] loads a module from in-memory bytes only (never from a path), with
 //!   `cuModuleLoadData` or `cuLibraryLoadData` ([`LoadApi`]); its `Drop` unloads it.
+//! - [`DeviceGlobal`] is a `__constant__` / `__device__` variable of a loaded module, with
+//!   copies from and to the host checked against its size before the driver runs; it holds
+//!   an `Arc` of the module's owner like a kernel.
 //! - [`Kernel`] is a function of a loaded module; it holds an `Arc` of the module's owner,
 //!   so the module cannot be unloaded while a kernel handle lives. Launching stays
 //!   `unsafe`: no type here can check kernel arguments against a device-side signature.
@@ -61,7 +64,8 @@ pub use device::{Device, DeviceInfo, device_count, driver_version};
 pub use error::CudaError;
 pub use image::{check_cubin, ptx_with_nul};
 pub use module::{
-    ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo, SignedAbi,
+    DeviceGlobal, ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo,
+    SignedAbi,
 };
 
 /// Whether the CUDA driver library (libcuda) can be loaded on this host.

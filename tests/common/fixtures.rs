@@ -124,6 +124,8 @@ pub fn manifest(module: &str, target: &str, blob: &[u8], channel: Channel) -> Ma
         module_digest: Digest::of(blob),
         size: blob.len() as u64,
         functions: functions_of(blob),
+        // add.cu defines no device globals.
+        globals: Some(Vec::new()),
         channel,
     }
 }

@@ -259,7 +259,8 @@ pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
 
 /// The table `verify` prints: module × target, kind, size, digest prefix, signer; under
 /// each row its kernels with their signed launch ABI (parameter layout, registers, static
-/// shared and local memory, launch bound; `-` where the blob does not say, e.g. for PTX).
+/// shared and local memory, launch bound; `-` where the blob does not say, e.g. for PTX)
+/// and its signed device globals (size, memory space, initialised).
 pub fn render_table(v: &Verified) -> String {
     let idx = v.index.index();
     let root = v.index.root().root();
@@ -322,6 +323,22 @@ pub fn render_table(v: &Verified) -> String {
 ",
                 render_abi(f)
             );
+        }
+        match &man.globals {
+            Some(globals) => {
+                for g in globals {
+                    s += &format!(
+                        "    global {}  {} B  {}{}\n",
+                        g.name,
+                        g.size,
+                        g.space,
+                        if g.initialised { "  initialised" } else { "" }
+                    );
+                }
+            }
+            None => {
+                s += "    globals not signed (manifest v1: rebuild and republish to sign them)\n"
+            }
         }
     }
     s

@@ -100,6 +100,7 @@ impl Setup {
                     abi: k.abi,
                 })
                 .collect(),
+            globals: Some(Vec::new()),
             channel: Channel::Dev,
         };
         let dir = self.p(name).join("add");

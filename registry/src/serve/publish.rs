@@ -421,12 +421,8 @@ fn accept(p: &Publishing, rel: &str, body: &[u8], pre: Precondition) -> Result<A
         Some("blobs") => (layout::blob(&d), "blob"),
         Some("manifests") => {
             let m: Manifest = cuda_aot::json::parse(body, limits.manifest, rel)?;
-            if m.schema != Manifest::SCHEMA {
-                return Err(Refused::Invalid(format!(
-                    "{rel}: schema {:?}, expected {:?}",
-                    m.schema,
-                    Manifest::SCHEMA
-                )));
+            if let Err(why) = m.check_schema() {
+                return Err(Refused::Invalid(format!("{rel}: {why}")));
             }
             (layout::manifest(&d), "manifest")
         }

@@ -325,7 +325,8 @@ impl Cache {
         std::io::Read::read_to_end(&mut file, &mut bytes).ok()?;
         let manifest: Manifest =
             cuda_aot::json::parse(&bytes, MANIFEST_LIMIT, "cached manifest").ok()?;
-        if &manifest.identity != identity {
+        // An entry written before the current schema (v1: no signed globals) is rebuilt.
+        if &manifest.identity != identity || manifest.schema != Manifest::SCHEMA {
             return None;
         }
         let blob = std::fs::read(dir.join("blob")).ok()?;

@@ -557,16 +557,19 @@ impl Ctx<'_> {
         let functions =
             kernels::read(job.kind, blob).with_context(|| format!("{label}: reading the blob"))?;
         kernels::check_entry_points(&label, &m.entry_points, &functions)?;
+        // Every device global, signed (schema v2); a __managed__ one fails here, with advice.
+        let globals = kernels::globals(&label, job.kind, blob)?;
         let manifest = Manifest {
             schema: Manifest::SCHEMA.into(),
             identity,
             module_digest: Digest::of(blob),
             size: blob.len() as u64,
             functions,
+            globals: Some(globals),
             channel: Channel::Dev,
         };
         // The same content check the loader runs: a cubin for exactly the job's SM and
-        // variant, or PTX for its target, with exactly these kernels.
+        // variant, or PTX for its target, with exactly these kernels and globals.
         cuda_aot::content::check(&manifest, blob)
             .map_err(anyhow::Error::new)
             .with_context(|| format!("{label}: the blob nvcc wrote is not for its target"))?;

@@ -1,10 +1,11 @@
-//! The kernels of a built blob, by C++ name: each symbol demangled once here (the runtime
-//! only compares the recorded strings), and the spec's entry points resolved against them.
+//! The kernels and device globals of a built blob, by C++ name: each symbol demangled once
+//! here (the runtime only compares the recorded strings), and the spec's entry points
+//! resolved against them.
 
 use anyhow::{Result, anyhow};
 use cpp_demangle::{DemangleOptions, Symbol};
 use cuda_aot::identity::{describe_functions, resolve_function};
-use cuda_aot::{Function, FunctionName, KernelName, Kind, LaunchAbi};
+use cuda_aot::{Function, FunctionName, Global, GlobalName, KernelName, Kind, LaunchAbi};
 
 use super::fail;
 
@@ -32,34 +33,71 @@ pub fn read(kind: Kind, blob: &[u8]) -> Result<Vec<Function>> {
 /// A symbol for messages: demangled with its parameters (`mulmod(unsigned int, unsigned
 /// int)`) when it is a C++ symbol, else itself.
 pub fn demangled(symbol: &str) -> String {
-    symbol
-        .starts_with("_Z")
-        .then(|| Symbol::new(symbol).ok())
-        .flatten()
-        .and_then(|s| {
-            s.demangle_with_options(&DemangleOptions::new().no_return_type())
-                .ok()
+    demangle(symbol).map_or_else(|| symbol.to_string(), |(_, sig)| sig)
+}
+
+/// The device globals of `blob` (a cubin or PTX, `label` naming its module and target):
+/// symbol, demangled name, size, memory space, initialised. A `__managed__` variable fails
+/// the build: managed memory is not part of a signed module.
+pub fn globals(label: &str, kind: Kind, blob: &[u8]) -> Result<Vec<Global>> {
+    let found = match kind {
+        Kind::Cubin => {
+            cuda_aot::elf::inspect(blob)
+                .map_err(|e| anyhow!("nvcc wrote a cubin this tool cannot read: {e}"))?
+                .globals
+        }
+        Kind::Ptx => {
+            cuda_aot::ptx::inspect(blob)
+                .map_err(|e| anyhow!("nvcc wrote PTX this tool cannot read: {e}"))?
+                .globals
+        }
+    };
+    found
+        .into_iter()
+        .map(|g| {
+            let name = demangle(&g.symbol).map_or_else(|| g.symbol.clone(), |(name, _)| name);
+            if g.managed {
+                return Err(fail(
+                    format!(
+                        "{label}: `{name}` is a __managed__ variable: managed (unified) memory is not supported in a signed module"
+                    ),
+                    format!(
+                        "declare `{name}` __device__ (or __constant__) instead, and fill it from the host after preload with Module::global(\"{name}\").write(..) (docs/runtime.md)"
+                    ),
+                ));
+            }
+            Ok(Global {
+                symbol: GlobalName::new(&g.symbol).map_err(anyhow::Error::new)?,
+                name: KernelName::new(&name).map_err(anyhow::Error::new)?,
+                size: g.size,
+                space: g.space,
+                initialised: g.initialised,
+            })
         })
-        .unwrap_or_else(|| symbol.to_string())
+        .collect()
+}
+
+/// A mangled C++ symbol's demangled name (no parameters, no return type) and signature (no
+/// return type); `None` for `extern "C"` names and what does not demangle.
+fn demangle(symbol: &str) -> Option<(String, String)> {
+    if !symbol.starts_with("_Z") {
+        return None;
+    }
+    let s = Symbol::new(symbol).ok()?;
+    let name = s
+        .demangle_with_options(&DemangleOptions::new().no_params().no_return_type())
+        .ok()?;
+    let sig = s
+        .demangle_with_options(&DemangleOptions::new().no_return_type())
+        .ok()?;
+    Some((name, sig))
 }
 
 /// One kernel: `extern "C"` symbols are their own name; mangled C++ symbols get their
 /// demangled name (no parameters, no return type) and signature (no return type).
 pub fn function(symbol: &str, abi: LaunchAbi) -> Result<Function> {
     let sym = FunctionName::new(symbol).map_err(anyhow::Error::new)?;
-    let demangled = symbol
-        .starts_with("_Z")
-        .then(|| Symbol::new(symbol).ok())
-        .flatten()
-        .and_then(|s| {
-            let name = s
-                .demangle_with_options(&DemangleOptions::new().no_params().no_return_type())
-                .ok()?;
-            let sig = s
-                .demangle_with_options(&DemangleOptions::new().no_return_type())
-                .ok()?;
-            Some((name, sig))
-        });
+    let demangled = demangle(symbol);
     let (name, signature) = match demangled {
         Some((name, sig)) => (
             KernelName::new(&name).map_err(anyhow::Error::new)?,
@@ -144,6 +182,21 @@ mod tests {
         );
         let c = function("gl_add", LaunchAbi::default()).unwrap();
         assert_eq!((c.name.as_str(), c.signature.is_none()), ("gl_add", true));
+    }
+
+    /// Variables demangle to their qualified name; function-local statics to
+    /// `function(params)::name` (the demangler keeps the enclosing function's parameters, which
+    /// tells overloads apart); plain names stay as they are.
+    #[test]
+    fn global_symbols_get_demangled_names() {
+        let name = |s: &str| demangle(s).map(|(n, _)| n);
+        assert_eq!(
+            name("_ZN8poseidon15ROUND_CONSTANTSE").as_deref(),
+            Some("poseidon::ROUND_CONSTANTS")
+        );
+        assert_eq!(name("_ZZ4bumpvE5calls").as_deref(), Some("bump()::calls"));
+        assert_eq!(name("_Z5per_nILi2EE").as_deref(), Some("per_n<2>"));
+        assert_eq!(name("counter"), None);
     }
 
     #[test]
