@@ -13,8 +13,8 @@
 //!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
 //!   server); their code needs the `net` feature, and `net` runs them again under a build
 //!   that has it;
-//! - composite tasks: `release`, `repro`, `promote`, `bench`, `bench_load`, `bench_serve`,
-//!   `gpu_bundle`;
+//! - composite tasks: `release`, `repro`, `kernels`, `promote`, `bench`, `bench_load`,
+//!   `bench_serve`, `gpu_bundle`;
 //!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
 #![forbid(unsafe_code)]
@@ -31,6 +31,7 @@ mod devkeys;
 mod features;
 mod files;
 mod gpu_bundle;
+mod kernels;
 mod keygen;
 mod limits;
 mod machine;
@@ -83,6 +84,7 @@ enum Task {
     Toolchain(toolchain::Args),
     Build(build::Args),
     Repro(repro::Args),
+    Kernels(kernels::Args),
     Keygen(keygen::Args),
     TrustRoot(trust_root::Args),
     Sign(sign::Args),
@@ -105,6 +107,7 @@ impl Task {
         match self {
             Task::Build(a) => a.format.is_json(),
             Task::Repro(a) => a.format.is_json(),
+            Task::Kernels(a) => a.format.is_json(),
             Task::Publish(a) => a.format.is_json(),
             Task::Verify(a) => a.format.is_json(),
             Task::Release(a) => a.format.is_json(),
@@ -117,6 +120,7 @@ impl Task {
             Task::Toolchain(a) => a.run(),
             Task::Build(a) => a.run(),
             Task::Repro(a) => a.run(),
+            Task::Kernels(a) => a.run(),
             Task::Keygen(a) => a.run(),
             Task::TrustRoot(a) => a.run(),
             Task::Sign(a) => a.run(),

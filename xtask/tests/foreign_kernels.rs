@@ -29,6 +29,7 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
         .ok();
     // The three-file module has no PTX: it gets sm_90 only.
     let mut want = set(&MODULES, &["sm_90", "compute_90"]);
+    want.extend(set(&["big_params"], &["sm_90", "compute_90"]));
     want.insert("foreign_ntt sm_90".to_string());
     assert_eq!(run.compiled(), want);
     for module in MODULES {
@@ -135,7 +136,10 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
     );
     assert_eq!(
         run.cached(),
-        set(&["foreign_poly_gl", "foreign_poseidon"], &["sm_90"])
+        set(
+            &["foreign_poly_gl", "foreign_poseidon", "big_params"],
+            &["sm_90"]
+        )
     );
 }
 
@@ -303,9 +307,16 @@ fn a_family_target_builds_and_the_manifest_records_it() {
 /// to miss and sign `params: []`). The sizes and offsets are the source's static_asserts.
 #[test]
 fn issue_19_large_by_value_parameters_get_their_exact_layout() {
-    let ws = Ws::foreign("big").with_spec("big/foreign/big_params.toml");
-    let run = ws.build(&[]);
-    run.ok();
+    let ws = Ws::foreign("big");
+    ws.build(&[
+        "--module",
+        "big_params",
+        "--target",
+        "sm_80",
+        "--target",
+        "sm_90",
+    ])
+    .ok();
     let layout = |m: &Manifest, kernel: &str| {
         let f = m
             .functions
@@ -438,7 +449,14 @@ fn issue_19_a_module_of_three_files_is_device_linked_and_relinks_only_what_chang
         );
         let mut kernels: Vec<&str> = m.functions.iter().map(|f| f.symbol.as_str()).collect();
         kernels.sort();
-        assert_eq!(kernels, ["ntt_dit_stage", "ntt_scale"]);
+        assert_eq!(
+            kernels,
+            [
+                "_ZN3ntt11bit_reverseILj10EEEvP6bb31_t",
+                "ntt_dit_stage",
+                "ntt_scale"
+            ]
+        );
         let blob = std::fs::read(ws.path(&format!("out/foreign_ntt/{sm}.cubin"))).unwrap();
         cuda_aot::content::check(&m, &blob).unwrap();
         // Linked: nothing left undefined (the tables and the field's `mul` were resolved).
@@ -863,4 +881,123 @@ fn issue_19_a_managed_variable_is_refused_naming_it() {
         "{e}"
     );
     assert!(ws.snapshot("out").is_empty(), "nothing written");
+}
+
+/// Issue 19, item 6: `cargo xtask kernels` lists every kernel and global of a built module
+/// with its symbol, its cpp_demangle spelling (what the manifest records) and its c++filt
+/// spelling, and the latter is exactly what binutils' c++filt prints for the symbol (the
+/// host compiler's binutils, run here); each spelling, with or without the return type,
+/// resolves to the kernel through the runtime's matching. `ntt::bit_reverse<10u>` is the
+/// corpus kernel whose two spellings differ (and the spec names it by c++filt's).
+#[test]
+fn issue_19_kernels_lists_both_spellings_and_each_finds_the_kernel() {
+    let ws = Ws::foreign("names");
+    let out = common::xtask()
+        .args([
+            "kernels",
+            "--json",
+            "--module",
+            "foreign_ntt",
+            "--target",
+            "sm_90",
+            "--spec",
+        ])
+        .arg(ws.path("names/foreign/foreign.toml"))
+        .arg("--cache-dir")
+        .arg(ws.path("cache"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .find(|l| l.windows(9).any(|w| w == b"\"kernels\""))
+            .unwrap(),
+    )
+    .unwrap();
+    let module = &doc["modules"][0];
+    assert_eq!(module["module"], "foreign_ntt");
+    let kernels = module["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 3, "{module}");
+    let cxxfilt = |symbol: &str| {
+        let out = std::process::Command::new("c++filt")
+            .arg(symbol)
+            .output()
+            .expect("c++filt (binutils) runs");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let manifest: Vec<cuda_aot::Function> = serde_json::from_value(serde_json::Value::Array(
+        kernels
+            .iter()
+            .map(|k| {
+                serde_json::json!({"symbol": k["symbol"], "name": k["name"],
+                        "signature": k["cpp_demangle"], "abi": k["abi"]})
+            })
+            .collect(),
+    ))
+    .unwrap();
+    let mut differing = 0;
+    for k in kernels {
+        let symbol = k["symbol"].as_str().unwrap();
+        let Some(ours) = k["cpp_demangle"].as_str() else {
+            assert!(!symbol.starts_with("_Z"), "{k}");
+            continue;
+        };
+        let theirs = cxxfilt(symbol);
+        // c++filt prints the return type first.
+        assert_eq!(
+            format!("void {}", k["cxxfilt"].as_str().unwrap()),
+            theirs,
+            "{symbol}"
+        );
+        differing += usize::from(theirs != format!("void {ours}"));
+        for spelling in [symbol, ours, theirs.as_str(), &theirs["void ".len()..]] {
+            let found = cuda_aot::identity::resolve_function(&manifest, spelling)
+                .unwrap_or_else(|c| panic!("{spelling}: {} candidates", c.len()));
+            assert_eq!(found.symbol.as_str(), symbol, "{spelling}");
+        }
+    }
+    assert_eq!(differing, 1, "ntt::bit_reverse<10u> is spelled two ways");
+    // The globals, each with its size and space.
+    let globals: Vec<(String, u64)> = module["globals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["cxxfilt"].as_str().unwrap().to_string(),
+                g["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        globals.contains(&("ntt::twiddles".to_string(), 2048)),
+        "{globals:?}"
+    );
+    // The human table names the differing spellings.
+    let out = common::xtask()
+        .args([
+            "kernels",
+            "--module",
+            "foreign_ntt",
+            "--target",
+            "sm_90",
+            "--spec",
+        ])
+        .arg(ws.path("names/foreign/foreign.toml"))
+        .arg("--cache-dir")
+        .arg(ws.path("cache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("cpp_demangle  ntt::bit_reverse<(unsigned int)10>(bb31_t*)")
+            && text.contains("c++filt       ntt::bit_reverse<10u>(bb31_t*)")
+            && text.contains("global _ZN3ntt8twiddlesE (2048 bytes, constant)"),
+        "{text}"
+    );
 }

@@ -25,3 +25,22 @@ extern "C" __global__ void ntt_scale(bb31_t* data, uint32_t n) {
         data[i] = ntt::mul(data[i], ntt::scale);
     }
 }
+
+namespace ntt {
+// The bit-reversal permutation of a transform of 2^LG_N elements, a template over the size
+// as provers write it: its symbol is _ZN3ntt11bit_reverseILj10EEEvP6bb31_t, which
+// cpp_demangle spells ntt::bit_reverse<(unsigned int)10> and c++filt ntt::bit_reverse<10u>.
+template <uint32_t LG_N>
+__global__ void bit_reverse(bb31_t* data) {
+    for (uint32_t i = foreign::global_id(); i < (1u << LG_N); i += foreign::grid_stride()) {
+        const uint32_t j = foreign::bit_reverse(i, LG_N);
+        if (i < j) {
+            const bb31_t t = data[i];
+            data[i] = data[j];
+            data[j] = t;
+        }
+    }
+}
+template __global__ void bit_reverse<10>(bb31_t*);
+}  // namespace ntt
+
