@@ -1,8 +1,10 @@
 //! The foreign-style corpus (`kernels/foreign`) on a GPU: loaded through `Runtime::kernel`
 //! by demangled C++ name, run, compared with the CPU references of
 //! `cuda_aot_kernels::foreign`; a launch with a wrong argument size refused before the
-//! driver is called; and `foreign_poseidon`'s device globals filled through
-//! `Module::global` (issue 19, item 4), its kernels compared with a CPU reference here.
+//! driver is called; `foreign_poseidon`'s device globals filled through `Module::global`
+//! (issue 19, item 4), its kernels compared with a CPU reference here; the three-file,
+//! device-linked `foreign_ntt` reading the twiddles the host wrote (issue 19, item 1); and
+//! `big_params`' kernels taking 4 KiB, 8 KiB and 32,000-byte structs by value (item 5).
 //!
 //! Needs the corpus published into a registry (docs/gpu.md):
 //! `CUDA_AOT_FOREIGN_REGISTRY` (default `.cuda-aot/foreign-registry`) and
@@ -599,4 +601,251 @@ fn gpu_each_device_has_its_own_globals() {
         );
     }
     println!("{count} device(s): each has its own poseidon::MDS");
+}
+
+/// BabyBear's multiplicative generator: 31 generates the group of order p - 1 = 2^27 * 15.
+const BB_GENERATOR: u64 = 31;
+/// log2 of the largest transform `foreign_ntt`'s tables serve (`ntt::MAX_LG_N`).
+const NTT_MAX_LG_N: u32 = 10;
+
+fn bb_pow(mut b: u64, mut e: u64) -> u32 {
+    let mut r = 1u64;
+    b %= BB;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % BB;
+        }
+        b = b * b % BB;
+        e >>= 1;
+    }
+    r as u32
+}
+
+/// The three-file module (kernels in one file, the `extern __constant__` tables in
+/// another, the field multiply in a third, device-linked): after `preload` the host fills
+/// `ntt::twiddles` (512 powers of a primitive 1024th root of unity) and `ntt::scale` (n^-1)
+/// through `Module::global`, runs the bit reversal (looked up by c++filt's spelling,
+/// `ntt::bit_reverse<10u>`; cpp_demangle's finds the same kernel), ten DIT stages and the
+/// scaling, and the result equals a naive O(n^2) DFT on the CPU, scaled. The initialised
+/// `__device__` counter reads back the number of stage launches.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu_dft() {
+    let rt = open();
+    let stream = rt.stream().unwrap();
+    let module = rt.module("foreign_ntt").unwrap();
+    assert_eq!(module.manifest().identity.sources.len(), 3);
+    let n = 1usize << NTT_MAX_LG_N;
+    let w = bb_pow(BB_GENERATOR, (BB - 1) / n as u64);
+    assert_eq!(
+        bb_pow(u64::from(w), n as u64 / 2),
+        (BB - 1) as u32,
+        "primitive"
+    );
+    let twiddles: Vec<u32> = (0..n as u64 / 2).map(|i| bb_pow(u64::from(w), i)).collect();
+    let tw = module.global("ntt::twiddles").unwrap();
+    assert_eq!(tw.size(), 2048);
+    tw.write_values(&twiddles).unwrap();
+    let n_inv = bb_pow(n as u64, BB - 2);
+    module
+        .global("_ZN3ntt5scaleE")
+        .unwrap()
+        .write_values(&[n_inv])
+        .unwrap();
+    let stages_run = module.global("ntt::stages_run").unwrap();
+    let mut counter = [0u8; 8];
+    stages_run.read(&mut counter).unwrap();
+    assert_eq!(u64::from_le_bytes(counter), 0, "initial value");
+
+    let input = elems::<u32>(n, 31, |x| (x % BB) as u32);
+    let mut d = stream.clone_htod(&input).unwrap();
+    let theirs = rt.kernel("foreign_ntt", "ntt::bit_reverse<10u>").unwrap();
+    let ours = rt
+        .kernel("foreign_ntt", "ntt::bit_reverse<(unsigned int)10>")
+        .unwrap();
+    assert_eq!(theirs.name(), ours.name());
+    assert_eq!(theirs.name(), "_ZN3ntt11bit_reverseILj10EEEvP6bb31_t");
+    {
+        let (mut p, _g) = d.device_ptr_mut(&stream);
+        let mut args = [KernelArg::new(&mut p)];
+        // SAFETY: (bb31_t*); the buffer holds 2^10 elements.
+        unsafe { theirs.launch_args(&stream, (4, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let stage = rt.kernel("foreign_ntt", "ntt_dit_stage").unwrap();
+    for s in 0..NTT_MAX_LG_N {
+        let (mut p, _g) = d.device_ptr_mut(&stream);
+        let (mut lg_n, mut s) = (NTT_MAX_LG_N, s);
+        let mut args = [
+            KernelArg::new(&mut p),
+            KernelArg::new(&mut lg_n),
+            KernelArg::new(&mut s),
+        ];
+        // SAFETY: (bb31_t*, uint32_t, uint32_t); 2^(lg_n-1) butterflies over the buffer.
+        unsafe { stage.launch_args(&stream, (2, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let got = stream.clone_dtoh(&d).unwrap();
+    let dft: Vec<u32> = (0..n)
+        .map(|k| {
+            let wk = bb_pow(u64::from(w), k as u64);
+            let mut acc = 0u32;
+            let mut x = 1u32;
+            for v in &input {
+                acc = bb_add(acc, bb_mul(*v, x));
+                x = bb_mul(x, wk);
+            }
+            acc
+        })
+        .collect();
+    assert_eq!(got, dft, "ntt_dit_stage x 10 after ntt::bit_reverse<10u>");
+    let scale = rt.kernel("foreign_ntt", "ntt_scale").unwrap();
+    {
+        let (mut p, _g) = d.device_ptr_mut(&stream);
+        let mut count = n as u32;
+        let mut args = [KernelArg::new(&mut p), KernelArg::new(&mut count)];
+        // SAFETY: (bb31_t*, uint32_t); n elements.
+        unsafe { scale.launch_args(&stream, (4, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let scaled = stream.clone_dtoh(&d).unwrap();
+    let want: Vec<u32> = dft.iter().map(|v| bb_mul(*v, n_inv)).collect();
+    assert_eq!(scaled, want, "ntt_scale by the scale the host wrote");
+    stages_run.read(&mut counter).unwrap();
+    assert_eq!(u64::from_le_bytes(counter), u64::from(NTT_MAX_LG_N));
+    println!(
+        "foreign_ntt (3 files, device-linked): twiddles and scale written through globals; a 2^10 NTT equals the CPU DFT; stages_run = {}",
+        u64::from_le_bytes(counter)
+    );
+}
+
+/// `big_params.cu`'s structs, laid out as the source's static_asserts fix them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RoundConstants {
+    rc: [[u64; 16]; 32],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StageTwiddles {
+    w: [u32; 2048],
+    count: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LeafBlock {
+    bytes: [u8; 32000],
+}
+
+/// Kernels taking structs of 4,096, 8,196 (followed by two scalars) and 32,000 bytes by
+/// value launch through the signed ABI (`launch_args` compares every argument's size with
+/// it first) and compute what the CPU does; the signed layouts equal the driver's.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn gpu_large_by_value_parameters_launch_and_match_the_cpu() {
+    assert_eq!(std::mem::size_of::<RoundConstants>(), 4096);
+    assert_eq!(std::mem::size_of::<StageTwiddles>(), 8196);
+    assert_eq!(std::mem::size_of::<LeafBlock>(), 32000);
+    let rt = open();
+    let stream = rt.stream().unwrap();
+    let seeds = elems::<u64>(32 * 16, 41, |x| x);
+    let mut rc = RoundConstants { rc: [[0; 16]; 32] };
+    for (i, v) in seeds.iter().enumerate() {
+        rc.rc[i / 16][i % 16] = *v;
+    }
+
+    // add_round_constants(RoundConstants, uint64_t* state, int round)
+    let state0 = elems::<u64>(4 * 16, 42, |x| x);
+    let mut d = stream.clone_htod(&state0).unwrap();
+    let k = rt.kernel("big_params", "add_round_constants").unwrap();
+    let layout: Vec<(usize, usize)> = k
+        .signed_abi()
+        .unwrap()
+        .params
+        .iter()
+        .map(|p| (p.offset, p.size))
+        .collect();
+    assert_eq!(layout, [(0, 4096), (4096, 8), (4104, 4)]);
+    {
+        let (mut p, _g) = d.device_ptr_mut(&stream);
+        let mut round = 37i32;
+        let mut args = [
+            KernelArg::new(&mut rc),
+            KernelArg::new(&mut p),
+            KernelArg::new(&mut round),
+        ];
+        // SAFETY: (RoundConstants, uint64_t*, int); 4 blocks of 16 lanes over 64 words.
+        unsafe { k.launch_args(&stream, (4, 1, 1), (16, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let got = stream.clone_dtoh(&d).unwrap();
+    let want: Vec<u64> = state0
+        .iter()
+        .enumerate()
+        .map(|(i, s)| s.wrapping_add(rc.rc[37 % 32][i % 16]))
+        .collect();
+    assert_eq!(got, want, "add_round_constants");
+
+    // twiddle_stage(uint32_t* data, StageTwiddles, uint32_t n, uint8_t shift)
+    let mut tw = StageTwiddles {
+        w: [0; 2048],
+        count: 3000,
+    };
+    for (i, v) in elems::<u32>(2048, 43, |x| x as u32).into_iter().enumerate() {
+        tw.w[i] = v;
+    }
+    let n = 4096u32;
+    let data0 = elems::<u32>(n as usize, 44, |x| x as u32);
+    let mut d = stream.clone_htod(&data0).unwrap();
+    let k = rt.kernel("big_params", "twiddle_stage").unwrap();
+    {
+        let (mut p, _g) = d.device_ptr_mut(&stream);
+        let (mut n_arg, mut shift) = (n, 3u8);
+        let mut args = [
+            KernelArg::new(&mut p),
+            KernelArg::new(&mut tw),
+            KernelArg::new(&mut n_arg),
+            KernelArg::new(&mut shift),
+        ];
+        // SAFETY: (uint32_t*, StageTwiddles, uint32_t, uint8_t); n elements.
+        unsafe { k.launch_args(&stream, (16, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let got = stream.clone_dtoh(&d).unwrap();
+    let want: Vec<u32> = data0
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if (i as u32) < tw.count {
+                v.wrapping_mul(tw.w[i % 2048]) >> 3
+            } else {
+                *v
+            }
+        })
+        .collect();
+    assert_eq!(got, want, "twiddle_stage");
+
+    // sum_leaf_block(LeafBlock, uint32_t* out): 32,008 bytes of parameters.
+    let mut leaf = LeafBlock { bytes: [0; 32000] };
+    for (i, b) in leaf.bytes.iter_mut().enumerate() {
+        *b = (i as u32).wrapping_mul(2654435761).to_le_bytes()[3];
+    }
+    let mut out = stream.clone_htod(&[0u32]).unwrap();
+    let k = rt.kernel("big_params", "sum_leaf_block").unwrap();
+    {
+        let (mut p, _g) = out.device_ptr_mut(&stream);
+        let mut args = [KernelArg::new(&mut leaf), KernelArg::new(&mut p)];
+        // SAFETY: (LeafBlock, uint32_t*); one block of 256 threads.
+        unsafe { k.launch_args(&stream, (1, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
+    }
+    let got = stream.clone_dtoh(&out).unwrap();
+    let want: u32 = leaf.bytes.iter().map(|b| u32::from(*b)).sum();
+    assert_eq!(got, [want], "sum_leaf_block");
+    // A struct of the wrong size is refused before the driver.
+    let mut short = [0u8; 31999];
+    let err = {
+        let (mut p, _g) = out.device_ptr_mut(&stream);
+        let mut args = [KernelArg::new(&mut short), KernelArg::new(&mut p)];
+        // SAFETY: refused before the driver is called (the sizes differ from the ABI).
+        unsafe { k.launch_args(&stream, (1, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap_err()
+    };
+    println!("a 31,999-byte struct is refused: {err}");
+    println!("big_params: 4,108-, 8,209- and 32,008-byte parameter buffers launch and match");
 }
