@@ -82,8 +82,12 @@ const EIATTR_FRAME_SIZE: u8 = 0x11;
 /// bits 18-31: at most 16,383 bytes).
 const EIATTR_KPARAM_INFO: u8 = 0x17;
 /// Per-kernel: one parameter, the form nvcc uses once a kernel's parameters pass 4 KiB
-/// (CUDA 12.1+ allows 32,764 bytes): index u32, ordinal u16, offset u16, size u32.
+/// (CUDA 12.1+ allows 32,764 bytes): index u32, ordinal u16, offset u16, then a word whose
+/// low 24 bits are the size ([`KPARAM_V2_SIZE`]) and whose top byte is the parameter's kind
+/// (0 up to sm_90; from sm_120 on, 5 for a pointer, as V1's bits 8-11 say).
 const EIATTR_KPARAM_INFO_V2: u8 = 0x45;
+/// The size bits of [`EIATTR_KPARAM_INFO_V2`]'s last word.
+const KPARAM_V2_SIZE: u32 = 0x00ff_ffff;
 /// Global `.nv.info`: (symbol, registers per thread).
 const EIATTR_REGCOUNT: u8 = 0x2f;
 
@@ -581,7 +585,7 @@ fn kernel_attrs(name: &str, list: Vec<Attr<'_>>, abi: &mut LaunchAbi) -> Result<
                 let v = a.value;
                 let ordinal = le16(v, 4).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
                 let offset = le16(v, 6).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
-                let size = le32(v, 8).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))?;
+                let size = le32(v, 8).ok_or_else(|| bad("EIATTR_KPARAM_INFO_V2"))? & KPARAM_V2_SIZE;
                 params.push((
                     ordinal,
                     Param {
@@ -743,6 +747,15 @@ mod tests {
         assert!(err.contains("overruns the 16-byte"), "{err}");
         let abi = run(&[
             (EIATTR_KPARAM_INFO_V2, v2(1, 32000, 8)),
+            (EIATTR_KPARAM_INFO_V2, v2(0, 0, 32000)),
+            (EIATTR_PARAM_CBANK, cbank(32008)),
+        ])
+        .unwrap();
+        assert_eq!(abi.describe_params(), "0:32000 32000:8");
+        // sm_120 marks a pointer in the top byte of the size word (nvcc 13.0 writes
+        // 0x05000008 for `uint32_t* out`): the size is the low 24 bits.
+        let abi = run(&[
+            (EIATTR_KPARAM_INFO_V2, v2(1, 32000, 0x0500_0008)),
             (EIATTR_KPARAM_INFO_V2, v2(0, 0, 32000)),
             (EIATTR_PARAM_CBANK, cbank(32008)),
         ])
