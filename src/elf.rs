@@ -159,6 +159,12 @@ impl CubinInfo {
 type Header = elf::FileHeader64<Le>;
 type SectionHeader = elf::SectionHeader64<Le>;
 
+/// Whether `data` starts like a fatbin (a container nvcc writes; a module's files compiled
+/// for link-time optimisation are fatbins of LTO IR until nvlink links them).
+pub fn is_fatbin(data: &[u8]) -> bool {
+    data.starts_with(FATBIN_MAGIC)
+}
+
 /// The named global symbols a cubin uses but does not define (`SHN_UNDEF`), each once, in
 /// symbol-table order: in a relocatable cubin (`nvcc -cubin -rdc=true`), the `extern`
 /// device variables and functions another file must define. Names beginning `.nv.` (what

@@ -632,8 +632,15 @@ fn bb_pow(mut b: u64, mut e: u64) -> u32 {
 #[ignore = "needs a CUDA device"]
 fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu_dft() {
     let rt = open();
+    // The plain device link, and the same files with link-time optimisation.
+    for name in ["foreign_ntt", "foreign_ntt_lto"] {
+        linked_ntt(&rt, name);
+    }
+}
+
+fn linked_ntt(rt: &Runtime, name: &str) {
     let stream = rt.stream().unwrap();
-    let module = rt.module("foreign_ntt").unwrap();
+    let module = rt.module(name).unwrap();
     assert_eq!(module.manifest().identity.sources.len(), 3);
     let n = 1usize << NTT_MAX_LG_N;
     let w = bb_pow(BB_GENERATOR, (BB - 1) / n as u64);
@@ -659,9 +666,9 @@ fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu
 
     let input = elems::<u32>(n, 31, |x| (x % BB) as u32);
     let mut d = stream.clone_htod(&input).unwrap();
-    let theirs = rt.kernel("foreign_ntt", "ntt::bit_reverse<10u>").unwrap();
+    let theirs = rt.kernel(name, "ntt::bit_reverse<10u>").unwrap();
     let ours = rt
-        .kernel("foreign_ntt", "ntt::bit_reverse<(unsigned int)10>")
+        .kernel(name, "ntt::bit_reverse<(unsigned int)10>")
         .unwrap();
     assert_eq!(theirs.name(), ours.name());
     assert_eq!(theirs.name(), "_ZN3ntt11bit_reverseILj10EEEvP6bb31_t");
@@ -671,7 +678,7 @@ fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu
         // SAFETY: (bb31_t*); the buffer holds 2^10 elements.
         unsafe { theirs.launch_args(&stream, (4, 1, 1), (256, 1, 1), 0, &mut args) }.unwrap();
     }
-    let stage = rt.kernel("foreign_ntt", "ntt_dit_stage").unwrap();
+    let stage = rt.kernel(name, "ntt_dit_stage").unwrap();
     for s in 0..NTT_MAX_LG_N {
         let (mut p, _g) = d.device_ptr_mut(&stream);
         let (mut lg_n, mut s) = (NTT_MAX_LG_N, s);
@@ -697,7 +704,7 @@ fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu
         })
         .collect();
     assert_eq!(got, dft, "ntt_dit_stage x 10 after ntt::bit_reverse<10u>");
-    let scale = rt.kernel("foreign_ntt", "ntt_scale").unwrap();
+    let scale = rt.kernel(name, "ntt_scale").unwrap();
     {
         let (mut p, _g) = d.device_ptr_mut(&stream);
         let mut count = n as u32;
@@ -711,7 +718,7 @@ fn gpu_the_device_linked_ntt_reads_the_tables_the_host_wrote_and_matches_the_cpu
     stages_run.read(&mut counter).unwrap();
     assert_eq!(u64::from_le_bytes(counter), u64::from(NTT_MAX_LG_N));
     println!(
-        "foreign_ntt (3 files, device-linked): twiddles and scale written through globals; a 2^10 NTT equals the CPU DFT; stages_run = {}",
+        "{name} (3 files, device-linked): twiddles and scale written through globals; a 2^10 NTT equals the CPU DFT; stages_run = {}",
         u64::from_le_bytes(counter)
     );
 }

@@ -85,6 +85,8 @@ impl Args {
             "prover",
             "--example",
             "readme",
+            "--example",
+            "lto_speed",
         ])?;
         cargo(&[&["build", "--release", "-p", "xtask"][..], features].concat())?;
         let mut tests = test_executables(
@@ -122,6 +124,7 @@ impl Args {
         let mut binaries: Vec<(String, PathBuf)> = vec![
             ("prover".into(), release.join("examples/prover")),
             ("readme".into(), release.join("examples/readme")),
+            ("lto_speed".into(), release.join("examples/lto_speed")),
             ("xtask".into(), release.join("xtask")),
         ];
         binaries.extend(tests.into_iter().map(|(name, p)| {

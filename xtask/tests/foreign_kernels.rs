@@ -31,6 +31,7 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
     let mut want = set(&MODULES, &["sm_90", "compute_90"]);
     want.extend(set(&["big_params"], &["sm_90", "compute_90"]));
     want.insert("foreign_ntt sm_90".to_string());
+    want.insert("foreign_ntt_lto sm_90".to_string());
     assert_eq!(run.compiled(), want);
     for module in MODULES {
         let cubin = manifest(&ws, &format!("out/{module}/sm_90.cubin.manifest.json"));
@@ -130,7 +131,12 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
     assert_eq!(
         run.compiled(),
         set(
-            &["foreign_fields", "foreign_poly_bb", "foreign_ntt"],
+            &[
+                "foreign_fields",
+                "foreign_poly_bb",
+                "foreign_ntt",
+                "foreign_ntt_lto"
+            ],
             &["sm_90"]
         )
     );
@@ -447,6 +453,7 @@ fn issue_19_a_module_of_three_files_is_device_linked_and_relinks_only_what_chang
             [
                 "_ZN3ntt11bit_reverseILj10EEEvP6bb31_t",
                 "ntt_dit_stage",
+                "ntt_pow",
                 "ntt_scale"
             ]
         );
@@ -609,12 +616,18 @@ fn issue_19_line_info_builds_are_reproducible_across_checkouts_and_file_times() 
     let with_line_info = |ws: &Ws, prefix: &str| {
         let spec = format!("{prefix}/foreign/foreign.toml");
         let text = std::fs::read_to_string(ws.path(&spec)).unwrap();
+        // (Line info and link-time optimisation do not go together: LTO off here.)
         ws.write(
             &spec,
-            &text.replace(
-                "\"-DFOREIGN_BLOCK=256\"]",
-                "\"-DFOREIGN_BLOCK=256\", \"-lineinfo\"]",
-            ),
+            &text
+                .replace(
+                    "\"-DFOREIGN_BLOCK=256\"]",
+                    "\"-DFOREIGN_BLOCK=256\", \"-lineinfo\"]",
+                )
+                .replace(
+                    "link_time_optimisation = true",
+                    "link_time_optimisation = false",
+                ),
         );
     };
     let a = Ws::foreign("la");
@@ -915,7 +928,7 @@ fn issue_19_kernels_lists_both_spellings_and_each_finds_the_kernel() {
     let module = &doc["modules"][0];
     assert_eq!(module["module"], "foreign_ntt");
     let kernels = module["kernels"].as_array().unwrap();
-    assert_eq!(kernels.len(), 3, "{module}");
+    assert_eq!(kernels.len(), 4, "{module}");
     let cxxfilt = |symbol: &str| {
         let out = std::process::Command::new("c++filt")
             .arg(symbol)
@@ -992,5 +1005,98 @@ fn issue_19_kernels_lists_both_spellings_and_each_finds_the_kernel() {
             && text.contains("c++filt       ntt::bit_reverse<10u>(bb31_t*)")
             && text.contains("global _ZN3ntt8twiddlesE (2048 bytes, constant)"),
         "{text}"
+    );
+}
+
+/// Issue 19, item 1: link-time optimisation (`link_time_optimisation = true`): each file of
+/// `foreign_ntt_lto` is compiled to LTO IR (a fatbin), and nvlink optimises across them
+/// with the toolkit's libnvvm: the field multiply `ntt::mul`, a separate function in the
+/// plain link, is inlined away. The identity records the LTO flags and libnvvm is an input
+/// (its digest is in the source digest); editing one file recompiles it and relinks; two
+/// checkouts build the same bytes. A one-file module, or line info, with LTO is refused.
+#[test]
+fn issue_19_link_time_optimisation_links_lto_ir_and_inlines_across_files() {
+    let ws = Ws::foreign("lto");
+    let args = [
+        "--module",
+        "foreign_ntt_lto",
+        "--module",
+        "foreign_ntt",
+        "--target",
+        "sm_90",
+    ];
+    let run = ws.build(&args).ok();
+    assert_eq!(run.nvcc_runs(), 2 * (3 + 1));
+    let lto = manifest(&ws, "out/foreign_ntt_lto/sm_90.cubin.manifest.json");
+    let plain = manifest(&ws, "out/foreign_ntt/sm_90.cubin.manifest.json");
+    assert_eq!(
+        lto.identity.flags[..4],
+        ["-fatbin", "-rdc=true", "-dlto", "-arch=sm_90"]
+    );
+    assert_eq!(
+        lto.identity.link_flags,
+        [
+            "--arch=sm_90",
+            "-dlto",
+            "-nvvmpath",
+            "nvvm",
+            "-Xptxas=--warn-on-spills"
+        ]
+    );
+    assert_ne!(lto.module_digest, plain.module_digest);
+    let blob = |m: &str| std::fs::read(ws.path(&format!("out/{m}/sm_90.cubin"))).unwrap();
+    let has_mul = |b: &[u8]| b.windows(12).any(|w| w == b"_ZN3ntt3mulE");
+    assert!(
+        has_mul(&blob("foreign_ntt")),
+        "the plain link calls ntt::mul"
+    );
+    assert!(!has_mul(&blob("foreign_ntt_lto")), "LTO inlined ntt::mul");
+    cuda_aot::content::check(&lto, &blob("foreign_ntt_lto")).unwrap();
+
+    // One file changes: that file and the link run again.
+    let field = std::fs::read_to_string(ws.path("lto/foreign/src/ntt_field.cu")).unwrap();
+    ws.write(
+        "lto/foreign/src/ntt_field.cu",
+        &format!("{field}\n// edited\n"),
+    );
+    let run = ws
+        .build(&["--module", "foreign_ntt_lto", "--target", "sm_90"])
+        .ok();
+    assert_eq!(run.nvcc_runs(), 1 + 1);
+
+    let other = Ws::foreign("lto2/deeper");
+    other
+        .build(&["--module", "foreign_ntt_lto", "--target", "sm_90"])
+        .ok();
+    assert_eq!(
+        manifest(&other, "out/foreign_ntt_lto/sm_90.cubin.manifest.json").module_digest,
+        lto.module_digest
+    );
+
+    // Refused: LTO on a module of one file, and LTO with line info.
+    let spec = std::fs::read_to_string(ws.path("lto/foreign/foreign.toml")).unwrap();
+    ws.write(
+        "lto/foreign/foreign.toml",
+        &spec.replace(
+            "source = \"big_params.cu\"",
+            "source = \"big_params.cu\"\nlink_time_optimisation = true",
+        ),
+    );
+    let e = ws.build(&args).failed().stderr;
+    assert!(
+        e.contains("module `big_params`: sets link_time_optimisation with one source"),
+        "{e}"
+    );
+    ws.write(
+        "lto/foreign/foreign.toml",
+        &spec.replace(
+            "\"-DFOREIGN_BLOCK=256\"]",
+            "\"-DFOREIGN_BLOCK=256\", \"-lineinfo\"]",
+        ),
+    );
+    let e = ws.build(&args).failed().stderr;
+    assert!(
+        e.contains("module `foreign_ntt_lto`: sets link_time_optimisation and asks for line info"),
+        "{e}"
     );
 }

@@ -26,6 +26,23 @@ extern "C" __global__ void ntt_scale(bb31_t* data, uint32_t n) {
     }
 }
 
+// data[i] = data[i]^e, square-and-multiply through ntt::mul (a call into ntt_field.cu per
+// step unless link-time optimisation inlines it): with e = p - 2 it is the batch inversion
+// provers run before an inverse transform.
+extern "C" __global__ void ntt_pow(bb31_t* data, uint32_t n, uint32_t e) {
+    for (uint32_t i = foreign::global_id(); i < n; i += foreign::grid_stride()) {
+        bb31_t base = data[i];
+        bb31_t acc = bb31_t{1u};
+        for (uint32_t bits = e; bits != 0; bits >>= 1) {
+            if (bits & 1u) {
+                acc = ntt::mul(acc, base);
+            }
+            base = ntt::mul(base, base);
+        }
+        data[i] = acc;
+    }
+}
+
 namespace ntt {
 // The bit-reversal permutation of a transform of 2^LG_N elements, a template over the size
 // as provers write it: its symbol is _ZN3ntt11bit_reverseILj10EEEvP6bb31_t, which

@@ -345,7 +345,8 @@ impl Cache {
     }
 
     /// The unit `id` (see [`unit_id`]), if stored and intact: its blob must have the
-    /// recorded size and digest and be a whole ELF file.
+    /// recorded size and digest and be a whole ELF file (or, for link-time optimisation,
+    /// a fatbin of LTO IR, which only nvlink reads).
     pub fn unit(&self, id: &Digest) -> Option<Unit> {
         let dir = self.object_dir(id);
         let mut file = std::fs::File::open(dir.join("unit.json")).ok()?;
@@ -360,7 +361,9 @@ impl Cache {
         if object.len() as u64 != meta.size || Digest::of(&object) != meta.digest {
             return None;
         }
-        cuda_aot::elf::check_structure(&object).ok()?;
+        if !cuda_aot::elf::is_fatbin(&object) {
+            cuda_aot::elf::check_structure(&object).ok()?;
+        }
         Some(Unit {
             object,
             last_used,

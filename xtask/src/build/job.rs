@@ -419,7 +419,7 @@ impl Ctx<'_> {
                     (id, unit.object, how)
                 }
                 None => {
-                    let out = stage.join(format!("unit-{i}.o.cubin"));
+                    let out = stage.join(format!("unit-{i}.o.{}", unit_ext(m)));
                     let (said, files, ms) =
                         self.run_nvcc(job, file, &job.unit_flags(file), &out, stage)?;
                     compile_ms += ms;
@@ -440,7 +440,7 @@ impl Ctx<'_> {
             };
             // The link reads the units from the staging folder, by names of its own: what
             // nvlink records of its inputs does not depend on the cache's paths.
-            let name = PathBuf::from(format!("unit-{i}.cubin"));
+            let name = PathBuf::from(format!("unit-{i}.{}", unit_ext(m)));
             files::write(&stage.join(&name), &object)?;
             objects.push(name);
             unit_objects.push(object);
@@ -451,6 +451,11 @@ impl Ctx<'_> {
                 id,
                 how,
             });
+        }
+        if m.lto {
+            // nvlink optimises with the toolkit's libnvvm: an input of the link, so its
+            // digest joins the module's (the toolkit digest covers the executables only).
+            all_files.push(self.lto_library(job, stage)?);
         }
         let output = stage.join(format!("{}.{}", job.target, job.kind));
         let nvlink = plan.toolkit.nvcc.with_file_name("nvlink");
@@ -483,6 +488,46 @@ impl Ctx<'_> {
             warnings,
             units,
         })
+    }
+
+    /// Links the toolkit's libnvvm where `-nvvmpath nvvm` makes nvlink look
+    /// (`<stage>/nvvm/lib64/libnvvm.so`; the wheels install it as `lib/libnvvm.so.N`), and
+    /// returns it as a dependency of the job.
+    fn lto_library(&self, job: &Job, stage: &Path) -> Result<DepFile> {
+        let label = self.plan.label(job);
+        let lib = self.plan.toolkit.root.join("lib");
+        let found = std::fs::read_dir(&lib)
+            .ok()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libnvvm.so"))
+            })
+            .min();
+        let Some(libnvvm) = found else {
+            return Err(fail(
+                format!(
+                    "{label}: link-time optimisation needs the toolkit's libnvvm, and {} has no libnvvm.so*",
+                    lib.display()
+                ),
+                "pin the nvidia-nvvm wheel in manifests/toolchain.toml (the default pins do), or set link_time_optimisation = false",
+            ));
+        };
+        let dir = stage.join("nvvm/lib64");
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::os::unix::fs::symlink(&libnvvm, dir.join("libnvvm.so"))
+            .with_context(|| format!("{label}: linking {}", libnvvm.display()))?;
+        let name = self.inputs.names.name(&libnvvm);
+        let digest = self
+            .inputs
+            .digests
+            .get(&libnvvm, true)
+            .with_context(|| format!("{label}: reading {}", libnvvm.display()))?;
+        Ok(DepFile { name, digest })
     }
 
     /// A failed device link: each symbol nvlink could not resolve, with the files of the
@@ -647,4 +692,10 @@ fn killed(label: &str, f: &nvcc::Failure, detail: &str) -> Option<anyhow::Error>
          time limit, the out-of-memory killer); rerun the build, with fewer jobs (-j) if \
          memory ran out",
     ))
+}
+
+/// What a unit of a linked module is: a relocatable cubin, or (link-time optimisation) a
+/// fatbin of LTO IR.
+fn unit_ext(m: &super::ModuleSpec) -> &'static str {
+    if m.lto { "fatbin" } else { "cubin" }
 }

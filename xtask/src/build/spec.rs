@@ -62,6 +62,10 @@ struct ModuleFile {
     /// More warnings, by number, that fail this module's build.
     #[serde(default)]
     warnings_as_errors: Vec<u32>,
+    /// A module of several sources: compile each to LTO IR and optimise across them at the
+    /// device link (`-dlto`).
+    #[serde(default)]
+    link_time_optimisation: bool,
     /// The module's parity spec (`[module.parity]`), read by `promote` and the parity
     /// runner (`cuda_aot_kernels::parity::spec`); not a build input.
     #[serde(default)]
@@ -130,6 +134,10 @@ pub struct ModuleSpec {
     /// The parity spec (`[module.parity]`), if the module has one: what `cargo xtask
     /// promote` requires.
     pub parity: Option<toml::Value>,
+    /// Link-time optimisation (`link_time_optimisation = true`, a module of several
+    /// sources only): each file becomes a fatbin of LTO IR (`-fatbin -dlto`), and nvlink
+    /// optimises and compiles them together (`-dlto`, with the toolkit's libnvvm).
+    pub lto: bool,
 }
 
 /// One nvcc run: a module for a target.
@@ -403,8 +411,33 @@ fn validate(path: &Path, file: SpecFile, sources: Option<&Path>) -> Result<Relea
                 fix("remove `ptx` from this module: it is built as cubins for its exact SMs only"),
             ));
         }
+        if m.link_time_optimisation {
+            if sources.len() < 2 {
+                return Err(fail(
+                    here("sets link_time_optimisation with one source"),
+                    fix(
+                        "remove it: a module of one file is compiled whole, which optimises across all of it already",
+                    ),
+                ));
+            }
+            let line_info = file
+                .build
+                .nvcc_flags
+                .iter()
+                .chain(&m.nvcc_flags)
+                .any(|f| LINE_INFO.contains(&f.as_str()));
+            if line_info {
+                return Err(fail(
+                    here("sets link_time_optimisation and asks for line info (-lineinfo)"),
+                    fix(
+                        "drop one of them: with link-time optimisation ptxas runs inside nvlink, where the build cannot make the line table's paths portable, so the cubin would not be reproducible",
+                    ),
+                ));
+            }
+        }
         modules.push(ModuleSpec {
             name,
+            lto: m.link_time_optimisation,
             sources,
             entry_points,
             protocol: m.protocol,
@@ -600,14 +633,19 @@ impl ReleaseSpec {
                     ));
                 }
                 let mut flags = vec![match kind {
+                    _ if m.lto => "-fatbin".to_string(),
                     Kind::Cubin => "-cubin".to_string(),
                     Kind::Ptx => "-ptx".to_string(),
                 }];
                 if m.is_linked() {
                     flags.push("-rdc=true".to_string());
                 }
+                if m.lto {
+                    flags.push("-dlto".to_string());
+                }
                 flags.push(format!("-arch={t}"));
-                if kind == Kind::Cubin {
+                // With link-time optimisation ptxas runs inside nvlink: the link flags ask.
+                if kind == Kind::Cubin && !m.lto {
                     // ptxas says which kernels spill registers to local memory: reported
                     // per kernel (`nvcc::spills`). Changes no byte of the cubin.
                     flags.push(WARN_ON_SPILLS.to_string());
@@ -631,10 +669,19 @@ impl ReleaseSpec {
                         .iter()
                         .map(|(k, v)| format!("-DCUDA_AOT_{}={v}", k.to_ascii_uppercase())),
                 );
-                let link = if m.is_linked() {
-                    vec![format!("--arch={t}")]
-                } else {
-                    Vec::new()
+                let link = match (m.is_linked(), m.lto) {
+                    (false, _) => Vec::new(),
+                    (true, false) => vec![format!("--arch={t}")],
+                    // `-nvvmpath nvvm`: the staging folder's link to the toolkit's libnvvm
+                    // (a relative path: nothing of this machine in the command nvlink
+                    // writes into the cubin).
+                    (true, true) => vec![
+                        format!("--arch={t}"),
+                        "-dlto".to_string(),
+                        "-nvvmpath".to_string(),
+                        "nvvm".to_string(),
+                        WARN_ON_SPILLS.to_string(),
+                    ],
                 };
                 jobs.push(Job {
                     module: i,
