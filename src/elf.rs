@@ -159,6 +159,34 @@ impl CubinInfo {
 type Header = elf::FileHeader64<Le>;
 type SectionHeader = elf::SectionHeader64<Le>;
 
+type SymbolTable<'d> = object::read::elf::SymbolTable<'d, elf::FileHeader64<Le>, &'d [u8]>;
+
+/// Every symbol table of a parsed file, with its section index.
+fn symbol_tables<'d>(p: &Parsed<'d>, data: &'d [u8]) -> Result<Vec<SymbolTable<'d>>, String> {
+    p.sections
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.sh_type(Le) == elf::SHT_SYMTAB)
+        .map(|(ti, _)| {
+            p.table
+                .symbol_table_by_index(Le, data, object::SectionIndex(ti))
+                .map_err(|e| format!("symbol table (section {ti}): {e}"))
+        })
+        .collect()
+}
+
+/// Symbol `index`'s name, as UTF-8.
+fn symbol_name<'d>(
+    symtab: &SymbolTable<'d>,
+    sym: &elf::Sym64<Le>,
+    index: usize,
+) -> Result<&'d str, String> {
+    let name = symtab
+        .symbol_name(Le, sym)
+        .map_err(|e| format!("symbol {index}: name: {e}"))?;
+    std::str::from_utf8(name).map_err(|_| format!("symbol {index}: non-UTF-8 name"))
+}
+
 /// Whether `data` starts like a fatbin (a container nvcc writes; a module's files compiled
 /// for link-time optimisation are fatbins of LTO IR until nvlink links them).
 pub fn is_fatbin(data: &[u8]) -> bool {
@@ -172,14 +200,7 @@ pub fn is_fatbin(data: &[u8]) -> bool {
 pub fn undefined_symbols(data: &[u8]) -> Result<Vec<String>, String> {
     let p = parse(data)?;
     let mut out: Vec<String> = Vec::new();
-    for (ti, s) in p.sections.iter().enumerate() {
-        if s.sh_type(Le) != elf::SHT_SYMTAB {
-            continue;
-        }
-        let symtab = p
-            .table
-            .symbol_table_by_index(Le, data, object::SectionIndex(ti))
-            .map_err(|e| format!("symbol table (section {ti}): {e}"))?;
+    for symtab in symbol_tables(&p, data)? {
         for (index, sym) in symtab.symbols().iter().enumerate() {
             let bind = sym.st_bind();
             if sym.st_shndx(Le) != elf::SHN_UNDEF
@@ -187,11 +208,7 @@ pub fn undefined_symbols(data: &[u8]) -> Result<Vec<String>, String> {
             {
                 continue;
             }
-            let name = symtab
-                .symbol_name(Le, sym)
-                .map_err(|e| format!("symbol {index}: name: {e}"))?;
-            let name =
-                std::str::from_utf8(name).map_err(|_| format!("symbol {index}: non-UTF-8 name"))?;
+            let name = symbol_name(&symtab, sym, index)?;
             if !name.is_empty() && !name.starts_with(".nv.") && !out.iter().any(|n| n == name) {
                 out.push(name.to_string());
             }
@@ -436,16 +453,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
     let mut kernels = Vec::new();
     let mut imports = Vec::new();
     let mut globals = Vec::new();
-    let tables = p
-        .sections
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.sh_type(Le) == elf::SHT_SYMTAB);
-    for (ti, _) in tables {
-        let symtab = p
-            .table
-            .symbol_table_by_index(Le, data, object::SectionIndex(ti))
-            .map_err(|e| format!("symbol table (section {ti}): {e}"))?;
+    for symtab in symbol_tables(&p, data)? {
         for (index, sym) in symtab.symbols().iter().enumerate() {
             let bind = sym.st_bind();
             if sym.st_type() == elf::STT_OBJECT {
@@ -455,11 +463,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
                 let Some(&(space, init_section)) = section.and_then(|s| spaces.get(&s.0)) else {
                     continue;
                 };
-                let name = symtab
-                    .symbol_name(Le, sym)
-                    .map_err(|e| format!("symbol {index}: name: {e}"))?;
-                let name = std::str::from_utf8(name)
-                    .map_err(|_| format!("symbol {index}: non-UTF-8 name"))?;
+                let name = symbol_name(&symtab, sym, index)?;
                 if !is_user_global(name) {
                     continue;
                 }
@@ -497,11 +501,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
             {
                 continue;
             }
-            let name = symtab
-                .symbol_name(Le, sym)
-                .map_err(|e| format!("symbol {index}: name: {e}"))?;
-            let name =
-                std::str::from_utf8(name).map_err(|_| format!("symbol {index}: non-UTF-8 name"))?;
+            let name = symbol_name(&symtab, sym, index)?;
             if sym.st_shndx(Le) == elf::SHN_UNDEF {
                 imports.push(name.to_string());
                 continue;

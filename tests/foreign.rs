@@ -604,22 +604,9 @@ fn gpu_each_device_has_its_own_globals() {
 }
 
 /// BabyBear's multiplicative generator: 31 generates the group of order p - 1 = 2^27 * 15.
-const BB_GENERATOR: u64 = 31;
+const BB_GENERATOR: u32 = 31;
 /// log2 of the largest transform `foreign_ntt`'s tables serve (`ntt::MAX_LG_N`).
 const NTT_MAX_LG_N: u32 = 10;
-
-fn bb_pow(mut b: u64, mut e: u64) -> u32 {
-    let mut r = 1u64;
-    b %= BB;
-    while e > 0 {
-        if e & 1 == 1 {
-            r = r * b % BB;
-        }
-        b = b * b % BB;
-        e >>= 1;
-    }
-    r as u32
-}
 
 /// The three-file module (kernels in one file, the `extern __constant__` tables in
 /// another, the field multiply in a third, device-linked): after `preload` the host fills
@@ -643,17 +630,17 @@ fn linked_ntt(rt: &Runtime, name: &str) {
     let module = rt.module(name).unwrap();
     assert_eq!(module.manifest().identity.sources.len(), 3);
     let n = 1usize << NTT_MAX_LG_N;
-    let w = bb_pow(BB_GENERATOR, (BB - 1) / n as u64);
+    let w = foreign::bb31_pow(BB_GENERATOR, (BB - 1) / n as u64);
     assert_eq!(
-        bb_pow(u64::from(w), n as u64 / 2),
+        foreign::bb31_pow(w, n as u64 / 2),
         (BB - 1) as u32,
         "primitive"
     );
-    let twiddles: Vec<u32> = (0..n as u64 / 2).map(|i| bb_pow(u64::from(w), i)).collect();
+    let twiddles: Vec<u32> = (0..n as u64 / 2).map(|i| foreign::bb31_pow(w, i)).collect();
     let tw = module.global("ntt::twiddles").unwrap();
     assert_eq!(tw.size(), 2048);
     tw.write_values(&twiddles).unwrap();
-    let n_inv = bb_pow(n as u64, BB - 2);
+    let n_inv = foreign::bb31_pow(n as u32, BB - 2);
     module
         .global("_ZN3ntt5scaleE")
         .unwrap()
@@ -693,7 +680,7 @@ fn linked_ntt(rt: &Runtime, name: &str) {
     let got = stream.clone_dtoh(&d).unwrap();
     let dft: Vec<u32> = (0..n)
         .map(|k| {
-            let wk = bb_pow(u64::from(w), k as u64);
+            let wk = foreign::bb31_pow(w, k as u64);
             let mut acc = 0u32;
             let mut x = 1u32;
             for v in &input {

@@ -63,6 +63,21 @@ impl Field for u32 {
     }
 }
 
+/// `b^e` in BabyBear (square and multiply): the CPU reference of `ntt_pow`, and how the
+/// tests make roots of unity and inverses.
+pub fn bb31_pow(b: u32, mut e: u64) -> u32 {
+    let p = u64::from(BB31_P);
+    let (mut r, mut b) = (1u64, u64::from(b) % p);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % p;
+        }
+        b = b * b % p;
+        e >>= 1;
+    }
+    r as u32
+}
+
 /// `fields::vec_mul<F>`: out[i] = a[i] · b[i].
 pub fn vec_mul<F: Field>(a: &[F], b: &[F]) -> Vec<F> {
     a.iter().zip(b).map(|(x, y)| x.mul(*y)).collect()
@@ -121,6 +136,16 @@ pub fn poly_derivative<F: Field>(coeffs: &[F]) -> Vec<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn babybear_powers_follow_fermat() {
+        let p = u64::from(BB31_P);
+        assert_eq!(bb31_pow(31, p - 1), 1);
+        assert_eq!(bb31_pow(31, (p - 1) / 2), BB31_P - 1, "31 is a non-residue");
+        let inv = bb31_pow(1024, p - 2);
+        assert_eq!(u64::from(inv) * 1024 % p, 1);
+        assert_eq!(bb31_pow(7, 0), 1);
+    }
 
     #[test]
     fn references_agree_with_hand_computed_values() {

@@ -225,17 +225,38 @@ impl Ctx<'_> {
             ));
         }
         let deps = DepRecord::new(files, compile_ms);
+        self.finish(
+            job,
+            &output,
+            deps,
+            changes,
+            nvcc::warnings(&said),
+            Vec::new(),
+        )
+    }
+
+    /// A compiled job's result: its identity from what the compiles read, the blob nvcc
+    /// wrote at `output`, and its manifest after the entry-point and content checks.
+    fn finish(
+        &self,
+        job: &Job,
+        output: &Path,
+        deps: DepRecord,
+        changes: Vec<Change>,
+        warnings: Vec<String>,
+        units: Vec<UnitDone>,
+    ) -> Result<Done> {
         let identity = self.identity(job, deps.source_digest())?;
-        let blob = std::fs::read(&output)
-            .with_context(|| format!("{label}: reading {}", output.display()))?;
+        let blob = std::fs::read(output)
+            .with_context(|| format!("{}: reading {}", self.plan.label(job), output.display()))?;
         let manifest = self.manifest(job, identity, &blob)?;
         Ok(Done::Compiled {
             manifest,
             blob,
             deps,
             changes,
-            warnings: nvcc::warnings(&said),
-            units: Vec::new(),
+            warnings,
+            units,
         })
     }
 
@@ -476,18 +497,7 @@ impl Ctx<'_> {
         compile_ms += t.elapsed().as_millis() as u64;
         warnings.extend(nvcc::warnings(&said));
         let deps = DepRecord::new(all_files, compile_ms);
-        let identity = self.identity(job, deps.source_digest())?;
-        let blob = std::fs::read(&output)
-            .with_context(|| format!("{label}: reading {}", output.display()))?;
-        let manifest = self.manifest(job, identity, &blob)?;
-        Ok(Done::Compiled {
-            manifest,
-            blob,
-            deps,
-            changes,
-            warnings,
-            units,
-        })
+        self.finish(job, &output, deps, changes, warnings, units)
     }
 
     /// Links the toolkit's libnvvm where `-nvvmpath nvvm` makes nvlink look
