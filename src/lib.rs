@@ -84,4 +84,4 @@ pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
 pub use name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 #[cfg(feature = "driver")]
-pub use runtime::{Counters, Module, Policy, Runtime};
+pub use runtime::{Counters, DeviceSpec, Diagnosis, Module, Policy, Runtime};

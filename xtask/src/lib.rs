@@ -8,7 +8,7 @@
 //!   (shared arguments), `files`, `message` (JSON and progress), `outdir` (the build
 //!   output layout), `paths` (the project, found at run time), `process`
 //!   (children and interrupts);
-//! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`;
+//! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`, `doctor`;
 //! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `servers`
 //!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
 //!   server); their code needs the `net` feature, and `net` runs them again under a build
@@ -27,6 +27,7 @@ mod bench_load;
 mod bench_serve;
 mod build;
 mod devkeys;
+mod doctor;
 #[cfg(not(all(feature = "net", feature = "gpu")))]
 mod features;
 mod files;
@@ -90,6 +91,7 @@ enum Task {
     Sign(sign::Args),
     Publish(publish::Args),
     Verify(verify::Args),
+    Doctor(doctor::Args),
     Promote(promote::Args),
     Release(release::Args),
     Bench(bench::Args),
@@ -110,6 +112,7 @@ impl Task {
             Task::Kernels(a) => a.format.is_json(),
             Task::Publish(a) => a.format.is_json(),
             Task::Verify(a) => a.format.is_json(),
+            Task::Doctor(a) => a.format.is_json(),
             Task::Release(a) => a.format.is_json(),
             _ => false,
         }
@@ -126,6 +129,7 @@ impl Task {
             Task::Sign(a) => a.run(),
             Task::Publish(a) => a.run(),
             Task::Verify(a) => a.run(),
+            Task::Doctor(a) => a.run(),
             Task::Promote(a) => a.run(),
             Task::Release(a) => a.run(),
             Task::Bench(a) => a.run(),
