@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Flag of [`cuda_aot_verify`]: after every step passed, save the versions seen in the
+// Flag of `cuda_aot_verify`: after every step passed, save the versions seen in the
 // rollback state file (as `cargo xtask verify` does), so a later replay of older metadata
 // is refused. Without it nothing is written.
 #define CUDA_AOT_VERIFY_SAVE_STATE 1
@@ -83,11 +83,11 @@ typedef enum cuda_aot_status {
 } cuda_aot_status;
 
 // A registry that passed every verification step: its modules and versions. Opaque to C;
-// made by `cuda_aot_verify`, released by [`cuda_aot_report_free`]. Immutable, so several
+// made by `cuda_aot_verify`, released by `cuda_aot_report_free`. Immutable, so several
 // threads may read one report at once.
 typedef struct cuda_aot_report cuda_aot_report;
 
-// One verified module and target, as [`cuda_aot_report_module`] describes it. The strings
+// One verified module and target, as `cuda_aot_report_module` describes it. The strings
 // belong to the report: valid until it is freed, never to be freed by the caller.
 typedef struct cuda_aot_module_info {
   // The module name (`ntt`).
@@ -101,9 +101,6 @@ typedef struct cuda_aot_module_info {
   // The blob's size in bytes.
   uint64_t size;
 } cuda_aot_module_info;
-
-// Every status, in number order.
-#define cuda_aot_status_ALL { cuda_aot_status_Ok, cuda_aot_status_InvalidArgument, cuda_aot_status_Io, cuda_aot_status_NotFound, cuda_aot_status_Limit, cuda_aot_status_Malformed, cuda_aot_status_NotSigned, cuda_aot_status_BadSignature, cuda_aot_status_UntrustedKey, cuda_aot_status_BadTrustRoot, cuda_aot_status_Tampered, cuda_aot_status_BadContent, cuda_aot_status_Rollback, cuda_aot_status_Expired, cuda_aot_status_Policy, cuda_aot_status_NoTarget, cuda_aot_status_Driver, cuda_aot_status_Internal, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,7 +117,7 @@ const char *cuda_aot_last_error_message(void);
 
 // The `Fix:` advice of the last failed call on this thread: one or two sentences saying
 // what to do (never "skip verification"). `""` when the last call succeeded. Never NULL;
-// valid as long as [`cuda_aot_last_error_message`]'s string.
+// valid as long as the string of `cuda_aot_last_error_message`.
 const char *cuda_aot_last_error_fix(void);
 
 // The status of the last call on this thread that returns a `cuda_aot_status`

@@ -46,3 +46,35 @@ fn the_header_names_every_status_with_its_number() {
         assert!(h.contains(&line), "the header lacks `{line}`");
     }
 }
+
+#[test]
+fn docs_capi_md_lists_every_status_with_its_number() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/capi.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let rows: Vec<(String, String)> = doc
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix("`CUDA_AOT_STATUS_")?;
+            Some((
+                format!("CUDA_AOT_STATUS_{}", name.trim_end_matches('`')),
+                cells.get(2)?.to_string(),
+            ))
+        })
+        .collect();
+    let want: Vec<(String, String)> = Status::all()
+        .iter()
+        .map(|s| {
+            (
+                s.c_name().trim_end_matches('\0').to_string(),
+                (*s as i32).to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        want,
+        "the status table of {} is not the status enum",
+        path.display()
+    );
+}
