@@ -75,7 +75,7 @@ pub mod trust;
 pub mod verify;
 
 pub use digest::Digest;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use identity::{
     Channel, DriverVersion, Function, Global, GlobalSpace, Identity, Kind, LaunchAbi, Manifest,
     Param, Toolkit,

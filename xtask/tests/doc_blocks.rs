@@ -8,6 +8,8 @@
 //!   lists; cargo's own commands only options `cargo <cmd> --help` lists;
 //! - `toml` blocks parse, and release specs (`[build]` with `[[module]]`) load through the
 //!   real spec reader (`xtask build --dry-run`);
+//! - `c` blocks carry a `<!-- compiled: PATH -->` line and are a run of lines of that C
+//!   file (which a test compiles: `capi/tests/c_abi.rs` builds `examples/c/verify.c`);
 //! - `json` blocks are docs/json.md's examples, checked by the tests that produce them
 //!   (`common/doc_json.rs`); `text` blocks are prose.
 
@@ -322,6 +324,29 @@ fn every_rust_block_in_the_docs_is_compiled() {
         }
     }
     assert!(seen >= 4, "only {seen} rust blocks found");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn every_c_block_in_the_docs_is_code_of_a_compiled_c_file() {
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for b in all_blocks().iter().filter(|b| b.lang == "c") {
+        seen += 1;
+        let at = format!("{}:{}", b.file, b.line);
+        let Some(path) = &b.compiled else {
+            wrong.push(format!(
+                "{at}: no `<!-- compiled: PATH -->` line above the block"
+            ));
+            continue;
+        };
+        let code = std::fs::read_to_string(repo().join(path))
+            .unwrap_or_else(|e| panic!("{at}: {path}: {e}"));
+        if !contains_lines(&code, &b.text) {
+            wrong.push(format!("{at}: the block is not the code of {path}"));
+        }
+    }
+    assert!(seen >= 1, "no c blocks found (docs/capi.md has one)");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 

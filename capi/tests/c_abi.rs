@@ -1,0 +1,184 @@
+//! The C ABI from C (issue 22): `examples/c/verify.c` and the C files of `tests/c/`
+//! compiled with the system `cc` against the built library, run on a real signed registry
+//! published in-process with generated keys. No GPU, no CUDA driver.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::*;
+
+/// A folder for the compiled C programs, kept for the whole test binary.
+fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+/// `examples/c/verify.c` linked against the shared library, compiled once.
+fn verify_c() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let exe = bin_dir().join("verify");
+        compile_c(&["examples/c/verify.c"], &exe, &link_shared());
+        exe
+    })
+}
+
+#[test]
+fn verify_c_prints_one_line_per_module_of_a_good_registry() {
+    let r = Registry::publish();
+    let out = run(verify_c(), &[&r.path(), &r.trust_root()], &r.state_dir());
+    let (stdout, stderr) = texts(&out);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.starts_with("registry OK: index v1"), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (line, sm) in lines.iter().zip(["sm_80", "sm_90"]) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let size = cubin(sm).len().to_string();
+        let digest = cuda_aot::Digest::of(&cubin(sm)).to_string();
+        assert_eq!(words, ["add", sm, "cubin", &size, &digest], "{stdout}");
+    }
+    // Verifying saves nothing: the C verify reads the rollback state, never writes it.
+    assert!(
+        !r.state_dir().exists(),
+        "{} was written",
+        r.state_dir().display()
+    );
+}
+
+#[test]
+fn verify_c_names_the_module_and_the_fix_when_one_byte_of_a_blob_is_flipped() {
+    let r = Registry::publish();
+    let blob = r.blob("sm_90");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    std::fs::write(&blob, &bytes).unwrap();
+    let out = run(verify_c(), &[&r.path(), &r.trust_root()], &r.state_dir());
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("add sm_90 blob: blake3")
+            && stderr.contains("[module add, target sm_90, file ")
+            && stderr.contains(&blob.display().to_string())
+            && stderr.contains("(CUDA_AOT_STATUS_TAMPERED)"),
+        "{stderr}"
+    );
+    let fix = stderr
+        .lines()
+        .find(|l| l.starts_with("Fix: "))
+        .unwrap_or("");
+    assert!(
+        fix.contains("altered or truncated after signing"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn verify_c_refuses_a_missing_registry_with_a_fix() {
+    let r = Registry::publish();
+    let missing = r.dir.path().join("no-such-registry");
+    let out = run(verify_c(), &[&missing, &r.trust_root()], &r.state_dir());
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("timestamp: missing") && stderr.contains("(CUDA_AOT_STATUS_NOT_FOUND)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("Fix: publish a complete release")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn verify_c_refuses_a_registry_under_another_trust_root_as_untrusted() {
+    let r = Registry::publish();
+    let other = Registry::publish();
+    let out = run(
+        verify_c(),
+        &[&r.path(), &other.trust_root()],
+        &r.state_dir(),
+    );
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("(CUDA_AOT_STATUS_UNTRUSTED_KEY)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("\nFix: verify with the trust root"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn null_and_malformed_arguments_are_invalid_argument_from_c() {
+    let exe = bin_dir().join("null_args");
+    compile_c(&["capi/tests/c/null_args.c"], &exe, &link_shared());
+    let out = run(&exe, &[], bin_dir());
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+        7,
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok registry NULL: CUDA_AOT_STATUS_INVALID_ARGUMENT (registry is NULL) Fix: pass a valid pointer as registry"), "{stdout}");
+}
+
+/// `tests/c/handles.c` built with AddressSanitizer (and its leak checker) against the
+/// static library, with `defines`, run on `r` saving the state to `state`.
+fn handles_under_asan(r: &Registry, state: &Path, defines: &[&str]) -> std::process::Output {
+    let exe = bin_dir().join(format!("handles_asan{}", defines.join("")));
+    let mut flags: Vec<String> = defines.iter().map(|d| format!("-D{d}")).collect();
+    flags.extend([
+        "-fsanitize=address".to_string(),
+        "-fno-omit-frame-pointer".into(),
+    ]);
+    flags.extend(link_static());
+    compile_c(&["capi/tests/c/handles.c"], &exe, &flags);
+    std::process::Command::new(&exe)
+        .args([r.path(), r.trust_root(), state.to_path_buf()])
+        .env("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:exitcode=23")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_handle_is_freed_under_address_sanitizer_with_the_static_library() {
+    let r = Registry::publish();
+    let state = r.dir.path().join("state.json");
+    let out = handles_under_asan(&r, &state, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(
+        out.status.success() && stdout.starts_with("handles ok"),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("Sanitizer"), "{stderr}");
+    // CUDA_AOT_VERIFY_SAVE_STATE saved the versions seen.
+    let saved = cuda_aot::state::TrustState::load(&state, 4096).unwrap();
+    assert_eq!((saved.root, saved.timestamp, saved.index), (1, 1, 1));
+}
+
+#[test]
+fn address_sanitizer_reports_a_report_that_is_not_freed() {
+    let r = Registry::publish();
+    let out = handles_under_asan(&r, &r.dir.path().join("state.json"), &["LEAK_ONE_REPORT"]);
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(23), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("ERROR: LeakSanitizer: detected memory leaks"),
+        "{stderr}"
+    );
+}

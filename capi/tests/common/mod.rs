@@ -1,0 +1,185 @@
+//! Shared by the C tests: a real signed registry (generated keys, real cubins of
+//! `tests/data/elf/add.cu`, published in-process with the real publisher), the built
+//! library found beside the test binary, and C programs compiled against it with `cc`.
+
+#![allow(dead_code)] // each test file uses a subset
+
+#[path = "../../../tests/common/fixtures.rs"]
+mod fixtures;
+pub use fixtures::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cuda_aot::metadata::BuildStatement;
+use cuda_aot::source::layout;
+use cuda_aot::*;
+use cuda_aot_registry::{DirRegistry, PublishOptions, Release, SignedBuild};
+
+/// The workspace root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A real cubin of `tests/data/elf/add.cu` for `sm`.
+pub fn cubin(sm: &str) -> Vec<u8> {
+    let p = repo().join(format!("tests/data/elf/add_{sm}.cubin"));
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A registry published in a temporary folder, and the trust root file it verifies with.
+pub struct Registry {
+    pub dir: tempfile::TempDir,
+    pub keys: Keys,
+}
+
+impl Registry {
+    /// `add` for sm_80 and sm_90, one dev-channel build signed by a generated builder key,
+    /// published by a generated publisher key under a generated root (v1).
+    pub fn publish() -> Registry {
+        let keys = Keys::new();
+        let root_file = sign_doc(&root_payload(&keys, 1, Channel::Dev), &[&keys.root]);
+        let r = Registry {
+            dir: tempfile::tempdir().unwrap(),
+            keys,
+        };
+        std::fs::write(r.trust_root(), &root_file).unwrap();
+        let store = DirRegistry::new(r.path());
+        store.ensure_root(&root_file).unwrap();
+        let modules: Vec<(Manifest, Vec<u8>)> = ["sm_80", "sm_90"]
+            .iter()
+            .map(|sm| {
+                let blob = cubin(sm);
+                (manifest("add", sm, &blob, Channel::Dev), blob)
+            })
+            .collect();
+        let files: Vec<(Vec<u8>, Vec<u8>)> = modules
+            .iter()
+            .map(|(m, b)| (json::to_vec(m), b.clone()))
+            .collect();
+        let statement = BuildStatement::over(
+            Channel::Dev,
+            modules
+                .iter()
+                .zip(&files)
+                .map(|((m, _), (f, _))| (m, f.as_slice())),
+        );
+        let statement = sign_doc(&statement, &[&r.keys.builder]);
+        let root = cuda_aot::trust::verify_anchor(&root_file, &Limits::default(), "root").unwrap();
+        let release = Release {
+            build: SignedBuild::new(&root, statement, files).unwrap(),
+            promotions: vec![],
+        };
+        store
+            .publish(
+                &root_file,
+                &release,
+                &[&r.keys.publisher],
+                &PublishOptions::default(),
+            )
+            .unwrap();
+        r
+    }
+
+    /// The registry folder.
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("registry")
+    }
+
+    /// The trust root file (beside the registry).
+    pub fn trust_root(&self) -> PathBuf {
+        self.dir.path().join("root.json")
+    }
+
+    /// The rollback-state folder the C programs are pointed at (`CUDA_AOT_STATE_DIR`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The published blob of `add` for `sm`.
+    pub fn blob(&self, sm: &str) -> PathBuf {
+        self.path().join(layout::blob(&Digest::of(&cubin(sm))))
+    }
+}
+
+/// The folder of the built library: beside the test binary's `deps/` (so under
+/// `CARGO_TARGET_DIR` or `target/`, whichever cargo used), where `cargo test` put
+/// `libcuda_aot_capi.{so,a}` when it built the crate for this test.
+pub fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    for lib in ["libcuda_aot_capi.so", "libcuda_aot_capi.a"] {
+        assert!(
+            dir.join(lib).is_file(),
+            "{} not found beside the test binary {}: run the test through `cargo test -p cuda-aot-capi`, which builds it",
+            dir.join(lib).display(),
+            exe.display()
+        );
+    }
+    dir
+}
+
+/// The libraries a Rust static library needs from the system when linked into a C program
+/// on Linux (what `rustc --print native-static-libs` lists for a std staticlib).
+pub const STATIC_LIB_DEPS: [&str; 6] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"];
+
+/// Compiles the C files `sources` (relative to the workspace) into `out` with `cc`, the
+/// header folder included, warnings as errors, and `extra` (the library to link).
+pub fn compile_c(sources: &[&str], out: &Path, extra: &[String]) {
+    let mut cc = Command::new("cc");
+    cc.current_dir(repo())
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-g",
+            "-Icapi/include",
+        ])
+        .args(sources)
+        .arg("-o")
+        .arg(out)
+        .args(extra);
+    let done = cc
+        .output()
+        .unwrap_or_else(|e| panic!("cc could not be started ({e}): the C tests need a C compiler"));
+    assert!(
+        done.status.success(),
+        "{cc:?} failed:\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// Linker arguments for the shared library, found at run time through an rpath.
+pub fn link_shared() -> Vec<String> {
+    let dir = lib_dir();
+    vec![
+        format!("-L{}", dir.display()),
+        "-lcuda_aot_capi".into(),
+        format!("-Wl,-rpath,{}", dir.display()),
+    ]
+}
+
+/// Linker arguments for the static library.
+pub fn link_static() -> Vec<String> {
+    let mut args = vec![lib_dir().join("libcuda_aot_capi.a").display().to_string()];
+    args.extend(STATIC_LIB_DEPS.iter().map(|s| s.to_string()));
+    args
+}
+
+/// Runs `program` with `args`, the rollback state kept in `state_dir`.
+pub fn run(program: &Path, args: &[&Path], state_dir: &Path) -> Output {
+    Command::new(program)
+        .args(args)
+        .env("CUDA_AOT_STATE_DIR", state_dir)
+        .output()
+        .unwrap()
+}
+
+/// stdout and stderr of `out`, for assertions and their messages.
+pub fn texts(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
