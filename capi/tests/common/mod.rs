@@ -102,21 +102,27 @@ impl Registry {
     }
 }
 
-/// The folder of the built library: beside the test binary's `deps/` (so under
-/// `CARGO_TARGET_DIR` or `target/`, whichever cargo used), where `cargo test` put
-/// `libcuda_aot_capi.{so,a}` when it built the crate for this test.
+/// The folder of the built library: cargo builds `libcuda_aot_capi.{so,a}` for this test
+/// into `deps/` beside the test binary (a `cargo build` also copies them one folder up), so
+/// under `CARGO_TARGET_DIR` or `target/`, whichever cargo used.
 pub fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    for lib in ["libcuda_aot_capi.so", "libcuda_aot_capi.a"] {
-        assert!(
-            dir.join(lib).is_file(),
-            "{} not found beside the test binary {}: run the test through `cargo test -p cuda-aot-capi`, which builds it",
-            dir.join(lib).display(),
-            exe.display()
-        );
+    let deps = exe.parent().unwrap().to_path_buf();
+    let up = deps.parent().unwrap().to_path_buf();
+    let has = |d: &Path| {
+        ["libcuda_aot_capi.so", "libcuda_aot_capi.a"]
+            .iter()
+            .all(|lib| d.join(lib).is_file())
+    };
+    for dir in [deps, up] {
+        if has(&dir) {
+            return dir;
+        }
     }
-    dir
+    panic!(
+        "libcuda_aot_capi.so and .a not found beside the test binary {}: run the test through `cargo test -p cuda-aot-capi`, which builds them",
+        exe.display()
+    );
 }
 
 /// The libraries a Rust static library needs from the system when linked into a C program
