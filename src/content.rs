@@ -122,11 +122,7 @@ fn check_globals(manifest: &Manifest, found: &[GlobalInfo]) -> Result<()> {
             )));
         }
     }
-    let extra: Vec<&str> = in_blob
-        .keys()
-        .filter(|s| !by_symbol.contains_key(*s))
-        .copied()
-        .collect();
+    let extra = unsigned(&in_blob, &by_symbol);
     if !extra.is_empty() {
         return Err(mismatch(format!(
             "the blob has global(s) the manifest does not sign: {}",
@@ -134,6 +130,15 @@ fn check_globals(manifest: &Manifest, found: &[GlobalInfo]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The blob's symbols the manifest does not sign, in symbol order.
+fn unsigned<'a, A, B>(in_blob: &BTreeMap<&'a str, A>, signed: &BTreeMap<&str, B>) -> Vec<&'a str> {
+    in_blob
+        .keys()
+        .filter(|s| !signed.contains_key(*s))
+        .copied()
+        .collect()
 }
 
 /// The signed kernels must be exactly the blob's kernels, with the same parameter layout
@@ -164,11 +169,7 @@ fn check_kernels(manifest: &Manifest, found: &[(String, LaunchAbi)]) -> Result<(
             describe_functions(missing)
         )));
     }
-    let extra: Vec<&str> = in_blob
-        .keys()
-        .filter(|s| !signed.contains_key(*s))
-        .copied()
-        .collect();
+    let extra = unsigned(&in_blob, &signed);
     if !extra.is_empty() {
         return Err(mismatch(format!(
             "the blob has kernel(s) the manifest does not sign: {}",

@@ -623,9 +623,9 @@ impl Error {
             #[cfg(feature = "driver")]
             Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {
-                let mut s = format!("add {device_sm} to the targets in manifests/release.toml and release again (cargo xtask release)");
+                let mut s = format!("add {device_sm} to the module's targets in its release spec (build.targets or the module's own; manifests/release.toml by default) and release again (cargo xtask release)");
                 if *ptx_available {
-                    s += ", or opt in to the labelled PTX compatibility mode (Policy::allow_ptx)";
+                    s += ", or opt in to the labelled PTX compatibility mode (Policy::with_ptx_compatibility; cargo xtask doctor --allow-ptx shows what it would load)";
                 }
                 s
             }

@@ -78,7 +78,7 @@ fn issue_22_doctor_says_which_blob_loads_or_why_none_would() {
         alpha.contains("nothing")
             && alpha.contains("no cubin for this device's sm_89")
             && alpha.contains("the registry has sm_80 sm_90")
-            && alpha.contains("Fix: add sm_89 to the targets"),
+            && alpha.contains("Fix: add sm_89 to the module's targets"),
         "{alpha}"
     );
     assert!(

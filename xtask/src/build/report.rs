@@ -46,8 +46,9 @@ pub(super) fn print_plan(plan: &Plan) {
         targets.join(" ")
     );
     println!(
-        "{} jobs; nvcc {} ({}), host compiler: {}",
+        "{} job{}; nvcc {} ({}), host compiler: {}",
         plan.jobs.len(),
+        if plan.jobs.len() == 1 { "" } else { "s" },
         plan.toolkit.identity.nvcc,
         plan.toolkit.identity.source,
         plan.host.version
