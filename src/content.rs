@@ -201,20 +201,24 @@ mod tests {
 
     const CUBIN: &[u8] = include_bytes!("../tests/data/elf/globals_sm_90.cubin");
 
-    /// A manifest for `bytes` (an sm_90 cubin) that signs exactly what it holds, at
-    /// `schema`: v2 with its globals, v1 without.
-    fn manifest_for(bytes: &[u8], v2: bool) -> Manifest {
-        let info = crate::elf::inspect(bytes).unwrap();
-        let functions = info
-            .kernels
-            .into_iter()
+    /// The kernels of an inspected cubin as a manifest lists them (unmangled names).
+    fn functions_of(info: &crate::elf::CubinInfo) -> Vec<Function> {
+        info.kernels
+            .iter()
             .map(|k| Function {
                 symbol: FunctionName::new(&k.symbol).unwrap(),
                 name: KernelName::new(&k.symbol).unwrap(),
                 signature: None,
-                abi: k.abi,
+                abi: k.abi.clone(),
             })
-            .collect();
+            .collect()
+    }
+
+    /// A manifest for `bytes` (an sm_90 cubin) that signs exactly what it holds, at
+    /// `schema`: v2 with its globals, v1 without.
+    fn manifest_for(bytes: &[u8], v2: bool) -> Manifest {
+        let info = crate::elf::inspect(bytes).unwrap();
+        let functions = functions_of(&info);
         let globals = info
             .globals
             .into_iter()
@@ -315,16 +319,7 @@ mod tests {
         let bytes = include_bytes!("../tests/data/elf/managed_sm_90.cubin");
         let info = crate::elf::inspect(bytes).unwrap();
         let mut m = manifest_for(CUBIN, false);
-        m.functions = info
-            .kernels
-            .into_iter()
-            .map(|k| Function {
-                symbol: FunctionName::new(&k.symbol).unwrap(),
-                name: KernelName::new(&k.symbol).unwrap(),
-                signature: None,
-                abi: k.abi,
-            })
-            .collect();
+        m.functions = functions_of(&info);
         for globals in [None, Some(Vec::new())] {
             m.globals = globals;
             let err = check(&m, bytes).unwrap_err();

@@ -253,10 +253,12 @@ impl Function {
     /// as `cpp_demangle` or c++filt spell them ([`canonical_cpp`]: `a<4, true>` =
     /// `a<4,true>`, `stage<(unsigned int)10>` = `stage<10u>`).
     pub fn matches(&self, query: &str) -> bool {
-        if query == self.symbol.as_str() {
-            return true;
-        }
-        let q = canonical_cpp(query);
+        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
+    }
+
+    /// [`Function::matches`] for a query already in canonical form ([`canonical_cpp`]),
+    /// without the symbol: what a resolver calls for every kernel, canonicalising once.
+    fn matches_canonical(&self, q: &str) -> bool {
         if q == canonical_cpp(self.name.as_str()) {
             return true;
         }
@@ -274,7 +276,12 @@ pub fn resolve_function<'a>(
     functions: &'a [Function],
     query: &str,
 ) -> Result<&'a Function, Vec<&'a Function>> {
-    resolve(functions, query, |f| f.symbol.as_str(), Function::matches)
+    resolve(
+        functions,
+        query,
+        |f| f.symbol.as_str(),
+        Function::matches_canonical,
+    )
 }
 
 /// Resolves `query` to exactly one of `globals` ([`Global::matches`]), by the same rule as
@@ -284,21 +291,27 @@ pub fn resolve_global<'a>(
     globals: &'a [Global],
     query: &str,
 ) -> Result<&'a Global, Vec<&'a Global>> {
-    resolve(globals, query, |g| g.symbol.as_str(), Global::matches)
+    resolve(
+        globals,
+        query,
+        |g| g.symbol.as_str(),
+        Global::matches_canonical,
+    )
 }
 
 /// The one name-resolution rule of kernels and globals: the exact symbol, else exactly one
-/// item whose names match.
+/// item whose names match the query in canonical form (computed once, here).
 fn resolve<'a, T>(
     items: &'a [T],
     query: &str,
     symbol: impl Fn(&T) -> &str,
-    matches: impl Fn(&T, &str) -> bool,
+    matches_canonical: impl Fn(&T, &str) -> bool,
 ) -> Result<&'a T, Vec<&'a T>> {
     if let Some(item) = items.iter().find(|i| symbol(i) == query) {
         return Ok(item);
     }
-    let hits: Vec<&T> = items.iter().filter(|i| matches(i, query)).collect();
+    let q = canonical_cpp(query);
+    let hits: Vec<&T> = items.iter().filter(|i| matches_canonical(i, &q)).collect();
     match hits.as_slice() {
         [one] => Ok(one),
         _ => Err(hits),
@@ -475,7 +488,12 @@ impl Global {
     /// Whether `query` names this global: its exact symbol or its demangled name, in either
     /// demangler's spelling (as for kernels, [`Function::matches`]).
     pub fn matches(&self, query: &str) -> bool {
-        query == self.symbol.as_str() || canonical_cpp(query) == canonical_cpp(self.name.as_str())
+        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
+    }
+
+    /// [`Global::matches`] for a query already in canonical form, without the symbol.
+    fn matches_canonical(&self, q: &str) -> bool {
+        q == canonical_cpp(self.name.as_str())
     }
 }
 

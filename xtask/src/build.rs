@@ -401,11 +401,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                             "{} nvcc warning(s) for {}:\n{}",
                             warnings.iter().filter(|l| l.contains("warning")).count(),
                             plan.label(job),
-                            warnings
-                                .iter()
-                                .map(|l| format!("    {l}"))
-                                .collect::<Vec<_>>()
-                                .join("\n")
+                            nvcc::indent(&warnings.join("\n"))
                         ));
                     }
                 }

@@ -294,6 +294,19 @@ fn contains_lines(code: &str, block: &str) -> bool {
     !block.is_empty() && code.windows(block.len()).any(|w| w == block.as_slice())
 }
 
+/// The file a block's `<!-- compiled: PATH -->` line names and its code, or what is wrong.
+fn compiled_source(b: &Block) -> Result<(String, String), String> {
+    let at = format!("{}:{}", b.file, b.line);
+    let Some(path) = &b.compiled else {
+        return Err(format!(
+            "{at}: no `<!-- compiled: PATH -->` line above the block"
+        ));
+    };
+    let code =
+        std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("{at}: {path}: {e}"));
+    Ok((path.clone(), code))
+}
+
 #[test]
 fn every_rust_block_in_the_docs_is_compiled() {
     let mut wrong = Vec::new();
@@ -301,14 +314,13 @@ fn every_rust_block_in_the_docs_is_compiled() {
     for b in all_blocks().iter().filter(|b| b.lang.starts_with("rust")) {
         seen += 1;
         let at = format!("{}:{}", b.file, b.line);
-        let Some(path) = &b.compiled else {
-            wrong.push(format!(
-                "{at}: no `<!-- compiled: PATH -->` line above the block"
-            ));
-            continue;
+        let (path, code) = match compiled_source(b) {
+            Ok(found) => found,
+            Err(e) => {
+                wrong.push(e);
+                continue;
+            }
         };
-        let code = std::fs::read_to_string(repo().join(path))
-            .unwrap_or_else(|e| panic!("{at}: {path}: {e}"));
         if path.ends_with("lib.rs") {
             // The markdown file is that crate's doctests.
             let name = Path::new(&b.file).file_name().unwrap().to_string_lossy();
@@ -333,17 +345,13 @@ fn every_c_block_in_the_docs_is_code_of_a_compiled_c_file() {
     let mut seen = 0;
     for b in all_blocks().iter().filter(|b| b.lang == "c") {
         seen += 1;
-        let at = format!("{}:{}", b.file, b.line);
-        let Some(path) = &b.compiled else {
-            wrong.push(format!(
-                "{at}: no `<!-- compiled: PATH -->` line above the block"
-            ));
-            continue;
-        };
-        let code = std::fs::read_to_string(repo().join(path))
-            .unwrap_or_else(|e| panic!("{at}: {path}: {e}"));
-        if !contains_lines(&code, &b.text) {
-            wrong.push(format!("{at}: the block is not the code of {path}"));
+        match compiled_source(b) {
+            Err(e) => wrong.push(e),
+            Ok((path, code)) if !contains_lines(&code, &b.text) => wrong.push(format!(
+                "{}:{}: the block is not the code of {path}",
+                b.file, b.line
+            )),
+            Ok(_) => {}
         }
     }
     assert!(seen >= 1, "no c blocks found (docs/capi.md has one)");
