@@ -148,6 +148,16 @@ fn run(a: &Args) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             got == goldilocks::axpy(alpha, &x, &y),
             &mut failures,
         );
+        // A constant table the host fills: the polynomial gl_poly_eval evaluates.
+        let coeffs: [u64; goldilocks::POLY_TERMS] =
+            std::array::from_fn(|k| random_u64s(k + 1, 9 + k as u64)[k] % goldilocks::P);
+        fops.set_poly(&coeffs)?;
+        fops.poly_eval(&stream, &dx, &mut out)?;
+        check(
+            "gl_poly_eval (2^22, host-filled __constant__ table)",
+            stream.clone_dtoh(&out)? == goldilocks::poly_eval(&coeffs, &x),
+            &mut failures,
+        );
     }
 
     let log_n = a.log_n;

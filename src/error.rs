@@ -689,6 +689,10 @@ pub enum ErrorKind {
     NoTarget,
     /// The CUDA driver failed, refused to load a module, or is older than a module needs.
     Driver,
+    /// A launch or a copy refused before the driver ran: an argument count or size other
+    /// than the kernel's signed launch ABI, a block above its signed bound, a stream of
+    /// another context, a copy to or from a global that is not exactly its signed size.
+    Launch,
 }
 
 impl Error {
@@ -741,7 +745,7 @@ impl Error {
             }
             Error::NoExactTarget { .. } => K::NoTarget,
             #[cfg(feature = "driver")]
-            Error::Cuda(_) | Error::Load { .. } => K::Driver,
+            Error::Cuda(e) | Error::Load { source: e, .. } => e.kind(),
             Error::DriverTooOld { .. } => K::Driver,
         }
     }

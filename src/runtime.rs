@@ -626,6 +626,13 @@ impl Runtime {
         self.device.info()
     }
 
+    /// The device's primary context, which every module of this runtime is loaded into:
+    /// the context the CUDA runtime API (`cudaMalloc`, `cudaStream_t`) uses on this device
+    /// too, so a host's own allocations and streams work with this runtime's kernels.
+    pub fn context(&self) -> &Arc<cudarc::driver::CudaContext> {
+        self.device.context()
+    }
+
     /// A new stream on this runtime's device.
     pub fn stream(&self) -> Result<Arc<CudaStream>> {
         Ok(self.device.new_stream()?)

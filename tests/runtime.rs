@@ -158,6 +158,17 @@ fn gpu_release_set_kernels_match_their_cpu_references() {
         stream.clone_dtoh(&out).unwrap(),
         goldilocks::axpy(12345, &x, &y)
     );
+    // The host-filled __constant__ table: unfilled it is zero (the polynomial 0), filled
+    // it is what gl_poly_eval evaluates.
+    f.poly_eval(&stream, &dx, &mut out).unwrap();
+    assert!(stream.clone_dtoh(&out).unwrap().iter().all(|v| *v == 0));
+    let coeffs = [3, 1, 4, 1, 5, 9, 2, goldilocks::P - 6];
+    f.set_poly(&coeffs).unwrap();
+    f.poly_eval(&stream, &dx, &mut out).unwrap();
+    assert_eq!(
+        stream.clone_dtoh(&out).unwrap(),
+        goldilocks::poly_eval(&coeffs, &x)
+    );
     let t = Ntt::new(&rt).unwrap();
     let log_n = 14;
     let mut d = stream.clone_htod(&x[..1 << log_n]).unwrap();

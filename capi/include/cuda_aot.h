@@ -77,15 +77,96 @@ typedef enum cuda_aot_status {
   CUDA_AOT_STATUS_NO_TARGET = 15,
   // The CUDA driver failed, refused a module, or is older than a module needs.
   CUDA_AOT_STATUS_DRIVER = 16,
+  // A launch or copy refused before the driver ran: an argument count or size other
+  // than the kernel's signed launch ABI, a block above its signed bound, a stream of
+  // another context, a copy to or from a global that is not exactly its signed size.
+  CUDA_AOT_STATUS_LAUNCH = 17,
   // A bug: a panic inside the library was caught at the boundary (the message says
   // where). Please report it.
   CUDA_AOT_STATUS_INTERNAL = 99,
 } cuda_aot_status;
 
+// The preset a policy starts from (`cuda_aot::Policy::development()` or `production()`).
+typedef enum cuda_aot_policy_preset {
+  // Development: dev-signed registries (what `cargo xtask release` makes on a fresh
+  // clone), cubins for the exact SM only.
+  CUDA_AOT_POLICY_PRESET_DEVELOPMENT = 0,
+  // Production: production-signed registries only, every module promoted, cubins for the
+  // exact SM only.
+  CUDA_AOT_POLICY_PRESET_PRODUCTION = 1,
+} cuda_aot_policy_preset;
+
+// The driver entry point that loads modules.
+typedef enum cuda_aot_load_api {
+  // `cuModuleLoadData`, into the device's primary context (the default).
+  CUDA_AOT_LOAD_API_MODULE = 0,
+  // `cuLibraryLoadData` (driver for CUDA 12.0 or newer): context-independent loading;
+  // kernels then also have a `CUkernel` (`cuda_aot_kernel_cu_kernel`).
+  CUDA_AOT_LOAD_API_LIBRARY = 1,
+} cuda_aot_load_api;
+
+// `struct CUctx_st`: a `CUcontext` is a pointer to it.
+typedef struct CUctx_st CUctx_st;
+
+// `struct CUfunc_st`: a `CUfunction` is a pointer to it.
+typedef struct CUfunc_st CUfunc_st;
+
+// `struct CUkern_st`: a `CUkernel` is a pointer to it.
+typedef struct CUkern_st CUkern_st;
+
+// `struct CUstream_st`: a `CUstream` (and a CUDA runtime `cudaStream_t`) is a pointer to
+// it.
+typedef struct CUstream_st CUstream_st;
+
+// A device global of a loaded module: its device address and the size its manifest signs.
+// Opaque to C; made by `cuda_aot_runtime_global`, released by `cuda_aot_global_free`.
+// Keeps its module loaded while it lives.
+typedef struct cuda_aot_global cuda_aot_global;
+
+// A kernel of a loaded module, with the launch ABI its manifest signs. Opaque to C; made
+// by `cuda_aot_runtime_kernel`, released by `cuda_aot_kernel_free`. Keeps its module
+// loaded while it lives; immutable, so several threads may use one kernel at once.
+typedef struct cuda_aot_kernel cuda_aot_kernel;
+
+// A policy: which registries and binaries a runtime accepts, where it keeps its rollback
+// state and how it loads. Opaque to C; made by `cuda_aot_policy_new`, changed by the
+// `cuda_aot_policy_*` setters, released by `cuda_aot_policy_free`. Opening a runtime
+// copies it, so it may be freed (or changed) right after. Not for concurrent changes: a
+// policy is one thread's until it is only read.
+typedef struct cuda_aot_policy cuda_aot_policy;
+
 // A registry that passed every verification step: its modules and versions. Opaque to C;
 // made by `cuda_aot_verify`, released by `cuda_aot_report_free`. Immutable, so several
 // threads may read one report at once.
 typedef struct cuda_aot_report cuda_aot_report;
+
+// A registry verified against a trust root and opened for one CUDA device: each module's
+// binary selected for exactly this device and verified, loaded once per process (at
+// `cuda_aot_runtime_preload` or on first use). Opaque to C; made by
+// `cuda_aot_runtime_open` or `cuda_aot_runtime_open_devices`, released by
+// `cuda_aot_runtime_free`. Thread-safe: every function taking a `const cuda_aot_runtime*`
+// may be called from several threads at once. Kernels and globals taken from it keep
+// their module loaded after the runtime is freed.
+typedef struct cuda_aot_runtime cuda_aot_runtime;
+
+// One parameter of a kernel's signed launch ABI.
+typedef struct cuda_aot_param {
+  // Byte offset of the parameter in the parameter buffer.
+  size_t offset;
+  // Size of the parameter in bytes (8 for a pointer, 4 for an `unsigned int`, the
+  // `sizeof` of a struct passed by value).
+  size_t size;
+} cuda_aot_param;
+
+// A launch geometry (grid or block), like CUDA's `dim3`.
+typedef struct cuda_aot_dim3 {
+  // x extent.
+  uint32_t x;
+  // y extent.
+  uint32_t y;
+  // z extent.
+  uint32_t z;
+} cuda_aot_dim3;
 
 // One verified module and target, as `cuda_aot_report_module` describes it. The strings
 // belong to the report: valid until it is freed, never to be freed by the caller.
@@ -102,12 +183,201 @@ typedef struct cuda_aot_module_info {
   uint64_t size;
 } cuda_aot_module_info;
 
+// The counters of a runtime (`cuda_aot::Counters`), as `cuda_aot_runtime_counters` fills
+// them.
+typedef struct cuda_aot_counters {
+  // Manifests verified (signatures, index entry) at open.
+  uint64_t modules_verified;
+  // Modules handed to the driver by this runtime.
+  uint64_t modules_loaded;
+  // Requests for a module that was already loaded in this process.
+  uint64_t cache_hits;
+  // Blob bytes hashed during verification.
+  uint64_t bytes_hashed;
+  // Time spent verifying, in nanoseconds.
+  uint64_t verify_time_ns;
+  // Time spent in the driver's load calls, in nanoseconds.
+  uint64_t driver_time_ns;
+  // Modules loaded as PTX through the driver JIT (compatibility mode).
+  uint64_t compat_loads;
+  // Signed documents whose signature threshold was checked at open (constant in the
+  // number of modules).
+  uint64_t signatures_checked;
+} cuda_aot_counters;
+
+// The device of a runtime, as `cuda_aot_runtime_device` describes it. The strings belong
+// to the runtime: valid until it is freed.
+typedef struct cuda_aot_device_info {
+  // The device ordinal in this process (after `CUDA_VISIBLE_DEVICES`).
+  size_t ordinal;
+  // The device's name (`NVIDIA H200`).
+  const char *name;
+  // The exact SM (`sm_90`).
+  const char *sm;
+  // The UUID as `nvidia-smi -L` prints it (`GPU-...`).
+  const char *uuid;
+  // Compute capability, major (9 for sm_90).
+  uint32_t cc_major;
+  // Compute capability, minor.
+  uint32_t cc_minor;
+  // Streaming multiprocessors.
+  uint32_t sm_count;
+  // The driver's CUDA version as `cuDriverGetVersion` gives it (13000 for 13.0).
+  int32_t driver_version;
+} cuda_aot_device_info;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // The version of the library (`"0.1.0"`), a static string. Never NULL.
 const char *cuda_aot_version(void);
+
+// The global's name as the manifest signs it (the demangled C++ name, e.g.
+// `poseidon::ROUND_CONSTANTS`). `""` for NULL. Owned by the global.
+//
+// # Safety
+//
+// `g` is NULL or a live global.
+const char *cuda_aot_global_name(const struct cuda_aot_global *g);
+
+// The global's size in bytes, as signed (and equal to what the driver reports); 0 for
+// NULL.
+//
+// # Safety
+//
+// `g` is NULL or a live global.
+size_t cuda_aot_global_size(const struct cuda_aot_global *g);
+
+// The global's device address (a `CUdeviceptr`) in the runtime's context, for a kernel
+// argument or a host's own stream-ordered copy; 0 for NULL. Valid while this handle lives.
+//
+// # Safety
+//
+// `g` is NULL or a live global.
+uint64_t cuda_aot_global_device_ptr(const struct cuda_aot_global *g);
+
+// Copies `size` bytes from `src` into the global (synchronously, `cuMemcpyHtoD`). Refused
+// with `CUDA_AOT_STATUS_LAUNCH` before the driver runs unless `size` is exactly the
+// global's signed size. Fill tables after `cuda_aot_runtime_preload` and before the first
+// launch that reads them.
+//
+// # Safety
+//
+// `g` is NULL or a live global; `src` is NULL or valid for reads of `size` bytes.
+enum cuda_aot_status cuda_aot_global_write(const struct cuda_aot_global *g,
+                                           const void *src,
+                                           size_t size);
+
+// Copies the global into `dst` (`size` bytes, synchronously, `cuMemcpyDtoH`). Refused
+// with `CUDA_AOT_STATUS_LAUNCH` before the driver runs unless `size` is exactly the
+// global's signed size.
+//
+// # Safety
+//
+// `g` is NULL or a live global; `dst` is NULL or valid for writes of `size` bytes.
+enum cuda_aot_status cuda_aot_global_read(const struct cuda_aot_global *g, void *dst, size_t size);
+
+// Frees a global handle (NULL is accepted).
+//
+// # Safety
+//
+// `g` is NULL or a global not freed before, which no other thread uses; it must not be
+// used after (nor its device address).
+void cuda_aot_global_free(struct cuda_aot_global *g);
+
+// The kernel's name as messages show it: the demangled C++ name for a C++ kernel, else
+// its symbol. `""` for NULL. Owned by the kernel.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+const char *cuda_aot_kernel_name(const struct cuda_aot_kernel *k);
+
+// The kernel's entry symbol (the mangled name for a C++ kernel). `""` for NULL. Owned by
+// the kernel.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+const char *cuda_aot_kernel_symbol(const struct cuda_aot_kernel *k);
+
+// The kernel's driver handle (`CUfunction`) in the runtime's context, for a host's own
+// `cuLaunchKernel` (which checks nothing: prefer `cuda_aot_kernel_launch`). NULL for NULL.
+// Valid while this kernel handle lives.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+struct CUfunc_st *cuda_aot_kernel_function(const struct cuda_aot_kernel *k);
+
+// The context-independent kernel handle (`CUkernel`) when the module was loaded with
+// `CUDA_AOT_LOAD_API_LIBRARY` (`cuLibraryLoadData`); NULL with `cuModuleLoadData` (the
+// default) and for NULL. Valid while this kernel handle lives.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+struct CUkern_st *cuda_aot_kernel_cu_kernel(const struct cuda_aot_kernel *k);
+
+// The number of parameters of the kernel's signed launch ABI (0 for NULL).
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+size_t cuda_aot_kernel_param_count(const struct cuda_aot_kernel *k);
+
+// Fills `*out` with parameter `i` of the kernel's signed launch ABI (offset and size).
+//
+// # Safety
+//
+// `k` is NULL or a live kernel; `out` is NULL or points to a writable `cuda_aot_param`.
+enum cuda_aot_status cuda_aot_kernel_param(const struct cuda_aot_kernel *k,
+                                           size_t i,
+                                           struct cuda_aot_param *out);
+
+// The largest block (threads) the kernel was compiled for (`__launch_bounds__`), as
+// signed; 0 when it sets no bound, and for NULL.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel.
+uint32_t cuda_aot_kernel_max_threads(const struct cuda_aot_kernel *k);
+
+// Enqueues the kernel (`cuLaunchKernel`) after checking the launch against its signed
+// ABI, before the driver is called: `count` must be the kernel's parameter count, each
+// `arg_sizes[i]` the size of its parameter `i`, the block at most the signed bound, and
+// `stream` a stream of the runtime's context (NULL, `CU_STREAM_LEGACY` or
+// `CU_STREAM_PER_THREAD` for that context's default stream; a `cudaStream_t` of the
+// device works too). A refused launch returns `CUDA_AOT_STATUS_LAUNCH` naming the kernel
+// and the parameter. `args[i]` points to the value of parameter `i`, as for
+// `cuLaunchKernel` (for a device buffer, a pointer to its `CUdeviceptr`); the driver copies
+// the values during the call. Returns once the launch is queued.
+//
+// # Safety
+//
+// `k` is NULL or a live kernel; `args` and `arg_sizes` are NULL (only with `count` 0) or
+// point to `count` entries; each `args[i]` points to a live value of `arg_sizes[i]` bytes
+// of the type the kernel's parameter has; every device pointer among them is valid for
+// every access the kernel makes with this geometry until it finishes; `stream` is NULL,
+// a default-stream handle or a live stream.
+enum cuda_aot_status cuda_aot_kernel_launch(const struct cuda_aot_kernel *k,
+                                            struct cuda_aot_dim3 grid,
+                                            struct cuda_aot_dim3 block,
+                                            uint32_t shared_mem_bytes,
+                                            struct CUstream_st *stream,
+                                            void *const *args,
+                                            const size_t *arg_sizes,
+                                            size_t count);
+
+// Frees a kernel handle (NULL is accepted); its module stays loaded while the runtime or
+// other handles use it.
+//
+// # Safety
+//
+// `k` is NULL or a kernel not freed before, which no other thread uses; it must not be
+// used after (nor its `CUfunction`).
+void cuda_aot_kernel_free(struct cuda_aot_kernel *k);
 
 // The message of the last failed call on this thread: what went wrong, naming the file,
 // module, target or key concerned. `""` when the last call that returns a status
@@ -123,6 +393,78 @@ const char *cuda_aot_last_error_fix(void);
 // The status of the last call on this thread that returns a `cuda_aot_status`
 // (`CUDA_AOT_STATUS_OK` when it succeeded, or before any call).
 enum cuda_aot_status cuda_aot_last_error_status(void);
+
+// Makes a policy from `preset` (`CUDA_AOT_POLICY_PRESET_DEVELOPMENT` or `_PRODUCTION`)
+// with the runtime's defaults: device 0, the exact SM's cubin only (no PTX), the per-user
+// rollback state file (the one `cargo xtask verify` shares), no offline grace,
+// `cuModuleLoadData`. On success `*out` is the new policy (free it with
+// `cuda_aot_policy_free`).
+//
+// # Safety
+//
+// `out` is NULL or points to a writable `cuda_aot_policy*`.
+enum cuda_aot_status cuda_aot_policy_new(int32_t preset, struct cuda_aot_policy **out);
+
+// Allows the labelled PTX compatibility mode: a module without a cubin for the device's
+// exact SM loads its PTX through the driver JIT (counted in `compat_loads`, logged).
+// Refused with production registries unless the release ships PTX for that module.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile.
+enum cuda_aot_status cuda_aot_policy_allow_ptx(struct cuda_aot_policy *policy);
+
+// Keeps the rollback state in the file `path` (created on first use) instead of the
+// per-user default.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile; `path` is NULL
+// or a NUL-terminated string.
+enum cuda_aot_status cuda_aot_policy_state_file(struct cuda_aot_policy *policy, const char *path);
+
+// Keeps no rollback state at all: an older release than one already seen is then
+// accepted. Logged as a warning at every open; meant for tests and throwaway hosts.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile.
+enum cuda_aot_status cuda_aot_policy_without_rollback_protection(struct cuda_aot_policy *policy);
+
+// Offline grace: an expired timestamp is still accepted up to `seconds` after the last
+// fresh verification recorded in the rollback state, with a warning naming the deadline.
+// 0 (the default) accepts no expired timestamp.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile.
+enum cuda_aot_status cuda_aot_policy_offline_grace(struct cuda_aot_policy *policy,
+                                                   uint64_t seconds);
+
+// The CUDA device ordinal `cuda_aot_runtime_open` opens (0 by default; after
+// `CUDA_VISIBLE_DEVICES`). `cuda_aot_runtime_open_devices` ignores it.
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile.
+enum cuda_aot_status cuda_aot_policy_device(struct cuda_aot_policy *policy, size_t ordinal);
+
+// The driver entry point modules are loaded with: `CUDA_AOT_LOAD_API_MODULE`
+// (`cuModuleLoadData`, the default) or `CUDA_AOT_LOAD_API_LIBRARY`
+// (`cuLibraryLoadData`).
+//
+// # Safety
+//
+// `policy` is NULL or a live policy that no other thread uses meanwhile.
+enum cuda_aot_status cuda_aot_policy_load_api(struct cuda_aot_policy *policy, int32_t api);
+
+// Frees a policy (NULL is accepted). Runtimes opened with it keep their own copy.
+//
+// # Safety
+//
+// `policy` is NULL or a policy of `cuda_aot_policy_new` not freed before; it must not be
+// used after.
+void cuda_aot_policy_free(struct cuda_aot_policy *policy);
 
 // The number of verified modules (module × target entries) in `report`; 0 for NULL.
 //
@@ -166,6 +508,149 @@ const char *cuda_aot_report_summary(const struct cuda_aot_report *report);
 // `report` is NULL or a report from `cuda_aot_verify`, freed at most once, with no other
 // thread still reading it.
 void cuda_aot_report_free(struct cuda_aot_report *report);
+
+// Verifies the registry folder `registry` against the trust root file `trust_root` and
+// opens it for the device the policy names (`cuda_aot_policy_device`, 0 by default), as
+// `cuda_aot::Runtime::open` does: the root chain, the timestamp (expiry, no rollback),
+// the index, build statements and promotions, then for each module the binary for exactly
+// this device's SM (PTX only if the policy allows it), the driver floor, and the selected
+// manifests and blobs (digest, size, ELF SM, kernels, launch ABI, globals). Nothing is
+// loaded yet (see `cuda_aot_runtime_preload`). A registry error is reported before a
+// driver error, so a host without a GPU still learns that its registry is wrong. The
+// versions seen are saved in the policy's rollback state file.
+//
+// `policy` NULL means the development preset's defaults. On success `*out` is the new
+// runtime (free it with `cuda_aot_runtime_free`); on failure it is NULL and the last error
+// names the module, target and file concerned, with its `Fix:`.
+//
+// # Safety
+//
+// `registry`, `trust_root` are NULL or NUL-terminated strings; `policy` is NULL or a live
+// policy; `out` is NULL or points to a writable `cuda_aot_runtime*`.
+enum cuda_aot_status cuda_aot_runtime_open(const char *registry,
+                                           const char *trust_root,
+                                           const struct cuda_aot_policy *policy,
+                                           struct cuda_aot_runtime **out);
+
+// `cuda_aot_runtime_open` for several devices of this process (`devices`, `count`
+// ordinals): the registry is verified once, every device gets its own selection,
+// driver-floor check, modules and counters; blobs shared by devices of one SM are read
+// and hashed once. The policy's own device is ignored. On success `out[i]` is the runtime
+// of `devices[i]` (free each with `cuda_aot_runtime_free`); on failure every `out[i]` is
+// NULL.
+//
+// # Safety
+//
+// `registry`, `trust_root` are NULL or NUL-terminated strings; `policy` is NULL or a live
+// policy; `devices` is NULL or points to `count` ordinals; `out` is NULL or points to
+// `count` writable `cuda_aot_runtime*`.
+enum cuda_aot_status cuda_aot_runtime_open_devices(const char *registry,
+                                                   const char *trust_root,
+                                                   const struct cuda_aot_policy *policy,
+                                                   const size_t *devices,
+                                                   size_t count,
+                                                   struct cuda_aot_runtime **out);
+
+// Loads every selected module now (at startup, before the first request): each exactly
+// once per process and device, however many runtimes or threads ask.
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime.
+enum cuda_aot_status cuda_aot_runtime_preload(const struct cuda_aot_runtime *rt);
+
+// Fills `*out` with a snapshot of the runtime's counters.
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime; `out` is NULL or points to a writable
+// `cuda_aot_counters`.
+enum cuda_aot_status cuda_aot_runtime_counters(const struct cuda_aot_runtime *rt,
+                                               struct cuda_aot_counters *out);
+
+// Fills `*out` with the runtime's device (its strings belong to the runtime).
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime; `out` is NULL or points to a writable
+// `cuda_aot_device_info`.
+enum cuda_aot_status cuda_aot_runtime_device(const struct cuda_aot_runtime *rt,
+                                             struct cuda_aot_device_info *out);
+
+// The device's primary context (a `CUcontext`), which every module of the runtime lives
+// in: the one the CUDA runtime API uses on this device too, so memory from `cudaMalloc`
+// and streams from `cudaStreamCreate` work with the runtime's kernels. NULL for a NULL
+// runtime. Valid while the runtime lives.
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime.
+struct CUctx_st *cuda_aot_runtime_context(const struct cuda_aot_runtime *rt);
+
+// The verified index version the runtime opened (0 for a NULL runtime).
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime.
+uint64_t cuda_aot_runtime_index_version(const struct cuda_aot_runtime *rt);
+
+// How many modules the runtime selected for its device (0 for a NULL runtime).
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime.
+size_t cuda_aot_runtime_module_count(const struct cuda_aot_runtime *rt);
+
+// Fills `*out` with the `i`-th selected module (in name order): its name, the target and
+// kind of the blob selected for this device, its digest and size.
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime; `out` is NULL or points to a writable
+// `cuda_aot_module_info`.
+enum cuda_aot_status cuda_aot_runtime_module(const struct cuda_aot_runtime *rt,
+                                             size_t i,
+                                             struct cuda_aot_module_info *out);
+
+// The kernel `name` of module `module`, loading the module on first use: `name` is the
+// kernel's symbol, its demangled C++ name without parameters (`ntt::bit_rev<gl64_t>`) or
+// its full demangled signature, as the signed manifest records them. The kernel carries
+// its signed launch ABI, which `cuda_aot_kernel_launch` checks. On success `*out` is a new
+// kernel handle (free it with `cuda_aot_kernel_free`). An unknown name lists the module's
+// kernels; an ambiguous one lists the candidates.
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime; `module`, `name` are NULL or NUL-terminated strings;
+// `out` is NULL or points to a writable `cuda_aot_kernel*`.
+enum cuda_aot_status cuda_aot_runtime_kernel(const struct cuda_aot_runtime *rt,
+                                             const char *module,
+                                             const char *name,
+                                             struct cuda_aot_kernel **out);
+
+// The device global `name` (a `__constant__` or `__device__` variable) of module
+// `module`, by its symbol or demangled name as the signed manifest lists it, loading the
+// module on first use. The handle has the device address and the signed size; copies
+// through it must be exactly that size. On success `*out` is a new global handle (free it
+// with `cuda_aot_global_free`).
+//
+// # Safety
+//
+// `rt` is NULL or a live runtime; `module`, `name` are NULL or NUL-terminated strings;
+// `out` is NULL or points to a writable `cuda_aot_global*`.
+enum cuda_aot_status cuda_aot_runtime_global(const struct cuda_aot_runtime *rt,
+                                             const char *module,
+                                             const char *name,
+                                             struct cuda_aot_global **out);
+
+// Frees a runtime (NULL is accepted). Kernels and globals taken from it stay valid (each
+// keeps its module loaded) until they are freed.
+//
+// # Safety
+//
+// `rt` is NULL or a runtime not freed before, which no other thread uses; it must not be
+// used after.
+void cuda_aot_runtime_free(struct cuda_aot_runtime *rt);
 
 // The name of a status code, e.g. `"CUDA_AOT_STATUS_TAMPERED"`, or
 // `"CUDA_AOT_STATUS_UNKNOWN"` for a number that is no status. Never NULL; the string is

@@ -24,13 +24,22 @@
 //! `CUDA_AOT_STATUS_INTERNAL`): the crate must be built with `panic = "unwind"` (cargo's
 //! default), never `abort`. All `unsafe` here is the FFI boundary: raw pointers from C.
 
+pub mod cuda_types;
+pub mod global;
+pub mod kernel;
 pub mod last_error;
+pub mod policy;
 pub mod report;
+pub mod runtime;
 pub mod status;
 pub mod verify;
 
+pub use global::Global;
+pub use kernel::{Dim3, Kernel, ParamInfo};
 pub use last_error::{Failure, cuda_aot_last_error_fix, cuda_aot_last_error_message};
+pub use policy::{LoadApiChoice, Policy, PolicyPreset};
 pub use report::{ModuleInfo, Report};
+pub use runtime::{Counters, DeviceInfo, Runtime};
 pub use status::Status;
 pub use verify::{CUDA_AOT_VERIFY_SAVE_STATE, cuda_aot_verify};
 

@@ -59,6 +59,10 @@ pub enum Status {
     NoTarget = 15,
     /// The CUDA driver failed, refused a module, or is older than a module needs.
     Driver = 16,
+    /// A launch or copy refused before the driver ran: an argument count or size other
+    /// than the kernel's signed launch ABI, a block above its signed bound, a stream of
+    /// another context, a copy to or from a global that is not exactly its signed size.
+    Launch = 17,
     /// A bug: a panic inside the library was caught at the boundary (the message says
     /// where). Please report it.
     Internal = 99,
@@ -83,13 +87,14 @@ impl From<ErrorKind> for Status {
             ErrorKind::Policy => Status::Policy,
             ErrorKind::NoTarget => Status::NoTarget,
             ErrorKind::Driver => Status::Driver,
+            ErrorKind::Launch => Status::Launch,
         }
     }
 }
 
 impl Status {
     /// Every status, in number order.
-    pub fn all() -> [Status; 18] {
+    pub fn all() -> [Status; 19] {
         [
             Status::Ok,
             Status::InvalidArgument,
@@ -108,6 +113,7 @@ impl Status {
             Status::Policy,
             Status::NoTarget,
             Status::Driver,
+            Status::Launch,
             Status::Internal,
         ]
     }
@@ -132,6 +138,7 @@ impl Status {
             Status::Policy => "CUDA_AOT_STATUS_POLICY\0",
             Status::NoTarget => "CUDA_AOT_STATUS_NO_TARGET\0",
             Status::Driver => "CUDA_AOT_STATUS_DRIVER\0",
+            Status::Launch => "CUDA_AOT_STATUS_LAUNCH\0",
             Status::Internal => "CUDA_AOT_STATUS_INTERNAL\0",
         }
     }

@@ -145,7 +145,7 @@ fn default_state(registry: &Path) -> Result<PathBuf, Failure> {
 /// # Safety
 ///
 /// `p` is NULL or a NUL-terminated string.
-unsafe fn path_arg(p: *const c_char, what: &str) -> Result<PathBuf, Failure> {
+pub(crate) unsafe fn path_arg(p: *const c_char, what: &str) -> Result<PathBuf, Failure> {
     // SAFETY: forwarded from the caller.
     unsafe { optional_path(p, what) }?.ok_or_else(|| null(what))
 }
@@ -155,7 +155,10 @@ unsafe fn path_arg(p: *const c_char, what: &str) -> Result<PathBuf, Failure> {
 /// # Safety
 ///
 /// `p` is NULL or a NUL-terminated string.
-unsafe fn optional_path(p: *const c_char, what: &str) -> Result<Option<PathBuf>, Failure> {
+pub(crate) unsafe fn optional_path(
+    p: *const c_char,
+    what: &str,
+) -> Result<Option<PathBuf>, Failure> {
     if p.is_null() {
         return Ok(None);
     }

@@ -130,10 +130,57 @@ fn null_and_malformed_arguments_are_invalid_argument_from_c() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(
         stdout.lines().filter(|l| l.starts_with("ok ")).count(),
-        7,
+        27,
         "{stdout}"
     );
     assert!(stdout.contains("ok registry NULL: CUDA_AOT_STATUS_INVALID_ARGUMENT (registry is NULL) Fix: pass a valid pointer as registry"), "{stdout}");
+}
+
+/// `tests/c/open.c` (open a registry for device 0 and preload it) run on `registry`.
+fn open_c(registry: &Path, trust: &Path, state: &Path, production: bool) -> (i32, String) {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    let exe = EXE.get_or_init(|| {
+        let exe = bin_dir().join("open");
+        compile_c(&["capi/tests/c/open.c"], &exe, &link_shared());
+        exe
+    });
+    let mut args = vec![registry, trust];
+    let production_arg = Path::new("production");
+    if production {
+        args.push(production_arg);
+    }
+    let out = run(exe, &args, state);
+    let (stdout, stderr) = texts(&out);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}
+
+#[test]
+fn opening_from_c_gives_the_typed_error_and_fix_for_a_missing_driver_and_a_bad_registry() {
+    let r = Registry::publish();
+    if !cuda_aot::cuda::driver_present() {
+        // The registry verifies, then the driver is missing: DRIVER, with its Fix.
+        let (code, text) = open_c(&r.path(), &r.trust_root(), &r.state_dir(), false);
+        assert_eq!(code, 16, "{text}");
+        assert!(text.contains("status CUDA_AOT_STATUS_DRIVER\n"), "{text}");
+        assert!(text.contains("libcuda"), "{text}");
+        assert!(text.contains("Fix: install the NVIDIA driver"), "{text}");
+    }
+    // The production policy refuses a dev registry before any driver call.
+    let (code, text) = open_c(&r.path(), &r.trust_root(), &r.state_dir(), true);
+    assert_eq!(code, 14, "{text}");
+    assert!(text.contains("status CUDA_AOT_STATUS_POLICY\n"), "{text}");
+    // Another registry's trust root: UNTRUSTED_KEY, whatever the host.
+    let other = Registry::publish();
+    let (code, text) = open_c(&r.path(), &other.trust_root(), &r.state_dir(), false);
+    assert_eq!(code, 8, "{text}");
+    assert!(
+        text.contains("status CUDA_AOT_STATUS_UNTRUSTED_KEY\n"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("Fix: ") && l.len() > 10),
+        "{text}"
+    );
 }
 
 /// `tests/c/handles.c` built with AddressSanitizer (and its leak checker) against the

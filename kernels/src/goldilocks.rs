@@ -88,10 +88,42 @@ pub fn axpy(alpha: u64, x: &[u64], y: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// The number of coefficients of `field_ops`'s `gl_poly_coeffs` table.
+pub const POLY_TERMS: usize = 8;
+
+/// What `gl_poly_eval` writes with the table `coeffs` in `gl_poly_coeffs`:
+/// `out[i] = sum_k coeffs[k] * x[i]^k` mod p (Horner's rule, as the kernel runs it).
+pub fn poly_eval(coeffs: &[u64; POLY_TERMS], x: &[u64]) -> Vec<u64> {
+    x.iter()
+        .map(|&x| {
+            coeffs[..POLY_TERMS - 1]
+                .iter()
+                .rev()
+                .fold(coeffs[POLY_TERMS - 1], |acc, &c| add(mul(acc, x), c))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_rng::XorShift;
+
+    #[test]
+    fn poly_eval_is_the_sum_of_the_terms() {
+        let mut rng = XorShift::new(11);
+        let coeffs: [u64; POLY_TERMS] = std::array::from_fn(|_| rng.next_u64() % P);
+        let x: Vec<u64> = (0..64)
+            .map(|_| rng.next_u64() % P)
+            .chain([0, 1, P - 1])
+            .collect();
+        let want: Vec<u64> = x
+            .iter()
+            .map(|&x| (0..POLY_TERMS).fold(0, |acc, k| add(acc, mul(coeffs[k], pow(x, k as u64)))))
+            .collect();
+        assert_eq!(poly_eval(&coeffs, &x), want);
+        assert_eq!(poly_eval(&coeffs, &[0]), [coeffs[0]]);
+    }
 
     /// 2^64 mod p.
     const EPSILON: u64 = 0xFFFF_FFFF;

@@ -9,7 +9,9 @@
 
 #![allow(unsafe_code)]
 
-use cuda_aot::cuda::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Kernel, KernelArg};
+use cuda_aot::cuda::{
+    CudaSlice, CudaStream, DeviceGlobal, DevicePtr, DevicePtrMut, Kernel, KernelArg,
+};
 use cuda_aot::{Error, Module, Result, Runtime};
 
 /// Largest grid the wrappers launch; the kernels use grid-stride loops.
@@ -71,11 +73,14 @@ unsafe fn launch(
     unsafe { k.launch_args(stream, grid, (block, 1, 1), 0, params) }.map_err(Error::from)
 }
 
-/// Goldilocks vector operations (`field_ops`: gl_add, gl_mul, gl_axpy).
+/// Goldilocks vector operations (`field_ops`: gl_add, gl_mul, gl_axpy, and gl_poly_eval
+/// with its host-filled coefficient table `gl_poly_coeffs`).
 pub struct FieldOps {
     add: Kernel,
     mul: Kernel,
     axpy: Kernel,
+    poly_eval: Kernel,
+    coeffs: DeviceGlobal,
     block: u32,
 }
 
@@ -87,6 +92,8 @@ impl FieldOps {
             add: m.kernel("gl_add")?,
             mul: m.kernel("gl_mul")?,
             axpy: m.kernel("gl_axpy")?,
+            poly_eval: m.kernel("gl_poly_eval")?,
+            coeffs: m.global("gl_poly_coeffs")?,
             block: block_of(&m, 256),
         })
     }
@@ -160,6 +167,30 @@ impl FieldOps {
         ];
         // SAFETY: (u64, const u64*, const u64*, u64*, unsigned) as declared; n elements each.
         unsafe { launch(&self.axpy, stream, g, self.block, &mut params) }
+    }
+
+    /// Fills the module's `gl_poly_coeffs` table (synchronously; once per device, before
+    /// the first [`FieldOps::poly_eval`]; entries canonical).
+    pub fn set_poly(&self, coeffs: &[u64; crate::goldilocks::POLY_TERMS]) -> Result<()> {
+        Ok(self.coeffs.write_values(coeffs)?)
+    }
+
+    /// out = the polynomial of [`FieldOps::set_poly`] at each x (mod p), element-wise.
+    pub fn poly_eval(
+        &self,
+        stream: &CudaStream,
+        x: &CudaSlice<u64>,
+        out: &mut CudaSlice<u64>,
+    ) -> Result<()> {
+        check_len("out", out.len(), x.len())?;
+        let mut n = len_u32("x", x.len())?;
+        let (mut px, _gx) = x.device_ptr(stream);
+        let (mut po, _go) = out.device_ptr_mut(stream);
+        let g = grid(u64::from(n), self.block);
+        let mut params = [arg(&mut px), arg(&mut po), arg(&mut n)];
+        // SAFETY: (const u64*, u64*, unsigned) as declared; n elements each; the table is
+        // a __constant__ of the module, filled (or zero) before.
+        unsafe { launch(&self.poly_eval, stream, g, self.block, &mut params) }
     }
 }
 

@@ -4,6 +4,8 @@
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
 
+use crate::ErrorKind;
+
 /// Everything the CUDA boundary can refuse or report.
 ///
 /// Variants carry the evidence (driver entry point, error name such as
@@ -90,15 +92,17 @@ pub enum CudaError {
     /// A kernel was launched on a stream of another context than the one it was loaded into.
     #[error(
         "kernel {function:?} was loaded into the context of device {kernel_ordinal}, \
-         but the stream belongs to a context of device {stream_ordinal}"
+         but the stream belongs to {}",
+        stream_ordinal.map_or("another context".to_string(), |o| format!("a context of device {o}"))
     )]
     ContextMismatch {
         /// The kernel's entry name.
         function: String,
         /// Device ordinal of the kernel's context.
         kernel_ordinal: usize,
-        /// Device ordinal of the stream's context.
-        stream_ordinal: usize,
+        /// Device ordinal of the stream's context, where the driver can say (a raw stream
+        /// on a driver older than CUDA 12.8 cannot).
+        stream_ordinal: Option<usize>,
     },
 
     /// A launch passed another number of parameters than the kernel declares.
@@ -251,6 +255,33 @@ fn error_message(err: &DriverError) -> String {
 }
 
 impl CudaError {
+    /// The kind of this error ([`crate::Error::kind`] for driver-layer errors): a launch or
+    /// copy refused by a signed check is [`ErrorKind::Launch`], bytes the driver or the
+    /// manifest disagree about are [`ErrorKind::BadContent`], a bad name is
+    /// [`ErrorKind::InvalidArgument`], everything else (the driver failed, is missing or
+    /// too old, no such device) is [`ErrorKind::Driver`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CudaError::ContextMismatch { .. }
+            | CudaError::ParamCount { .. }
+            | CudaError::ParamSize { .. }
+            | CudaError::BlockTooLarge { .. }
+            | CudaError::GlobalSize { .. } => ErrorKind::Launch,
+            CudaError::BadImage { .. }
+            | CudaError::AbiMismatch { .. }
+            | CudaError::GlobalDriverSize { .. } => ErrorKind::BadContent,
+            CudaError::InvalidName { .. } => ErrorKind::InvalidArgument,
+            CudaError::DriverMissing
+            | CudaError::Driver { .. }
+            | CudaError::Function { .. }
+            | CudaError::NoDevice { .. }
+            | CudaError::DriverTooOld { .. }
+            | CudaError::Global { .. } => ErrorKind::Driver,
+            #[cfg(feature = "research")]
+            CudaError::CompilerMissing | CudaError::Compile { .. } => ErrorKind::Driver,
+        }
+    }
+
     /// A failed driver call (`op` is the entry point) as an error with its evidence.
     pub fn driver(op: &'static str, err: DriverError) -> Self {
         CudaError::Driver {
@@ -562,7 +593,7 @@ mod tests {
             CudaError::ContextMismatch {
                 function: "k".into(),
                 kernel_ordinal: 0,
-                stream_ordinal: 1,
+                stream_ordinal: Some(1),
             },
             CudaError::ParamCount {
                 function: "k".into(),

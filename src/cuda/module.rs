@@ -276,11 +276,12 @@ impl LoadedModule {
         require_driver()?;
         let owner = &self.owner;
         bind(&owner.ctx)?;
-        let func = match owner.handle {
+        let (func, cu_kernel) = match owner.handle {
             Handle::Module(module) => {
                 // SAFETY: `module` is loaded (the owner is alive) in `ctx`, which is current.
-                unsafe { result::module::get_function(module, c_name) }
-                    .map_err(|e| CudaError::function(name, "cuModuleGetFunction", e))?
+                let func = unsafe { result::module::get_function(module, c_name) }
+                    .map_err(|e| CudaError::function(name, "cuModuleGetFunction", e))?;
+                (func, None)
             }
             Handle::Library(library) => {
                 let mut kernel = MaybeUninit::<sys::CUkernel>::uninit();
@@ -298,7 +299,7 @@ impl LoadedModule {
                     .result()
                     .map_err(|e| CudaError::function(name, "cuKernelGetFunction", e))?;
                 // SAFETY: the call succeeded, so it wrote the handle.
-                unsafe { func.assume_init() }
+                (unsafe { func.assume_init() }, Some(kernel))
             }
         };
         let mut params = None;
@@ -313,6 +314,7 @@ impl LoadedModule {
         }
         Ok(Kernel {
             func,
+            cu_kernel,
             name: Arc::from(name),
             params,
             signed: None,
@@ -543,6 +545,8 @@ fn check_global_size(
 #[derive(Clone)]
 pub struct Kernel {
     func: sys::CUfunction,
+    /// The context-independent handle, when the module came through `cuLibraryLoadData`.
+    cu_kernel: Option<sys::CUkernel>,
     name: Arc<str>,
     /// `None` when the driver cannot say (older than CUDA 12.4).
     params: Option<Arc<[ParamInfo]>>,
@@ -598,6 +602,20 @@ impl<'a> KernelArg<'a> {
         KernelArg {
             ptr: (value as *mut T).cast(),
             size: std::mem::size_of::<T>(),
+            _value: std::marker::PhantomData,
+        }
+    }
+    /// An argument given as a pointer to its value and the value's size (a C caller's
+    /// `void *args[]` and `size_t sizes[]`, checked against the signed layout like any
+    /// other argument).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` points to a live value of `size` bytes that stays valid for `'a`.
+    pub unsafe fn from_raw(ptr: *mut c_void, size: usize) -> Self {
+        KernelArg {
+            ptr,
+            size,
             _value: std::marker::PhantomData,
         }
     }
@@ -717,6 +735,66 @@ impl Kernel {
         unsafe { self.launch(stream, grid, block, shared_mem_bytes, &mut params) }
     }
 
+    /// [`Kernel::launch_args`] on a raw driver stream: a `CUstream` the caller's own CUDA
+    /// code made (C and C++ hosts, through the C ABI), or null for the legacy default
+    /// stream of the kernel's context (`CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD` are
+    /// the default streams too). The same checks, before the driver is called: every
+    /// argument's size against the signed layout, the block against the signed bound, and
+    /// the stream's context (`cuStreamGetCtx`) against the kernel's
+    /// ([`CudaError::ContextMismatch`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::launch_args`]; and `stream` is null, one of the two default-stream
+    /// handles, or a live stream the caller keeps alive until the launch is queued.
+    pub unsafe fn launch_args_on_raw_stream(
+        &self,
+        stream: sys::CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        args: &mut [KernelArg<'_>],
+    ) -> Result<(), CudaError> {
+        let sizes: Vec<Option<usize>> = args.iter().map(|a| Some(a.size)).collect();
+        self.check_launch(block, &sizes)?;
+        require_driver()?;
+        let ctx = &self.owner.ctx;
+        bind(ctx)?;
+        let default_stream = [0usize, 1, 2].contains(&(stream as usize));
+        if !default_stream {
+            let mut stream_ctx = MaybeUninit::<sys::CUcontext>::uninit();
+            // SAFETY: `stream` is a live stream (see # Safety); the out-pointer is a live
+            // local.
+            unsafe { sys::cuStreamGetCtx(stream, stream_ctx.as_mut_ptr()) }
+                .result()
+                .map_err(|e| CudaError::function(&self.name, "cuStreamGetCtx", e))?;
+            // SAFETY: the call succeeded, so it wrote the handle.
+            if unsafe { stream_ctx.assume_init() } != ctx.cu_ctx() {
+                return Err(CudaError::ContextMismatch {
+                    function: self.display_name().to_string(),
+                    kernel_ordinal: ctx.ordinal(),
+                    stream_ordinal: stream_device(stream),
+                });
+            }
+        }
+        let mut params: Vec<*mut c_void> = args.iter().map(|a| a.ptr).collect();
+        // SAFETY: `func` belongs to the live module in `ctx`, current on this thread and the
+        // stream's context (checked above, or the context's own default stream); the
+        // argument count and sizes match the signed layout (checked above); the values and
+        // the device memory the kernel touches are the caller's contract (# Safety).
+        unsafe {
+            result::launch_kernel(
+                self.func,
+                grid,
+                block,
+                shared_mem_bytes,
+                stream,
+                &mut params,
+            )
+        }
+        .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
+    }
+
     /// Whether the kernel came from a cubin or from JIT-compiled PTX.
     pub fn kind(&self) -> ImageKind {
         self.owner.kind
@@ -731,6 +809,13 @@ impl Kernel {
     /// `Kernel` (or a clone) lives; do not use it after.
     pub fn cu_function(&self) -> sys::CUfunction {
         self.func
+    }
+
+    /// The context-independent kernel handle (`CUkernel`) when the module was loaded with
+    /// [`LoadApi::Library`] (`cuLibraryLoadData`); `None` for `cuModuleLoadData`. Valid
+    /// while this `Kernel` (or a clone) lives.
+    pub fn cu_kernel(&self) -> Option<sys::CUkernel> {
+        self.cu_kernel
     }
 
     /// One attribute (`cuFuncGetAttribute`), as a non-negative number.
@@ -812,7 +897,7 @@ impl Kernel {
             return Err(CudaError::ContextMismatch {
                 function: self.name.to_string(),
                 kernel_ordinal: ctx.ordinal(),
-                stream_ordinal: stream.context().ordinal(),
+                stream_ordinal: Some(stream.context().ordinal()),
             });
         }
         self.check_launch(block, &vec![None; params.len()])?;
@@ -877,6 +962,21 @@ fn check_launch(
         });
     }
     Ok(())
+}
+
+/// The device of a raw stream, for messages (`cuStreamGetDevice`, CUDA 12.8+); `None` when
+/// the driver cannot say.
+fn stream_device(stream: sys::CUstream) -> Option<usize> {
+    if driver_version().ok()? < 12080 {
+        return None;
+    }
+    let mut device: sys::CUdevice = 0;
+    // SAFETY: the driver exports cuStreamGetDevice from CUDA 12.8 on (checked above);
+    // `stream` is a live stream (the caller's contract) and the out-pointer a live local.
+    unsafe { sys::cuStreamGetDevice(stream, &mut device) }
+        .result()
+        .ok()?;
+    usize::try_from(device).ok()
 }
 
 /// `offset:size` pairs for messages.

@@ -1,0 +1,216 @@
+//! Issue 22: the C++ example prover (`examples/cpp/prover.cpp`, on `cuda_aot.hpp` over the C
+//! ABI) compiles with the system `c++`, warnings as errors, against the C ABI's shared
+//! library (a dev-dependency, so cargo builds it beside this test) and the pinned toolkit's
+//! CUDA headers and static runtime; and on a real dev release (real nvcc, generated keys)
+//! it says why it cannot run: no driver here (after the registry verified), a flipped blob
+//! byte (before any driver call), a dev registry under the production policy. On the GPU
+//! host `docs/gpu-run.sh` runs the same program against the release and checks its kernels.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use base64::Engine;
+
+use common::{Out, Ws, toolkit_root, xtask};
+
+/// The folder cargo built `libcuda_aot_capi.{so,a}` into for this test (beside it).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().to_path_buf();
+    assert!(
+        dir.join("libcuda_aot_capi.so").is_file(),
+        "libcuda_aot_capi.so is not beside {}: cargo builds it for xtask's tests (dev-dependency)",
+        exe.display()
+    );
+    dir
+}
+
+/// Compiles the example into `out`: C++17, -Wall -Wextra -Werror, the shared library found
+/// through an rpath, cudart linked statically (it loads the driver at run time).
+fn compile(out: &Path) {
+    let cuda = toolkit_root();
+    let lib = lib_dir();
+    let mut cxx = Command::new("c++");
+    cxx.current_dir(common::repo())
+        .args(["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
+        .arg("examples/cpp/prover.cpp")
+        .arg("-Icapi/include")
+        .arg(format!("-I{}", cuda.join("include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lcuda_aot_capi")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg(cuda.join("lib/libcudart_static.a"))
+        .args(["-ldl", "-lpthread", "-lrt", "-o"])
+        .arg(out);
+    let done = cxx
+        .output()
+        .unwrap_or_else(|e| panic!("c++ could not be started ({e}): the C++ test needs g++"));
+    assert!(
+        done.status.success(),
+        "{cxx:?} failed:\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+fn run(prover: &Path, ws: &Ws, args: &[&str]) -> (Output, String, String) {
+    let out = Command::new(prover)
+        .arg(ws.path("spec/.cuda-aot/registry"))
+        .arg(ws.path("spec/.cuda-aot/dev-keys/root.json"))
+        .args(args)
+        .env("CUDA_AOT_STATE_DIR", ws.path("state"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+#[test]
+fn issue_22_the_cpp_example_prover_compiles_and_says_why_it_cannot_run_here() {
+    let ws = Ws::new();
+    Out::of(
+        xtask()
+            .env("CUDA_AOT_BUILD_CACHE", ws.path("cache"))
+            .args(["release", "--spec"])
+            .arg(ws.path("spec/release.toml")),
+    )
+    .ok();
+    let prover = ws.path("prover-cpp");
+    compile(&prover);
+
+    // Bad arguments: the usage line, exit 2.
+    let out = Command::new(&prover).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("usage:"));
+
+    if !Path::new("/dev/nvidiactl").exists() {
+        // No driver (CI): the registry verifies, then the driver is missing, with its Fix.
+        let (out, _, stderr) = run(&prover, &ws, &[]);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("(CUDA_AOT_STATUS_DRIVER)") && stderr.contains("libcuda"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("\nFix: install the NVIDIA driver"),
+            "{stderr}"
+        );
+    }
+
+    // The production policy refuses a dev registry as a whole, naming both channels.
+    let (out, _, stderr) = run(&prover, &ws, &["--production"]);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("(CUDA_AOT_STATUS_POLICY)"), "{stderr}");
+    assert!(
+        stderr.contains("production") && stderr.contains("dev"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("\nFix: "), "{stderr}");
+
+    // A timestamp whose signed payload was changed (version 1 -> 9): refused before any
+    // driver call, whether or not this host has one.
+    let ts = ws.path("spec/.cuda-aot/registry/timestamp.json");
+    let mut env: serde_json::Value = serde_json::from_slice(&std::fs::read(&ts).unwrap()).unwrap();
+    let payload =
+        String::from_utf8(b64().decode(env["payload"].as_str().unwrap()).unwrap()).unwrap();
+    let forged = payload.replacen("\"version\": 1,", "\"version\": 9,", 1);
+    assert_ne!(forged, payload, "{payload}");
+    env["payload"] = b64().encode(forged).into();
+    let original = std::fs::read(&ts).unwrap();
+    std::fs::write(&ts, serde_json::to_vec(&env).unwrap()).unwrap();
+    let (out, stdout, stderr) = run(&prover, &ws, &[]);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("(CUDA_AOT_STATUS_BAD_SIGNATURE)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("timestamp") && stderr.contains("\nFix: "),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("loaded"), "nothing loaded: {stdout}");
+    std::fs::write(&ts, original).unwrap();
+
+    // examples/c/verify.c on the same fresh release: accepted, one line per module and
+    // target; then one flipped byte of a blob is refused, naming module, target and file.
+    let verify = ws.path("verify");
+    compile_c(&verify);
+    let check = |expect: i32| {
+        let out = Command::new(&verify)
+            .arg(ws.path("spec/.cuda-aot/registry"))
+            .arg(ws.path("spec/.cuda-aot/dev-keys/root.json"))
+            .env("CUDA_AOT_STATE_DIR", ws.path("state-verify"))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(expect), "{text}");
+        text
+    };
+    let good = check(0);
+    for module in ["alpha", "beta", "gamma"] {
+        assert!(
+            good.lines()
+                .any(|l| l.split_whitespace().take(3).eq([module, "sm_90", "cubin"])),
+            "{good}"
+        );
+    }
+    let blob = first_blob(&ws.path("spec/.cuda-aot/registry/blobs/blake3"));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&blob, &bytes).unwrap();
+    let bad = check(1);
+    assert!(bad.contains("(CUDA_AOT_STATUS_TAMPERED)"), "{bad}");
+    assert!(
+        bad.contains("[module ") && bad.contains(&blob.display().to_string()),
+        "{bad}"
+    );
+    assert!(bad.contains("\nFix: "), "{bad}");
+}
+
+/// The first blob file (in name order) under the sharded blob folder.
+fn first_blob(dir: &Path) -> PathBuf {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files.into_iter().next().expect("a blob")
+}
+
+/// Compiles examples/c/verify.c with `cc` against the shared library, warnings as errors.
+fn compile_c(out: &Path) {
+    let lib = lib_dir();
+    let mut cc = Command::new("cc");
+    cc.current_dir(common::repo())
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "examples/c/verify.c",
+        ])
+        .arg("-Icapi/include")
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lcuda_aot_capi")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(out);
+    let done = cc.output().expect("cc");
+    assert!(
+        done.status.success(),
+        "{cc:?}:\n{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::STANDARD
+}
