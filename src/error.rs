@@ -409,8 +409,9 @@ pub enum Error {
         /// Whether PTX the device could JIT exists.
         ptx_available: bool,
     },
-    /// The module needs a newer CUDA driver than the one installed.
-    #[error("{what}: needs CUDA driver {need} or newer; this driver is {have}")]
+    /// The module needs a newer CUDA driver than the one installed (for PTX: a driver whose
+    /// JIT does not know the PTX ISA the module is written in).
+    #[error("{what}: needs CUDA driver {need} or newer{}; this driver is {have}", .ptx_isa_of.as_ref().map_or(String::new(), |nvcc| format!(" to JIT its PTX (the PTX ISA of nvcc {nvcc})")))]
     DriverTooOld {
         /// Module and target.
         what: String,
@@ -418,6 +419,9 @@ pub enum Error {
         need: String,
         /// The installed driver's CUDA version.
         have: String,
+        /// For a PTX module, the nvcc version whose PTX ISA the driver must JIT (the floor
+        /// is that toolkit's major.minor); `None` for a cubin.
+        ptx_isa_of: Option<String>,
     },
     /// A module or kernel name that the verified bundle does not hold.
     #[error("unknown {kind} {name:?}; available: {available}")]

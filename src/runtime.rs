@@ -18,7 +18,7 @@ use crate::identity::{
     resolve_global,
 };
 use crate::limits::Limits;
-use crate::metadata::IndexEntry;
+use crate::metadata::{IndexEntry, Time};
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};
 use crate::state::TrustState;
@@ -386,7 +386,7 @@ impl Runtime {
                 .iter()
                 .map(|&d| s.spawn(move || Device::open(d)))
                 .collect();
-            let verified = verify_registry_metadata(registry, trust_root, &policy);
+            let verified = verify_registry_metadata(registry, trust_root, &policy, Time::now());
             let opened: Vec<_> = handles
                 .into_iter()
                 .map(|h| h.join().expect("device thread"))
@@ -710,8 +710,22 @@ impl Runtime {
         policy: &Policy,
         device: &DeviceSpec,
     ) -> Result<Vec<Diagnosis>> {
+        Runtime::diagnose_at(registry, trust_root, policy, device, Time::now())
+    }
+
+    /// [`Runtime::diagnose`] with the verifier's clock at `at` (expiry and the freeze bound
+    /// are checked as of then): will the registry still load on the day of a deployment?
+    /// A time before now would accept what has already expired: callers pass now or later
+    /// (`cargo xtask doctor --at` refuses an earlier one, as `verify --at` does).
+    pub fn diagnose_at(
+        registry: impl AsRef<Path>,
+        trust_root: &[u8],
+        policy: &Policy,
+        device: &DeviceSpec,
+        at: Time,
+    ) -> Result<Vec<Diagnosis>> {
         let registry = registry.as_ref();
-        let (index, _state, _) = verify_registry_metadata(registry, trust_root, policy)?;
+        let (index, _state, _) = verify_registry_metadata(registry, trust_root, policy, at)?;
         let src = DirSource::new(registry);
         let entries = &index.index().entries;
         let mut out = Vec::new();
@@ -758,13 +772,14 @@ fn modules_of(entries: &[IndexEntry]) -> BTreeMap<&str, Vec<usize>> {
     by_module
 }
 
-/// Steps 1-5 of verification for `registry` under `policy` (no device needed): the
-/// verified metadata, the rollback-state file to save once the blobs passed, and the time
-/// it took.
+/// Steps 1-5 of verification for `registry` under `policy` with the clock at `now` (no
+/// device needed): the verified metadata, the rollback-state file to save once the blobs
+/// passed, and the time it took.
 fn verify_registry_metadata(
     registry: &Path,
     trust_root: &[u8],
     policy: &Policy,
+    now: Time,
 ) -> Result<(crate::verify::VerifiedIndex, Option<PathBuf>, Duration)> {
     let started = Instant::now();
     let src = DirSource::new(registry);
@@ -781,11 +796,11 @@ fn verify_registry_metadata(
     }
     .max(policy.minimum_versions);
     let opts = Options {
+        now,
         skew: policy.clock_skew,
         offline_grace: policy.offline_grace,
         limits: policy.limits,
         required_channel: Some(policy.channel),
-        ..Options::default()
     };
     log::info!(
         "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",
@@ -886,13 +901,17 @@ fn select(
     })
 }
 
-/// Refuses a module whose driver floor is above the installed driver's CUDA version.
+/// Refuses a module whose driver floor is above the installed driver's CUDA version. For
+/// PTX the floor is its toolkit's major.minor, so this is also where PTX of an ISA newer
+/// than the driver's JIT is refused; the error names the toolkit whose PTX ISA it is.
 fn check_driver_floor(man: &Manifest, driver: DriverVersion) -> Result<()> {
-    if man.identity.driver_floor > driver {
+    let id = &man.identity;
+    if id.driver_floor > driver {
         return Err(Error::DriverTooOld {
             what: man.label(),
-            need: man.identity.driver_floor.to_string(),
+            need: id.driver_floor.to_string(),
             have: driver.to_string(),
+            ptx_isa_of: (id.kind == Kind::Ptx).then(|| id.toolkit.nvcc.clone()),
         });
     }
     Ok(())
@@ -915,6 +934,31 @@ mod tests {
         assert!(err.fix().contains("13.1"), "{}", err.fix());
         assert!(check_driver_floor(&man, DriverVersion::from_cuda(13010)).is_ok());
         assert!(check_driver_floor(&man, DriverVersion::from_cuda(12080)).is_err());
+        assert_eq!(
+            err.to_string(),
+            "ntt sm_90: needs CUDA driver 13.1 or newer; this driver is 13.0"
+        );
+    }
+
+    /// Issue 22: PTX whose ISA is newer than the driver's JIT is refused at the driver floor
+    /// (the toolkit's major.minor), the one check `open` and `diagnose` share, naming the
+    /// toolkit whose PTX ISA it is and the driver.
+    #[test]
+    fn issue_22_ptx_of_an_isa_newer_than_the_driver_is_refused_naming_the_isa() {
+        let mut man = m("compute_80", Kind::Ptx);
+        man.identity.driver_floor = "13.0".parse().unwrap();
+        let err = check_driver_floor(&man, DriverVersion::from_cuda(12040)).unwrap_err();
+        assert!(
+            matches!(&err, Error::DriverTooOld { need, have, ptx_isa_of: Some(nvcc), .. }
+                if need == "13.0" && have == "12.4" && nvcc == "13.0.88"),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "ntt compute_80 (ptx, compatibility mode): needs CUDA driver 13.0 or newer to JIT its PTX (the PTX ISA of nvcc 13.0.88); this driver is 12.4"
+        );
+        assert!(err.fix().contains("CUDA 13.0 or newer"), "{}", err.fix());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(13000)).is_ok());
     }
 
     fn m(sm: &str, kind: Kind) -> Manifest {

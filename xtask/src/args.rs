@@ -47,6 +47,21 @@ impl CheckArgs {
     }
 }
 
+/// The value of `--at TIME` (`verify`, `doctor`): an RFC 3339 time no earlier than now (a
+/// what-if check runs in the future, never in the past, where expired documents would pass).
+pub fn parse_later_time(s: &str) -> std::result::Result<cuda_aot::metadata::Time, String> {
+    let t = humantime::parse_rfc3339(s)
+        .map_err(|e| format!("{e}: give an RFC 3339 time such as 2027-01-01T00:00:00Z"))?;
+    let t = cuda_aot::metadata::Time::from(t);
+    let now = cuda_aot::metadata::Time::now();
+    if t.unix() < now.unix() {
+        return Err(format!(
+            "{s} is before now ({now}): verification never runs in the past, where expired documents would pass"
+        ));
+    }
+    Ok(t)
+}
+
 /// `--registry DIR` and `--trust FILE`, shared by the tasks that read a registry.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RegistryArgs {

@@ -4,7 +4,7 @@
 
 use cuda_aot::{DriverVersion, Target};
 
-use crate::args::{FormatArgs, RegistryArgs};
+use crate::args::{FormatArgs, RegistryArgs, parse_later_time};
 
 #[cfg(feature = "gpu")]
 mod run;
@@ -17,8 +17,9 @@ mod run;
 /// the module: no exact target (with the targets that exist), driver below the floor, PTX
 /// newer than the driver, family or arch-specific mismatch, PTX not allowed by the policy,
 /// no promotion under production, a manifest or blob that fails verification. A registry
-/// whose metadata fails (signature, expired or frozen timestamp, rollback, channel) is
-/// refused as a whole, as `open` would. Nothing is changed: no rollback state is saved.
+/// whose metadata fails (signature, a timestamp expired now or as of `--at`, or frozen:
+/// expiring past the trust root's freeze bound, rollback, channel) is refused as a whole,
+/// as `open` would. Nothing is changed: no rollback state is saved.
 #[derive(clap::Args)]
 #[command(after_long_help = "\
 The reasons are the runtime's own: doctor calls Runtime::diagnose, which runs the selection
@@ -29,6 +30,7 @@ is refused.
 Examples:
   cargo xtask doctor --device sm_89 --driver 12.4                 an L40S with a 12.4 driver
   cargo xtask doctor --device sm_90 --policy production --registry R --trust keys/root.json
+  cargo xtask doctor --device sm_90 --at 2027-01-01T00:00:00Z     still loadable on that day?
   cargo xtask doctor --json                                       on a GPU host: its devices")]
 pub struct Args {
     #[command(flatten)]
@@ -45,6 +47,11 @@ pub struct Args {
     /// Allow PTX (the labelled compatibility mode), as `Policy::with_ptx_compatibility`.
     #[arg(long)]
     allow_ptx: bool,
+    /// Check expiry as of this later time (RFC 3339, e.g. 2027-01-01T00:00:00Z): will the
+    /// registry still load on the day of a deployment? A time before now is refused, as
+    /// by `verify --at`.
+    #[arg(long = "at", value_name = "TIME", value_parser = parse_later_time)]
+    at_time: Option<cuda_aot::metadata::Time>,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
 }

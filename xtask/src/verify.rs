@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::advice::Subject;
-use crate::args::{CheckArgs, FormatArgs, RegistryArgs};
+use crate::args::{CheckArgs, FormatArgs, RegistryArgs, parse_later_time};
 use crate::{anchor, message};
 
 /// Verify a registry offline against a trust root and print what it holds.
@@ -41,20 +41,6 @@ pub struct Args {
     at_time: Option<cuda_aot::metadata::Time>,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
-}
-
-/// An RFC 3339 time no earlier than now.
-fn parse_later_time(s: &str) -> std::result::Result<cuda_aot::metadata::Time, String> {
-    let t = humantime::parse_rfc3339(s)
-        .map_err(|e| format!("{e}: give an RFC 3339 time such as 2027-01-01T00:00:00Z"))?;
-    let t = cuda_aot::metadata::Time::from(t);
-    let now = cuda_aot::metadata::Time::now();
-    if t.unix() < now.unix() {
-        return Err(format!(
-            "{s} is before now ({now}): verification never runs in the past, where expired documents would pass"
-        ));
-    }
-    Ok(t)
 }
 
 /// Whether `verify_registry` records the versions it saw.

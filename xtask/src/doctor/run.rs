@@ -1,7 +1,8 @@
-//! `doctor` under a build with the runtime: the devices, `Runtime::diagnose` per device, the
-//! table and the JSON message.
+//! `doctor` under a build with the runtime: the devices, `Runtime::diagnose_at` per device
+//! (the clock at now or `--at`), the table and the JSON message.
 
 use anyhow::{Context, Result};
+use cuda_aot::metadata::Time;
 use cuda_aot::{DeviceSpec, Diagnosis, DriverVersion, Policy, Runtime, Target};
 use serde_json::json;
 
@@ -26,10 +27,11 @@ impl Args {
             Some(t) => vec![described(t, self.driver)?],
             None => probe()?,
         };
+        let at = self.at_time.unwrap_or_else(Time::now);
         let mut refused = 0;
         let mut reports = Vec::new();
         for device in &devices {
-            let diagnoses = Runtime::diagnose(&registry, &trust, &policy, device)
+            let diagnoses = Runtime::diagnose_at(&registry, &trust, &policy, device, at)
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
                     format!("{}: the registry is refused as a whole", registry.display())
