@@ -15,7 +15,9 @@
 #  7. verify --production;
 #  8. the promoted kernel loaded and run under Policy::production(); an NVRTC research
 #     module refused by that runtime (promoted_tests);
-#  9. the example prover on the production registry (--production).
+#  9. the example prover on the production registry (--production);
+# 10. the C++ example prover on it under the production policy (.gpu/prover_cpp, from
+#     cargo xtask gpu-bundle, which runs before docs/gpu-review-prep.sh).
 set -uo pipefail
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 G=.gpu/review
@@ -84,6 +86,10 @@ CUDA_AOT_PROMOTED_REGISTRY="$OUT/registry" CUDA_AOT_PROMOTED_TRUST="$OUT/root.js
 
 step "9. the example prover under Policy::production()"
 $G/prover --production --registry "$OUT/registry" --trust "$OUT/root.json" --log-n 20
+echo "exit $?"
+
+step "10. the C++ example prover under the production policy"
+.gpu/prover_cpp "$OUT/registry" "$OUT/root.json" --production --state "$WORK/cpp-state.json"
 echo "exit $?"
 } 2>&1 | tee "$OUT/review-run.txt"
 cat "$OUT/device.txt"

@@ -16,6 +16,8 @@ echo "== runtime GPU tests"; .gpu/runtime_tests --ignored --test-threads=1 --noc
 echo "== foreign-style corpus GPU tests"; .gpu/foreign_tests --ignored --test-threads=1 --nocapture 2>&1 | tee "$OUT/foreign-tests.txt" | grep -E "^test |test result"
 echo "== cuda layer GPU tests (research build)"; .gpu/lib_tests_research --ignored --test-threads=1 --nocapture 2>&1 | tee "$OUT/lib-tests-research.txt" | grep -E "^test |test result"
 echo "== prover example"; .gpu/prover --registry .gpu/registry --trust .gpu/root.json > "$OUT/prover.txt" 2>&1; tail -5 "$OUT/prover.txt"
+echo "== C++ prover example (cuda_aot.hpp over the C ABI; cuModuleLoadData, then cuLibraryLoadData)"
+{ for api in "" --library; do .gpu/prover_cpp .gpu/registry .gpu/root.json --state "$OUT/cpp-state.json" $api; echo "exit $?"; done; } > "$OUT/prover-cpp.txt" 2>&1; cat "$OUT/prover-cpp.txt"
 echo "== doctor (this host's devices, probed) for both registries"; { .gpu/xtask doctor --registry .gpu/registry --trust .gpu/root.json; echo "exit $?"; .gpu/xtask doctor --registry .gpu/foreign-registry --trust .gpu/root.json; echo "exit $?"; } > "$OUT/doctor.txt" 2>&1; cat "$OUT/doctor.txt"
 echo "== LTO speed (foreign_ntt vs foreign_ntt_lto)"; .gpu/lto_speed --registry .gpu/foreign-registry --trust .gpu/root.json > "$OUT/lto-speed.txt" 2>&1; cat "$OUT/lto-speed.txt"
 echo "== README example"; rd=$(mktemp -d); mkdir -p "$rd/.cuda-aot/dev-keys"; cp -r .gpu/registry "$rd/.cuda-aot/registry"; cp .gpu/root.json "$rd/.cuda-aot/dev-keys/"

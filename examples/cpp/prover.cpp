@@ -10,7 +10,10 @@
 // driver runs. Memory and streams come from the CUDA runtime API (cudaMalloc,
 // cudaStreamCreate), which shares the device's primary context with cuda-aot.
 //
-//   prover REGISTRY TRUST_ROOT [--production] [--state FILE]
+//   prover REGISTRY TRUST_ROOT [--production] [--library] [--state FILE]
+//
+// --production opens with the production policy (production-signed, every module
+// promoted); --library loads through cuLibraryLoadData, so kernels also have a CUkernel.
 //
 // Build (docs/capi.md; CUDA = a CUDA toolkit folder with include/cuda.h and
 // lib/libcudart_static.a, e.g. /usr/local/cuda or the pinned one under .cuda-aot/toolkit):
@@ -111,6 +114,7 @@ LaunchKernel driver_launch() {
 }
 
 int failures = 0;
+bool library = false;
 void check(const std::string &what, bool ok) {
     std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
     if (!ok) {
@@ -131,6 +135,12 @@ void field_ops(const cuda_aot::Runtime &rt, cudaStream_t stream) {
     auto gl_axpy = rt.kernel("field_ops", "gl_axpy");
     auto gl_poly_eval = rt.kernel("field_ops", "gl_poly_eval");
     const unsigned block = gl_mul.max_threads() ? gl_mul.max_threads() : 256;
+    check(std::string("gl_mul has ") +
+              (library ? "a CUkernel (cuLibraryLoadData)" : "no CUkernel (cuModuleLoadData)") +
+              " and a CUfunction; signed ABI of " + std::to_string(gl_mul.params().size()) +
+              " parameters, at most " + std::to_string(block) + " threads",
+          (gl_mul.cu_kernel() != nullptr) == library && gl_mul.function() != nullptr &&
+              gl_mul.params().size() == 4 && gl_mul.params()[3].size == 4);
 
     // 1. The driver API, unchecked: cuLaunchKernel on the CUfunction cuda-aot loaded.
     {
@@ -265,7 +275,8 @@ void ntt(const cuda_aot::Runtime &rt, const std::string &module, cudaStream_t st
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s REGISTRY TRUST_ROOT [--production] [--state FILE]\n",
+        std::fprintf(stderr,
+                     "usage: %s REGISTRY TRUST_ROOT [--production] [--library] [--state FILE]\n",
                      argv[0]);
         return 2;
     }
@@ -274,6 +285,8 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; i++) {
         if (std::strcmp(argv[i], "--production") == 0) {
             production = true;
+        } else if (std::strcmp(argv[i], "--library") == 0) {
+            library = true;
         } else if (std::strcmp(argv[i], "--state") == 0 && i + 1 < argc) {
             state = argv[++i];
         } else {
@@ -286,6 +299,9 @@ int main(int argc, char **argv) {
                                  : cuda_aot::Policy::development();
         if (state) {
             policy.state_file(state);
+        }
+        if (library) {
+            policy.load_api(CUDA_AOT_LOAD_API_LIBRARY);
         }
         auto rt = cuda_aot::Runtime::open(argv[1], argv[2], policy);
         rt.preload();

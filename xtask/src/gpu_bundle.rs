@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-bundle`: everything a run on the GPU host needs, built here (the GPU
 //! host has no Rust) into one ignored folder: the release registry and the foreign-style
 //! registry with the dev trust root, and release builds of the runtime's GPU tests, the
-//! prover and README examples and the tool (for bench-load), stripped. What `docs/gpu.md`
+//! prover and README examples, the C++ example prover and the tool (for bench-load),
+//! stripped. What `docs/gpu.md`
 //! listed as a dozen shell steps, with the test executables found from cargo's own JSON.
 
 use anyhow::{Context, Result, bail};
@@ -89,6 +90,9 @@ impl Args {
             "lto_speed",
         ])?;
         cargo(&[&["build", "--release", "-p", "xtask"][..], features].concat())?;
+        cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
+        let cpp_prover = paths::work_dir().join("prover-cpp");
+        compile_cpp_prover(&root, &cpp_prover)?;
         let mut tests = test_executables(
             &root,
             &["--release", "-p", "cuda-aot"],
@@ -125,6 +129,7 @@ impl Args {
             ("prover".into(), release.join("examples/prover")),
             ("readme".into(), release.join("examples/readme")),
             ("lto_speed".into(), release.join("examples/lto_speed")),
+            ("prover_cpp".into(), cpp_prover),
             ("xtask".into(), release.join("xtask")),
         ];
         binaries.extend(tests.into_iter().map(|(name, p)| {
@@ -162,6 +167,38 @@ impl Args {
         println!("there, from the checkout: OUT=<folder for the logs> bash docs/gpu-run.sh");
         Ok(())
     }
+}
+
+/// Compiles `examples/cpp/prover.cpp` into `out` against the C ABI's static library
+/// (`target/release/libcuda_aot_capi.a`) and the pinned toolkit's CUDA headers and static
+/// runtime, so the GPU host needs nothing but its driver to run it.
+fn compile_cpp_prover(root: &Path, out: &Path) -> Result<()> {
+    let toolkit = crate::toolchain::ensure_with(&crate::toolchain::ToolchainOptions::new(
+        crate::args::ToolkitChoice::Pinned,
+    ))?;
+    let cuda = &toolkit.root;
+    step(
+        Command::new("c++")
+            .current_dir(root)
+            .args(["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"])
+            .arg("examples/cpp/prover.cpp")
+            .arg("-Icapi/include")
+            .arg(format!("-I{}", cuda.join("include").display()))
+            .arg("target/release/libcuda_aot_capi.a")
+            .arg(cuda.join("lib/libcudart_static.a"))
+            // What a Rust static library needs from the system, and cudart's own.
+            .args([
+                "-lgcc_s",
+                "-lutil",
+                "-lrt",
+                "-lpthread",
+                "-lm",
+                "-ldl",
+                "-o",
+            ])
+            .arg(out),
+        "c++ examples/cpp/prover.cpp (static libcuda_aot_capi, static cudart)",
+    )
 }
 
 /// Runs one step with its output shown, naming it when it fails.

@@ -1,7 +1,7 @@
 //! Issue 22: the C++ example prover (`examples/cpp/prover.cpp`, on `cuda_aot.hpp` over the C
-//! ABI) compiles with the system `c++`, warnings as errors, against the C ABI's shared
-//! library (a dev-dependency, so cargo builds it beside this test) and the pinned toolkit's
-//! CUDA headers and static runtime; and on a real dev release (real nvcc, generated keys)
+//! ABI) and `examples/c/verify.c` compile with the commands docs/capi.md gives, warnings as
+//! errors, against the C ABI's shared library (a dev-dependency, so cargo builds it beside
+//! this test) and the pinned toolkit's CUDA headers and static runtime; and on a real dev release (real nvcc, generated keys)
 //! it says why it cannot run: no driver here (after the registry verified), a flipped blob
 //! byte (before any driver call), a dev registry under the production policy. On the GPU
 //! host `docs/gpu-run.sh` runs the same program against the release and checks its kernels.
@@ -27,29 +27,37 @@ fn lib_dir() -> PathBuf {
     dir
 }
 
-/// Compiles the example into `out`: C++17, -Wall -Wextra -Werror, the shared library found
-/// through an rpath, cudart linked statically (it loads the driver at run time).
-fn compile(out: &Path) {
-    let cuda = toolkit_root();
-    let lib = lib_dir();
-    let mut cxx = Command::new("c++");
-    cxx.current_dir(common::repo())
-        .args(["-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror"])
-        .arg("examples/cpp/prover.cpp")
-        .arg("-Icapi/include")
-        .arg(format!("-I{}", cuda.join("include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lcuda_aot_capi")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg(cuda.join("lib/libcudart_static.a"))
-        .args(["-ldl", "-lpthread", "-lrt", "-o"])
-        .arg(out);
-    let done = cxx
+/// The build command of docs/capi.md that starts with `program` (one line of a shell
+/// block), so the test builds exactly what the page tells users to run.
+fn doc_command(program: &str) -> String {
+    let doc = std::fs::read_to_string(common::repo().join("docs/capi.md")).unwrap();
+    doc.lines()
+        .find(|l| l.starts_with(&format!("{program} ")))
+        .unwrap_or_else(|| panic!("docs/capi.md has no `{program} ...` command"))
+        .to_string()
+}
+
+/// Runs the documented build command `program ...` with warnings as errors, the library
+/// folder this test's cargo used for `target/debug`, `CUDA` the pinned toolkit, and the
+/// output `-o` replaced by `out`.
+fn build_as_documented(program: &str, out: &Path) {
+    let lib = lib_dir().display().to_string();
+    let cmd = doc_command(program);
+    let output = cmd.split(" -o ").nth(1).expect("an -o in the command");
+    let cmd = cmd
+        .replace("\"$PWD/target/debug\"", &lib)
+        .replace("target/debug", &lib)
+        .replace(&format!(" -o {output}"), &format!(" -o {}", out.display()));
+    let done = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{cmd} -Wall -Wextra -Werror"))
+        .current_dir(common::repo())
+        .env("CUDA", toolkit_root())
         .output()
-        .unwrap_or_else(|e| panic!("c++ could not be started ({e}): the C++ test needs g++"));
+        .unwrap();
     assert!(
         done.status.success(),
-        "{cxx:?} failed:\n{}",
+        "{cmd}\nfailed:\n{}",
         String::from_utf8_lossy(&done.stderr)
     );
 }
@@ -78,7 +86,7 @@ fn issue_22_the_cpp_example_prover_compiles_and_says_why_it_cannot_run_here() {
     )
     .ok();
     let prover = ws.path("prover-cpp");
-    compile(&prover);
+    build_as_documented("c++", &prover);
 
     // Bad arguments: the usage line, exit 2.
     let out = Command::new(&prover).output().unwrap();
@@ -136,7 +144,7 @@ fn issue_22_the_cpp_example_prover_compiles_and_says_why_it_cannot_run_here() {
     // examples/c/verify.c on the same fresh release: accepted, one line per module and
     // target; then one flipped byte of a blob is refused, naming module, target and file.
     let verify = ws.path("verify");
-    compile_c(&verify);
+    build_as_documented("cc", &verify);
     let check = |expect: i32| {
         let out = Command::new(&verify)
             .arg(ws.path("spec/.cuda-aot/registry"))
@@ -183,32 +191,6 @@ fn first_blob(dir: &Path) -> PathBuf {
         .collect();
     files.sort();
     files.into_iter().next().expect("a blob")
-}
-
-/// Compiles examples/c/verify.c with `cc` against the shared library, warnings as errors.
-fn compile_c(out: &Path) {
-    let lib = lib_dir();
-    let mut cc = Command::new("cc");
-    cc.current_dir(common::repo())
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "examples/c/verify.c",
-        ])
-        .arg("-Icapi/include")
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lcuda_aot_capi")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(out);
-    let done = cc.output().expect("cc");
-    assert!(
-        done.status.success(),
-        "{cc:?}:\n{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
 }
 
 fn b64() -> base64::engine::GeneralPurpose {

@@ -340,10 +340,13 @@ fn every_rust_block_in_the_docs_is_compiled() {
 }
 
 #[test]
-fn every_c_block_in_the_docs_is_code_of_a_compiled_c_file() {
+fn every_c_and_cpp_block_in_the_docs_is_code_of_a_compiled_file() {
     let mut wrong = Vec::new();
     let mut seen = 0;
-    for b in all_blocks().iter().filter(|b| b.lang == "c") {
+    for b in all_blocks()
+        .iter()
+        .filter(|b| b.lang == "c" || b.lang == "cpp")
+    {
         seen += 1;
         match compiled_source(b) {
             Err(e) => wrong.push(e),
@@ -354,7 +357,10 @@ fn every_c_block_in_the_docs_is_code_of_a_compiled_c_file() {
             Ok(_) => {}
         }
     }
-    assert!(seen >= 1, "no c blocks found (docs/capi.md has one)");
+    assert!(
+        seen >= 3,
+        "only {seen} c and cpp blocks found (docs/capi.md has three)"
+    );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
