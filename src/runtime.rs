@@ -683,6 +683,19 @@ pub struct DeviceSpec {
     pub driver: Option<DriverVersion>,
 }
 
+impl DeviceSpec {
+    /// An opened device as [`Runtime::open`] sees it: its name (as open's messages give
+    /// it), compute capability and this host's driver (what `cargo xtask doctor` probes
+    /// without `--device`).
+    pub fn of_device(info: &DeviceInfo) -> DeviceSpec {
+        DeviceSpec {
+            name: info.name.clone(),
+            cc: (info.cc_major, info.cc_minor),
+            driver: Some(DriverVersion::from_cuda(info.driver_version)),
+        }
+    }
+}
+
 /// What [`Runtime::open`] would do with one module of a registry on a device: the manifest
 /// of the blob it would load, or the error it would refuse the module with (the same error,
 /// from the same selection and checks).

@@ -255,6 +255,51 @@ fn gpu_only_another_sms_cubin_is_no_exact_target() {
     println!("refused: {err}\nFix: {}", err.fix());
 }
 
+/// Issue 22: `Runtime::diagnose` (what `cargo xtask doctor` runs) on this very device says
+/// what `Runtime::open` does: the same blob for every module of the release, with and
+/// without the PTX opt-in, and the same refusal where no exact cubin exists.
+#[test]
+#[ignore = "needs an sm_90 CUDA device (the fixture cubins are sm_90)"]
+fn gpu_doctor_agrees_with_runtime_open_on_this_device() {
+    use cuda_aot::DeviceSpec;
+    let (reg, trust) = release_registry();
+    for policy in [
+        Policy::development(),
+        Policy::development().with_ptx_compatibility(),
+    ] {
+        let rt = Runtime::open(&reg, &trust, policy.clone()).unwrap();
+        let spec = DeviceSpec::of_device(rt.device());
+        let opened: Vec<(String, String)> = rt
+            .selected()
+            .map(|m| (m.identity.module.to_string(), m.label()))
+            .collect();
+        let diagnosed: Vec<(String, String)> = Runtime::diagnose(&reg, &trust, &policy, &spec)
+            .unwrap()
+            .into_iter()
+            .map(|d| {
+                let m = d.outcome.unwrap_or_else(|e| panic!("{}: {e}", d.module));
+                (d.module, m.label())
+            })
+            .collect();
+        assert_eq!(diagnosed, opened, "{}", spec.name);
+        println!("{}: doctor and open agree: {opened:?}", spec.name);
+    }
+    let f = Fixture::new();
+    f.publish_sms(&["sm_80", "sm_120"]);
+    let open = Runtime::open(f.reg_path(), &f.root_file, f.policy())
+        .err()
+        .unwrap();
+    let rt_spec = {
+        let d = cuda_aot::cuda::Device::open(0).unwrap();
+        DeviceSpec::of_device(d.info())
+    };
+    let diag = Runtime::diagnose(f.reg_path(), &f.root_file, &f.policy(), &rt_spec).unwrap();
+    let refused = diag[0].outcome.as_ref().err().expect("refused");
+    assert_eq!(refused.to_string(), open.to_string());
+    assert_eq!(refused.kind(), open.kind());
+    println!("both refuse: {open}");
+}
+
 #[test]
 #[ignore = "needs an sm_90 CUDA device (the fixture cubins are sm_90)"]
 fn gpu_sixteen_threads_first_use_gives_exactly_one_load() {

@@ -253,7 +253,7 @@ fn issue_22_doctor_says_which_blob_loads_or_why_none_would() {
         );
     } else {
         assert!(
-            out.stdout.contains("(device 0)"),
+            out.stdout.starts_with("device ") && out.stdout.contains(": sm_"),
             "{}\n{}",
             out.stdout,
             out.stderr

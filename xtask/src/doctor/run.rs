@@ -97,12 +97,7 @@ fn probe() -> Result<Vec<DeviceSpec>> {
     (0..n)
         .map(|i| {
             let d = cuda_aot::cuda::Device::open(i).map_err(|e| no_gpu(e.to_string()))?;
-            let info = d.info();
-            Ok(DeviceSpec {
-                name: format!("{} (device {i})", info.name),
-                cc: (info.cc_major, info.cc_minor),
-                driver: Some(DriverVersion::from_cuda(info.driver_version)),
-            })
+            Ok(DeviceSpec::of_device(d.info()))
         })
         .collect()
 }
