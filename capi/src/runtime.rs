@@ -430,6 +430,41 @@ pub unsafe extern "C" fn cuda_aot_runtime_module(
     })
 }
 
+/// A look-up by module and name: `*out` cleared first, then set to a new handle of what
+/// `find` returns.
+///
+/// # Safety
+///
+/// As for the functions that call it: `rt` NULL or live, `module` and `name` NULL or
+/// NUL-terminated, `out` NULL or writable.
+unsafe fn look_up<T>(
+    rt: *const Runtime,
+    module: *const c_char,
+    name: *const c_char,
+    out: *mut *mut T,
+    find: impl FnOnce(&cuda_aot::Runtime, &str, &str) -> Result<T, Failure>,
+) -> Status {
+    entry(|| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        // SAFETY: non-null and writable (see # Safety).
+        unsafe { out.write(std::ptr::null_mut()) };
+        // SAFETY: each argument is as # Safety says.
+        let (rt, module, name) = unsafe {
+            (
+                live(rt)?,
+                name_arg(module, "module")?,
+                name_arg(name, "name")?,
+            )
+        };
+        let handle = find(&rt.inner, module, name)?;
+        // SAFETY: as above; the caller frees it with the handle's free function.
+        unsafe { out.write(Box::into_raw(Box::new(handle))) };
+        Ok(())
+    })
+}
+
 /// The kernel `name` of module `module`, loading the module on first use: `name` is the
 /// kernel's symbol, its demangled C++ name without parameters (`ntt::bit_rev<gl64_t>`) or
 /// its full demangled signature, as the signed manifest records them. The kernel carries
@@ -448,25 +483,12 @@ pub unsafe extern "C" fn cuda_aot_runtime_kernel(
     name: *const c_char,
     out: *mut *mut Kernel,
 ) -> Status {
-    entry(|| {
-        if out.is_null() {
-            return Err(null("out"));
-        }
-        // SAFETY: non-null and writable (see # Safety).
-        unsafe { out.write(std::ptr::null_mut()) };
-        // SAFETY: each argument is as # Safety says.
-        let (rt, module, name) = unsafe {
-            (
-                live(rt)?,
-                name_arg(module, "module")?,
-                name_arg(name, "name")?,
-            )
-        };
-        let kernel = Kernel::new(rt.inner.kernel(module, name)?);
-        // SAFETY: as above; the caller frees it with cuda_aot_kernel_free.
-        unsafe { out.write(Box::into_raw(Box::new(kernel))) };
-        Ok(())
-    })
+    // SAFETY: forwarded (see # Safety).
+    unsafe {
+        look_up(rt, module, name, out, |rt, module, name| {
+            Ok(Kernel::new(rt.kernel(module, name)?))
+        })
+    }
 }
 
 /// The device global `name` (a `__constant__` or `__device__` variable) of module
@@ -486,25 +508,12 @@ pub unsafe extern "C" fn cuda_aot_runtime_global(
     name: *const c_char,
     out: *mut *mut Global,
 ) -> Status {
-    entry(|| {
-        if out.is_null() {
-            return Err(null("out"));
-        }
-        // SAFETY: non-null and writable (see # Safety).
-        unsafe { out.write(std::ptr::null_mut()) };
-        // SAFETY: each argument is as # Safety says.
-        let (rt, module, name) = unsafe {
-            (
-                live(rt)?,
-                name_arg(module, "module")?,
-                name_arg(name, "name")?,
-            )
-        };
-        let global = Global::new(rt.inner.module(module)?.global(name)?);
-        // SAFETY: as above; the caller frees it with cuda_aot_global_free.
-        unsafe { out.write(Box::into_raw(Box::new(global))) };
-        Ok(())
-    })
+    // SAFETY: forwarded (see # Safety).
+    unsafe {
+        look_up(rt, module, name, out, |rt, module, name| {
+            Ok(Global::new(rt.module(module)?.global(name)?))
+        })
+    }
 }
 
 /// Frees a runtime (NULL is accepted). Kernels and globals taken from it stay valid (each

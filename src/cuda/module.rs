@@ -778,21 +778,31 @@ impl Kernel {
             }
         }
         let mut params: Vec<*mut c_void> = args.iter().map(|a| a.ptr).collect();
-        // SAFETY: `func` belongs to the live module in `ctx`, current on this thread and the
-        // stream's context (checked above, or the context's own default stream); the
-        // argument count and sizes match the signed layout (checked above); the values and
-        // the device memory the kernel touches are the caller's contract (# Safety).
-        unsafe {
-            result::launch_kernel(
-                self.func,
-                grid,
-                block,
-                shared_mem_bytes,
-                stream,
-                &mut params,
-            )
-        }
-        .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
+        // SAFETY: `ctx` is current and is the stream's context (checked above, or the
+        // context's own default stream); the argument count and sizes match the signed
+        // layout (checked above); the rest is the caller's contract (# Safety).
+        unsafe { self.enqueue(stream, grid, block, shared_mem_bytes, &mut params) }
+    }
+
+    /// `cuLaunchKernel` of this kernel on `stream`, every check done.
+    ///
+    /// # Safety
+    ///
+    /// The owner's context is current on this thread and is `stream`'s; `params` holds one
+    /// pointer per parameter to a live value of its type; the device memory the kernel
+    /// touches with this geometry is valid until it finishes.
+    unsafe fn enqueue(
+        &self,
+        stream: sys::CUstream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_mem_bytes: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<(), CudaError> {
+        // SAFETY: `func` belongs to the live module (we hold its owner); the rest is this
+        // function's contract (# Safety).
+        unsafe { result::launch_kernel(self.func, grid, block, shared_mem_bytes, stream, params) }
+            .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
     }
 
     /// Whether the kernel came from a cubin or from JIT-compiled PTX.
@@ -902,22 +912,11 @@ impl Kernel {
         }
         self.check_launch(block, &vec![None; params.len()])?;
         bind(ctx)?;
-        // SAFETY: `func` belongs to the live module (we hold its owner) in `ctx`, which is
-        // current on this thread and is the stream's context (checked above); the parameter
-        // count matches the kernel's where the driver reports it, so the driver reads only
-        // `params.len()` pointers; what they point to, and the device memory the kernel
-        // touches, is the caller's contract (see # Safety).
-        unsafe {
-            result::launch_kernel(
-                self.func,
-                grid,
-                block,
-                shared_mem_bytes,
-                stream.cu_stream(),
-                params,
-            )
-        }
-        .map_err(|e| CudaError::function(&self.name, "cuLaunchKernel", e))
+        // SAFETY: `ctx` is current on this thread and is the stream's context (checked
+        // above); the parameter count matches the kernel's where the driver reports it, so
+        // the driver reads only `params.len()` pointers; what they point to, and the device
+        // memory the kernel touches, is the caller's contract (see # Safety).
+        unsafe { self.enqueue(stream.cu_stream(), grid, block, shared_mem_bytes, params) }
     }
 }
 

@@ -244,6 +244,18 @@ impl Ws {
         self.build_with(extra, |_| {})
     }
 
+    /// `cargo xtask release` of this workspace's spec (its own build cache): the dev
+    /// release in `spec/.cuda-aot/registry`, its trust root in `spec/.cuda-aot/dev-keys/`.
+    pub fn release(&self) -> Out {
+        Out::of(
+            xtask()
+                .env("CUDA_AOT_BUILD_CACHE", self.path("cache"))
+                .args(["release", "--spec"])
+                .arg(self.spec_path()),
+        )
+        .ok()
+    }
+
     /// Like [`Ws::build`], with a hook to adjust the command (environment).
     pub fn build_with(&self, extra: &[&str], f: impl FnOnce(&mut Command)) -> Run {
         let n = self.runs.fetch_add(1, Ordering::Relaxed);
