@@ -183,6 +183,21 @@ fn opening_from_c_gives_the_typed_error_and_fix_for_a_missing_driver_and_a_bad_r
     );
 }
 
+#[test]
+fn eight_threads_verify_at_once_each_with_its_own_last_error() {
+    let r = Registry::publish();
+    let exe = bin_dir().join("threads");
+    let mut flags = link_shared();
+    flags.push("-pthread".into());
+    compile_c(&["capi/tests/c/threads.c"], &exe, &flags);
+    let out = run(&exe, &[&r.path(), &r.trust_root()], &r.state_dir());
+    let (stdout, stderr) = texts(&out);
+    assert!(
+        out.status.success() && stdout.starts_with("threads ok (8 threads x 20 rounds)"),
+        "{stdout}\n{stderr}"
+    );
+}
+
 /// `tests/c/handles.c` built with AddressSanitizer (and its leak checker) against the
 /// static library, with `defines`, run on `r` saving the state to `state`.
 fn handles_under_asan(r: &Registry, state: &Path, defines: &[&str]) -> std::process::Output {
