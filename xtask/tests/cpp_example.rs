@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use base64::Engine;
 
-use common::{Out, Ws, toolkit_root, xtask};
+use common::{Ws, toolkit_root};
 
 /// The folder cargo built `libcuda_aot_capi.{so,a}` into for this test (beside it).
 fn lib_dir() -> PathBuf {
