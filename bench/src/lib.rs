@@ -2,19 +2,24 @@
 //! that `cargo xtask bench-load` measures the runtime's verified load against.
 //!
 //! A crate of its own so that no prover can reach unverified loaders: the runtime crate
-//! has no such entry point in any build (`tests/no_bench_loaders.rs` checks its compiled
-//! libraries). Only the image checks that keep the driver from reading past a buffer are
-//! shared with the runtime (`cuda_aot::cuda::check_cubin`, `ptx_with_nul`).
+//! has no such entry point in any build (the `compile_fail` doctests of its `cuda` module,
+//! `src/cuda/mod.rs`, fail if one comes back). Only the image checks that keep the driver
+//! from reading past a buffer are shared with the runtime (`cuda_aot::cuda::check_cubin`,
+//! `ptx_with_nul`).
 
 #![deny(missing_docs)]
 
-use std::ffi::c_void;
+mod contexts;
+
+use std::ffi::{CString, c_void};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cudarc::driver::{CudaContext, result};
+use cudarc::driver::{CudaContext, result, sys};
 
-use cuda_aot::cuda::{CudaError, check_cubin, ptx_with_nul, require_driver};
+use cuda_aot::cuda::{CudaError, check_cubin, driver_version, ptx_with_nul, require_driver};
+
+pub use contexts::{ModuleKernels, extra_contexts, time_ready_in_contexts};
 
 /// Loads `image` with a bare `cuModuleLoadData` into `ctx`, unloads it again, and returns
 /// the time of the load call alone. A cubin is loaded straight from `image` (what a prover
@@ -35,9 +40,11 @@ pub fn time_module_load(
     }
 }
 
-/// The cubin `image` copied into a fresh buffer just before the clock starts, then loaded
-/// and unloaded as [`time_module_load`] does. Reported next to the load in place: on the
-/// H200 host a freshly copied image loads a few per cent faster than the bytes as read.
+/// The cubin `image` copied into a new heap allocation before the clock starts (outside
+/// the timed call), then loaded and unloaded as [`time_module_load`] does; the copy is freed
+/// after the unload. Reported next to the load in place (`*_bare_fresh_copy_vs_in_place`):
+/// in the committed H200 runs such a copy loads 1.5–6 % faster than the runtime's verified
+/// bytes in place, for reasons bench-load's `copy_*` rows take apart (docs/gpu.md).
 pub fn time_cubin_load_from_copy(
     ctx: &Arc<CudaContext>,
     image: &[u8],
@@ -48,21 +55,72 @@ pub fn time_cubin_load_from_copy(
     time_load(ctx, &copy)
 }
 
+/// The cubin `image` copied into a new heap allocation *inside* the clock, then loaded, as a
+/// prover that copies the bytes it read before handing them to the driver would: the time
+/// covers the copy and the `cuModuleLoadData`; the module is unloaded and the copy freed
+/// after the clock stops.
+pub fn time_cubin_load_copying(
+    ctx: &Arc<CudaContext>,
+    image: &[u8],
+) -> Result<Duration, CudaError> {
+    require_driver()?;
+    check_cubin(image)?;
+    bind(ctx)?;
+    let start = Instant::now();
+    let copy: Box<[u8]> = image.into();
+    // SAFETY: `ctx` is current on this thread; `copy` holds the bytes of `image`, a complete
+    // cubin (checked above), and lives until after the unload.
+    let module = unsafe { load_checked(&copy) };
+    let took = start.elapsed();
+    // SAFETY: the module was just loaded into the current context; nothing else holds it.
+    unsafe { unload(module?) }?;
+    drop(copy);
+    Ok(took)
+}
+
 /// The timed `cuModuleLoadData` of a checked image (a complete cubin or NUL-terminated
 /// PTX), followed by its unload.
 fn time_load(ctx: &Arc<CudaContext>, image: &[u8]) -> Result<Duration, CudaError> {
-    ctx.bind_to_thread()
-        .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))?;
+    bind(ctx)?;
     let start = Instant::now();
-    // SAFETY: libcuda is loaded and `ctx` is current on this thread; both callers checked
-    // `image` (a complete cubin, or NUL-terminated PTX), which outlives the call.
-    let module = unsafe { result::module::load_data(image.as_ptr().cast::<c_void>()) };
+    // SAFETY: `ctx` is current on this thread; both callers checked `image` (a complete
+    // cubin, or NUL-terminated PTX), which outlives the call.
+    let module = unsafe { load_checked(image) };
     let took = start.elapsed();
-    let module = module.map_err(|e| CudaError::driver("cuModuleLoadData", e))?;
-    // SAFETY: `module` was just loaded into the current context and nothing else uses it.
-    unsafe { result::module::unload(module) }
-        .map_err(|e| CudaError::driver("cuModuleUnload", e))?;
+    // SAFETY: the module was just loaded into the current context; nothing else holds it.
+    unsafe { unload(module?) }?;
     Ok(took)
+}
+
+/// Makes `ctx` current on this thread (cudarc's check first, so it reports an error recorded
+/// on the context).
+fn bind(ctx: &CudaContext) -> Result<(), CudaError> {
+    ctx.bind_to_thread()
+        .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))
+}
+
+/// `cuModuleLoadData` of `image` into the current context.
+///
+/// # Safety
+///
+/// libcuda is loaded, a context is current on this thread, and `image` is a checked image
+/// (a complete cubin: `check_cubin`; or NUL-terminated PTX: `ptx_with_nul`), so the driver's
+/// reads stay inside it.
+unsafe fn load_checked(image: &[u8]) -> Result<sys::CUmodule, CudaError> {
+    // SAFETY: the caller's guarantees; `image` outlives the call.
+    unsafe { result::module::load_data(image.as_ptr().cast::<c_void>()) }
+        .map_err(|e| CudaError::driver("cuModuleLoadData", e))
+}
+
+/// `cuModuleUnload` of `module`.
+///
+/// # Safety
+///
+/// `module` was loaded into the context current on this thread, nothing else uses it, and it
+/// is unloaded exactly once (here).
+unsafe fn unload(module: sys::CUmodule) -> Result<(), CudaError> {
+    // SAFETY: the caller's guarantees.
+    unsafe { result::module::unload(module) }.map_err(|e| CudaError::driver("cuModuleUnload", e))
 }
 
 /// Loads every image with a bare `cuModuleLoadData` into `ctx`, one after another, keeping
@@ -149,12 +207,7 @@ impl BareStartup {
                 .map_err(|e| CudaError::driver("cuModuleLoadData", e))?;
             me.modules.push(m);
             for k in kernels {
-                let name =
-                    std::ffi::CString::new(k.as_str()).map_err(|_| CudaError::InvalidName {
-                        what: "kernel name",
-                        value: k.escape_debug().to_string(),
-                        reason: "holds a NUL byte",
-                    })?;
+                let name = kernel_name(k)?;
                 // SAFETY: `m` was just loaded into the current context and is not freed.
                 unsafe { result::module::get_function(m, name) }
                     .map_err(|e| CudaError::function(k, "cuModuleGetFunction", e))?;
@@ -176,4 +229,57 @@ impl Drop for BareStartup {
             unload_all(&self.modules);
         }
     }
+}
+
+/// A kernel symbol as the driver takes it (NUL-terminated); a name holding a NUL byte is
+/// refused.
+fn kernel_name(k: &str) -> Result<CString, CudaError> {
+    CString::new(k).map_err(|_| CudaError::InvalidName {
+        what: "kernel name",
+        value: k.escape_debug().to_string(),
+        reason: "holds a NUL byte",
+    })
+}
+
+/// `Ok(())` when the driver is new enough for `feature` (`needed` in `cuDriverGetVersion`
+/// form, e.g. 12040), [`CudaError::DriverTooOld`] otherwise: cudarc panics when an entry
+/// point the loaded libcuda lacks is called, so every entry point newer than CUDA 12.0 is
+/// checked first (as the runtime's own loader does).
+fn need_driver(needed: i32, feature: &'static str) -> Result<(), CudaError> {
+    let found = driver_version()?;
+    if found < needed {
+        Err(CudaError::DriverTooOld {
+            feature,
+            needed,
+            found,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// The driver's module loading mode in this process (`cuModuleGetLoadingMode`): `"LAZY"`
+/// (functions placed on the device at first use, the default since CUDA 12.2) or `"EAGER"`
+/// (every function at module load), as `CUDA_MODULE_LOADING` chose it when the driver
+/// initialised. bench-load's start-up probes check it against what they were started with.
+pub fn module_loading_mode() -> Result<String, CudaError> {
+    require_driver()?;
+    need_driver(11070, "cuModuleGetLoadingMode")?;
+    result::init().map_err(|e| CudaError::driver("cuInit", e))?;
+    // Read as the enum's u32 representation, so that a value this cudarc does not know is
+    // reported instead of being an invalid enum.
+    let mut mode: u32 = 0;
+    // SAFETY: libcuda is loaded, initialised and exports the entry point (checked above); the
+    // out-pointer is a live, aligned u32, the representation of `CUmoduleLoadingMode`
+    // (`#[repr(u32)]`), which the call writes once.
+    unsafe { sys::cuModuleGetLoadingMode((&mut mode as *mut u32).cast()) }
+        .result()
+        .map_err(|e| CudaError::driver("cuModuleGetLoadingMode", e))?;
+    const EAGER: u32 = sys::CUmoduleLoadingMode::CU_MODULE_EAGER_LOADING as u32;
+    const LAZY: u32 = sys::CUmoduleLoadingMode::CU_MODULE_LAZY_LOADING as u32;
+    Ok(match mode {
+        EAGER => "EAGER".into(),
+        LAZY => "LAZY".into(),
+        other => format!("unknown ({other})"),
+    })
 }

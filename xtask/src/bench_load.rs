@@ -1,13 +1,18 @@
 //! `cargo xtask bench-load`: module load cost on a GPU host — the runtime's verified load
 //! against a bare `cuModuleLoadData` of the same bytes, PTX through the driver JIT (cache
 //! off) and NVRTC compile + load (research builds) — written as CSV and an SVG chart, then
-//! gated.
+//! gated; beside them, reported only: fresh-copy diagnostics (`copies`), loading into
+//! several contexts (`contexts`) and lazy against eager module loading at start-up.
 
 use std::path::PathBuf;
 
 use crate::args::RegistryArgs;
 
 // The arm order is an argument (`--order`): its type is in every build.
+#[cfg(feature = "gpu")]
+mod contexts;
+#[cfg(feature = "gpu")]
+mod copies;
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 mod order;
 #[cfg(feature = "gpu")]
@@ -30,18 +35,29 @@ mod stats;
 /// control. With --also-registry the same is done for a second registry (the foreign-style
 /// corpus).
 ///
+/// Fresh-copy diagnostics (`copy_*`, each registry): the same bytes loaded bare from the
+/// runtime's verified buffer, from it again (A/A), from a long-lived buffer rewritten in
+/// place, from a new allocation, from the long-lived buffer refilled, with the copy inside
+/// the clock, and from a long-lived buffer only read; each against the first.
+///
+/// Contexts (`*_ctx<K>`, `*_ctx1`, each registry): with --contexts K extra contexts on
+/// device 0, every kernel made ready in every context by loading each module into each
+/// context (cuModuleLoadData) or once (cuLibraryLoadData), bare and through the runtime's
+/// loader, and the same in one context.
+///
 /// Start-up: fresh processes, run before this process touches the driver, each measuring
 /// process start to every kernel ready to launch, through cuda-aot or bare (context +
-/// loads + lookups), interleaved; on a host with
-/// two or more GPUs also on two devices, and with --startup-connections N cuda-aot on one
-/// and two devices again with CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's hardware queues
-/// per context: fewer make each context cheaper to create and let fewer streams run at once).
+/// loads + lookups), interleaved; cuda-aot on one device again with CUDA_MODULE_LOADING=LAZY
+/// and =EAGER; on a host with two or more GPUs also on two devices, and with
+/// --startup-connections N cuda-aot on one and two devices again with
+/// CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's hardware queues per context: fewer make each
+/// context cheaper to create and let fewer streams run at once).
 ///
 /// Writes bench-load.csv (medians), bench-ratios.csv (ratios and intervals) and
 /// bench-load.svg, then gates: the upper end of every load and start-up interval at most
 /// 1.05x bare, every A/A control within [1/1.05, 1.05], and the verified load at least 100x
-/// faster than NVRTC. Two devices against one is reported beside the bare driver's own
-/// figure.
+/// faster than NVRTC. Two devices against one, the fresh-copy, context and module loading
+/// rows are reported, not gated.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -68,9 +84,17 @@ pub struct Args {
     /// foreign-style corpus with its real-size modules.
     #[arg(long, value_name = "DIR")]
     also_registry: Option<PathBuf>,
-    /// Interleaved repetitions of the bundle load arms (paired ratios).
+    /// Interleaved repetitions of the bundle load arms, the fresh-copy diagnostics and the
+    /// context arms (paired ratios).
     #[arg(long, value_name = "N", default_value_t = 300)]
     ratio_reps: usize,
+    /// Extra contexts created on device 0 (cuCtxCreate), standing in for the contexts of K
+    /// devices, for the context rows: every kernel made ready in each context, each module
+    /// loaded into each (cuModuleLoadData) against loaded once (cuLibraryLoadData); also
+    /// measured with one context. 0 leaves the context rows out.
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    #[arg(value_parser = clap::value_parser!(u32).range(0..=32))]
+    contexts: u32,
     /// Fresh processes per start-up arm.
     #[arg(long, value_name = "N", default_value_t = 100)]
     startup_reps: usize,

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use cuda_aot::cuda::{self, Device};
 use cuda_aot::source::DirSource;
-use cuda_aot::verify::{Options, verify_all};
+use cuda_aot::verify::{Options, Verified, verify_all};
 use cuda_aot::{Channel, Kind, Policy, Runtime};
 use cuda_aot_bench as raw;
 use std::collections::BTreeMap;
@@ -12,28 +12,43 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::order::Order;
 use super::{Args, startup, stats};
 use crate::advice::Fix;
 use crate::{files, paths};
 
 use stats::{CONTROL_LIMIT, Ratio};
 
-/// One CSV row.
-struct Row {
+/// One CSV row: an arm's samples.
+pub(super) struct Row {
     scope: String,
     method: &'static str,
     bytes: usize,
-    samples: Vec<Duration>,
+    /// One time per repetition (paired with the other arms' by index).
+    pub(super) samples: Vec<Duration>,
 }
 
 impl Row {
-    fn new(scope: &str, method: &'static str, bytes: usize) -> Row {
+    /// An empty row for arm `method` of `scope`, loading `bytes`.
+    pub(super) fn new(scope: &str, method: &'static str, bytes: usize) -> Row {
         Row {
             scope: scope.into(),
             method,
             bytes,
             samples: Vec::new(),
         }
+    }
+    /// The paired ratio of this arm over `base`, named `name`; numerator and denominator
+    /// are written as `scope/method`.
+    pub(super) fn ratio(&self, base: &Row, name: &str, limit: Option<f64>) -> Ratio {
+        Ratio::paired(
+            name,
+            &format!("{}/{}", self.scope, self.method),
+            &format!("{}/{}", base.scope, base.method),
+            &self.samples,
+            &base.samples,
+            limit,
+        )
     }
     fn median_us(&self) -> f64 {
         let v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
@@ -44,6 +59,44 @@ impl Row {
         v.sort_by(f64::total_cmp);
         v[((v.len() - 1) as f64 * p).round() as usize]
     }
+}
+
+/// Runs `n` arms interleaved in `order`: one warm-up repetition whose times are dropped,
+/// then `reps` (at least 2) kept, `arm(k, rep)` running arm `k` once in repetition `rep`
+/// (0 is the warm-up) and returning its time. Returns each arm's samples, paired by index.
+pub(super) fn interleave(
+    order: Order,
+    n: usize,
+    reps: usize,
+    mut arm: impl FnMut(usize, usize) -> Result<Duration>,
+) -> Result<Vec<Vec<Duration>>> {
+    let mut samples = vec![Vec::new(); n];
+    for rep in 0..=reps.max(2) {
+        for k in order.run(n, rep) {
+            let took = arm(k, rep)?;
+            if rep > 0 {
+                samples[k].push(took);
+            }
+        }
+    }
+    Ok(samples)
+}
+
+/// Reads every byte of `images` (into the CPU caches), as every arm does with what it loads
+/// just before its clock starts.
+pub(super) fn warm<B: AsRef<[u8]>>(images: &[B]) {
+    for b in images {
+        std::hint::black_box(b.as_ref().iter().fold(0u8, |a, x| a ^ x));
+    }
+}
+
+/// Every module of `registry`, verified against the trust root file bytes `trust` (no
+/// rollback state, default limits): what the PTX baseline and the context rows load.
+pub(super) fn verify_registry(registry: &Path, trust: &[u8]) -> Result<Verified> {
+    let src = DirSource::new(registry);
+    verify_all(&src, trust, Default::default(), &Options::default())
+        .map_err(cuda_aot::Error::from)
+        .with_context(|| format!("verifying {}", registry.display()))
 }
 
 impl Args {
@@ -115,8 +168,12 @@ impl Args {
             device.context().bind_to_thread()?;
         }
         let bind_ns = t.elapsed().as_nanos() / 100_000;
+        // The module loading mode every in-process arm ran under (the start-up probes set
+        // their own where a row says so).
+        let loading = std::env::var("CUDA_MODULE_LOADING")
+            .unwrap_or_else(|_| "unset (driver default)".into());
         let header = format!(
-            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, {} order, clock read {clock_ns} ns, context check {bind_ns} ns, CUDA_CACHE_DISABLE=1\n",
+            "# cuda-aot bench-load, {}, device {} ({}), driver CUDA {}, reps {}, ratio reps {}, start-up reps {}{}, contexts {}, {} order, clock read {clock_ns} ns, context check {bind_ns} ns, CUDA_CACHE_DISABLE=1, CUDA_MODULE_LOADING {loading}\n",
             humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
             info.name,
             info.sm(),
@@ -127,6 +184,7 @@ impl Args {
             self.startup_connections
                 .map(|n| format!(" (*_connections: CUDA_DEVICE_MAX_CONNECTIONS={n})"))
                 .unwrap_or_default(),
+            self.contexts,
             self.order.name(),
         );
         let mut text = header.clone() + "scope,method,bytes,reps,median_us,p10_us,p90_us\n";
@@ -212,13 +270,21 @@ impl Args {
         // verified preload, bare load+unload per module, bare loads kept until the clock
         // stops. Paired ratios with bootstrap intervals.
         let mut ratios = Vec::new();
-        let (load_rows, load_ratios) =
+        let (mut load_rows, load_ratios) =
             self.load_arms("bundle", &self.at.registry(), trust, &policy, ctx)?;
         ratios.extend(load_ratios);
+        // Reported: why a fresh copy loads faster than the bytes in place (copies.rs).
+        let (copy_rows, copy_ratios) =
+            self.copy_arms("bundle", &self.at.registry(), trust, &policy, ctx)?;
+        load_rows.extend(copy_rows);
+        ratios.extend(copy_ratios);
         if let Some(other) = &self.also_registry {
             let (more_rows, more_ratios) = self.load_arms("foreign", other, trust, &policy, ctx)?;
             rows.extend(more_rows);
             ratios.extend(more_ratios);
+            let (copy_rows, copy_ratios) = self.copy_arms("foreign", other, trust, &policy, ctx)?;
+            rows.extend(copy_rows);
+            ratios.extend(copy_ratios);
         }
         for (name, bytes, _) in &selected {
             let mut verified = Row::new(name, "verified_load", bytes.len());
@@ -313,6 +379,15 @@ impl Args {
             rows.push(bundle);
         }
         rows.extend(self.nvrtc_rows(&selected, ctx, &info, reps)?);
+        // Last, so that no other arm runs beside the extra contexts (contexts.rs).
+        let mut registries = vec![("bundle", self.at.registry())];
+        registries.extend(self.also_registry.clone().map(|r| ("foreign", r)));
+        for (scope, registry) in &registries {
+            let (context_rows, context_ratios) =
+                self.context_arms(scope, registry, trust, &policy)?;
+            rows.extend(context_rows);
+            ratios.extend(context_ratios);
+        }
         rows.extend(startup_rows);
         ratios.extend(startup_ratios);
         Ok((rows, ratios))
@@ -350,13 +425,8 @@ impl Args {
                 .collect()
         };
         // Every arm starts the same way: a fresh Runtime::open, then every byte it will load
-        // just read (in the CPU caches); the bare arms also check the ELF headers, as the
-        // verifier did during open.
-        let warm = |images: &[std::sync::Arc<[u8]>]| {
-            for b in images {
-                std::hint::black_box(b.iter().fold(0u8, |a, x| a ^ x));
-            }
-        };
+        // just read (in the CPU caches, `warm`); the bare arms also check the ELF headers, as
+        // the verifier did during open.
         let mut rows = [
             Row::new(scope, "verified_load", total),
             Row::new(scope, "raw_kept_loaded", total),
@@ -370,96 +440,93 @@ impl Args {
         // Arm 6 is timed inside arm 5; the others run in a balanced order (every arm right
         // after every other equally often), arm 7 being arm 1 again: the A/A control.
         let arms = [0, 1, 2, 3, 4, 5, 7];
-        for i in 0..=self.ratio_reps.max(2) {
-            for arm in self.order.run(arms.len(), i).into_iter().map(|k| arms[k]) {
-                let took = match arm {
-                    0 => {
-                        let rt = Runtime::open(registry, trust, policy.clone())?;
-                        warm(&fresh(&rt));
-                        let t = Instant::now();
-                        rt.preload()?;
-                        t.elapsed()
-                    }
-                    1 | 7 => {
-                        let rt = Runtime::open(registry, trust, policy.clone())?;
-                        let bytes = fresh(&rt);
-                        warm(&bytes);
-                        let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
-                        raw::time_modules_kept(ctx, &refs)?
-                    }
-                    2 => {
-                        let mut sum = Duration::ZERO;
-                        for name in &names {
-                            // Dropping the runtime unloads the module again.
-                            let rt = Runtime::open(registry, trust, policy.clone())?;
-                            warm(std::slice::from_ref(
-                                rt.verified_bytes(name).expect("selected"),
-                            ));
-                            let t = Instant::now();
-                            rt.module(name)?;
-                            sum += t.elapsed();
-                        }
-                        sum
-                    }
-                    3 => {
-                        let mut sum = Duration::ZERO;
-                        for name in &names {
-                            let rt = Runtime::open(registry, trust, policy.clone())?;
-                            let image = rt.verified_bytes(name).expect("selected");
-                            warm(std::slice::from_ref(image));
-                            sum += raw::time_module_load(ctx, image, false)?;
-                        }
-                        sum
-                    }
-                    4 => {
-                        let mut sum = Duration::ZERO;
-                        for name in &names {
-                            let rt = Runtime::open(registry, trust, policy.clone())?;
-                            let image = rt.verified_bytes(name).expect("selected");
-                            sum += raw::time_cubin_load_from_copy(ctx, image)?;
-                        }
-                        sum
-                    }
-                    5 => {
-                        // Diagnostic: the kept-loaded verified load one module() call at a
-                        // time, with the runtime's own clock around each driver load
-                        // (driver_time), to place the preload's extra cost.
-                        let rt = Runtime::open(registry, trust, policy.clone())?;
-                        warm(&fresh(&rt));
-                        let t = Instant::now();
-                        for name in &names {
-                            rt.module(name)?;
-                        }
-                        let took = t.elapsed();
-                        if i > 0 {
-                            rows[6].samples.push(rt.counters().driver_time);
-                        }
-                        took
-                    }
-                    _ => unreachable!("arm {arm}"),
-                };
-                if i > 0 {
-                    rows[arm].samples.push(took);
+        let mut driver_times = Vec::new();
+        let samples = interleave(self.order, arms.len(), self.ratio_reps, |k, rep| {
+            Ok(match arms[k] {
+                0 => {
+                    let rt = Runtime::open(registry, trust, policy.clone())?;
+                    warm(&fresh(&rt));
+                    let t = Instant::now();
+                    rt.preload()?;
+                    t.elapsed()
                 }
-            }
+                1 | 7 => {
+                    let rt = Runtime::open(registry, trust, policy.clone())?;
+                    let bytes = fresh(&rt);
+                    warm(&bytes);
+                    let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
+                    raw::time_modules_kept(ctx, &refs)?
+                }
+                2 => {
+                    let mut sum = Duration::ZERO;
+                    for name in &names {
+                        // Dropping the runtime unloads the module again.
+                        let rt = Runtime::open(registry, trust, policy.clone())?;
+                        warm(std::slice::from_ref(
+                            rt.verified_bytes(name).expect("selected"),
+                        ));
+                        let t = Instant::now();
+                        rt.module(name)?;
+                        sum += t.elapsed();
+                    }
+                    sum
+                }
+                3 => {
+                    let mut sum = Duration::ZERO;
+                    for name in &names {
+                        let rt = Runtime::open(registry, trust, policy.clone())?;
+                        let image = rt.verified_bytes(name).expect("selected");
+                        warm(std::slice::from_ref(image));
+                        sum += raw::time_module_load(ctx, image, false)?;
+                    }
+                    sum
+                }
+                4 => {
+                    // The copy is made before the clock, from the bytes the runtime just
+                    // verified, into a new allocation (freed after the unload).
+                    let mut sum = Duration::ZERO;
+                    for name in &names {
+                        let rt = Runtime::open(registry, trust, policy.clone())?;
+                        let image = rt.verified_bytes(name).expect("selected");
+                        sum += raw::time_cubin_load_from_copy(ctx, image)?;
+                    }
+                    sum
+                }
+                5 => {
+                    // Diagnostic: the kept-loaded verified load one module() call at a
+                    // time, with the runtime's own clock around each driver load
+                    // (driver_time), to place the preload's extra cost.
+                    let rt = Runtime::open(registry, trust, policy.clone())?;
+                    warm(&fresh(&rt));
+                    let t = Instant::now();
+                    for name in &names {
+                        rt.module(name)?;
+                    }
+                    let took = t.elapsed();
+                    if rep > 0 {
+                        driver_times.push(rt.counters().driver_time);
+                    }
+                    took
+                }
+                arm => unreachable!("arm {arm}"),
+            })
+        })?;
+        for (k, s) in samples.into_iter().enumerate() {
+            rows[arms[k]].samples = s;
         }
+        rows[6].samples = driver_times;
         // `a` against `b`, paired repetition by repetition; named `<scope>_<name>`.
         let ratio = |name: &str, a: usize, b: usize, limit: Option<f64>| {
-            Ratio::paired(
-                &format!("{scope}_{name}"),
-                &format!("{scope}/{}", rows[a].method),
-                &format!("{scope}/{}", rows[b].method),
-                &rows[a].samples,
-                &rows[b].samples,
-                limit,
-            )
+            rows[a].ratio(&rows[b], &format!("{scope}_{name}"), limit)
         };
         let ratios = vec![
             ratio("load_vs_bare_kept", 0, 1, Some(1.05)),
             ratio("load_unload_vs_bare", 2, 3, Some(1.05)),
-            // Reported, not gated: the bare load from an image copied just before the clock
-            // (what this bench's bare arm did until 2026-11-30; see docs/gpu.md), and the
-            // diagnostic rows.
+            // Reported, not gated: the verified load+unload against the bare load from an
+            // image copied into a new allocation just before the clock (what this bench's
+            // bare arm did until 2026-11-30). Unlike treatments of the bytes: not a cost of
+            // verification (that is `load_unload_vs_bare`); see docs/gpu.md and the
+            // `copy_*` rows.
             ratio("load_unload_vs_bare_fresh_copy", 2, 4, None),
             ratio("module_each_vs_bare_kept", 5, 1, None),
             ratio("module_each_driver_vs_bare_kept", 6, 1, None),
@@ -471,97 +538,9 @@ impl Args {
         Ok((rows.into(), ratios))
     }
 
-    /// Start-up in fresh processes: cuda-aot vs bare on device 0, and cuda-aot on devices 0
-    /// and 1 when the host has two GPUs, interleaved. Runs before this process initialises
-    /// the driver (see [`startup`]).
-    fn startup(&self, trust_path: &Path) -> Result<(Vec<Row>, Vec<Ratio>)> {
-        let registry = self.at.registry();
-        let list = self
-            .out
-            .clone()
-            .unwrap_or_else(|| paths::work_dir().join("bench-load"))
-            .join("bare-images.json");
-        std::fs::create_dir_all(list.parent().expect("a folder"))?;
-        let plan = startup::plan(&registry, trust_path, &list)?;
-        let two = plan.devices >= 2;
-        let mut rows = vec![
-            Row::new("startup", "verified_1_device", 0),
-            Row::new("startup", "bare_1_device", 0),
-            Row::new("startup", "verified_2_devices", 0),
-            Row::new("startup", "bare_2_devices", 0),
-            Row::new("startup", "verified_1_device_connections", 0),
-            Row::new("startup", "verified_2_devices_connections", 0),
-        ];
-        let conn = self.startup_connections;
-        let arms: &[(startup::Arm, &[usize], Option<u32>)] = &[
-            (startup::Arm::Verified, &[0], None),
-            (startup::Arm::Bare, &[0], None),
-            (startup::Arm::Verified, &[0, 1], None),
-            (startup::Arm::Bare, &[0, 1], None),
-            (startup::Arm::Verified, &[0], conn),
-            (startup::Arm::Verified, &[0, 1], conn),
-        ];
-        // The arms this host runs, by index into `arms`.
-        let used: Vec<usize> = match (two, conn.is_some()) {
-            (false, false) => vec![0, 1],
-            (false, true) => vec![0, 1, 4],
-            (true, false) => vec![0, 1, 2, 3],
-            (true, true) => vec![0, 1, 2, 3, 4, 5],
-        };
-        for i in 0..=self.startup_reps.max(2) {
-            for j in self.order.run(used.len(), i) {
-                let k = used[j];
-                let (kind, devices, connections) = arms[k];
-                let took =
-                    startup::run_child(kind, devices, connections, &registry, trust_path, &list)?;
-                if i > 0 {
-                    rows[k].samples.push(took);
-                }
-            }
-        }
-        let ratio = |name: &str, a: usize, b: usize, limit: Option<f64>| {
-            Ratio::paired(
-                name,
-                &format!("startup/{}", rows[a].method),
-                &format!("startup/{}", rows[b].method),
-                &rows[a].samples,
-                &rows[b].samples,
-                limit,
-            )
-        };
-        let mut ratios = vec![ratio("startup_vs_bare", 0, 1, Some(1.05))];
-        if let Some(n) = conn {
-            // Reported: what fewer hardware queues save on one device.
-            ratios.push(ratio("startup_connections_vs_default", 4, 0, None));
-            if two {
-                ratios.push(ratio("startup_2_devices_vs_1_connections", 5, 4, None));
-            }
-            eprintln!("note: the *_connections rows ran with CUDA_DEVICE_MAX_CONNECTIONS={n}");
-        }
-        if two {
-            // What cuda-aot controls is gated (its two-device start-up against a bare one);
-            // two devices against one is reported next to the driver's own figure, which
-            // bounds it (the driver creates contexts partly one after another).
-            ratios.push(ratio("startup_2_devices_vs_bare", 2, 3, Some(1.05)));
-            ratios.push(ratio("startup_2_devices_vs_1", 2, 0, None));
-            ratios.push(ratio("bare_2_devices_vs_1", 3, 1, None));
-        } else {
-            eprintln!("note: one GPU on this host: no two-device start-up rows");
-        }
-        let rows = rows
-            .into_iter()
-            .enumerate()
-            .filter(|(k, _)| used.contains(k))
-            .map(|(_, r)| r)
-            .collect();
-        Ok((rows, ratios))
-    }
-
     /// PTX entries of the registry that this device can JIT, verified.
     fn registry_ptx(&self, trust: &[u8], cc: (u32, u32)) -> Result<BTreeMap<String, Vec<u8>>> {
-        let src = DirSource::new(self.at.registry());
-        let verified = verify_all(&src, trust, Default::default(), &Options::default())
-            .map_err(cuda_aot::Error::from)?;
+        let verified = verify_registry(&self.at.registry(), trust)?;
         let mut best: BTreeMap<String, (u32, Vec<u8>)> = BTreeMap::new();
         for (_, m) in verified.modules() {
             let id = &m.manifest().identity;
@@ -830,6 +809,11 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
             "#2f9e44"
         }
         "verified_1_device" | "verified_2_devices" => "#2b8a3e",
+        "verified_1_device_lazy" | "verified_1_device_eager" => "#37b24d",
+        m if m.starts_with("copy_") => "#4dabf7",
+        "per_context_module" => "#1c7ed6",
+        "library_once" => "#0ca678",
+        "per_context_runtime" => "#2f9e44",
         "verified_1_device_connections" | "verified_2_devices_connections" => "#66a80f",
         "bare_1_device" | "bare_2_devices" => "#1c7ed6",
         "verify_at_open" => "#74b816",
@@ -948,6 +932,30 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every arm runs once per repetition, the warm-up repetition included, and keeps one
+    /// sample per kept repetition, in repetition order (so samples pair by index).
+    #[test]
+    fn interleave_drops_the_warm_up_and_pairs_the_arms_by_repetition() {
+        for order in [Order::Balanced, Order::Rotation] {
+            let mut calls = Vec::new();
+            let samples = interleave(order, 3, 5, |k, rep| {
+                calls.push((k, rep));
+                Ok(Duration::from_micros((rep * 10 + k) as u64))
+            })
+            .unwrap();
+            assert_eq!(calls.len(), 3 * 6, "{calls:?}");
+            for (k, s) in samples.iter().enumerate() {
+                let want: Vec<Duration> = (1..=5)
+                    .map(|rep| Duration::from_micros((rep * 10 + k) as u64))
+                    .collect();
+                assert_eq!(s, &want, "arm {k}");
+            }
+        }
+        // At least two kept repetitions, as the ratios need.
+        let few = interleave(Order::Balanced, 2, 0, |_, _| Ok(Duration::ZERO)).unwrap();
+        assert!(few.iter().all(|s| s.len() == 2), "{few:?}");
+    }
 
     /// The parity runner reads a module's section of a spec with its own small reader (it
     /// runs on the GPU host, without the build system). Both readers must see the same
