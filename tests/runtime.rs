@@ -294,7 +294,7 @@ fn gpu_doctor_agrees_with_runtime_open_on_this_device() {
         DeviceSpec::of_device(d.info())
     };
     let diag = Runtime::diagnose(f.reg_path(), &f.root_file, &f.policy(), &rt_spec).unwrap();
-    let refused = diag[0].outcome.as_ref().err().expect("refused");
+    let refused = diag[0].outcome.as_ref().expect_err("refused");
     assert_eq!(refused.to_string(), open.to_string());
     assert_eq!(refused.kind(), open.kind());
     println!("both refuse: {open}");
