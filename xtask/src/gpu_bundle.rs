@@ -17,7 +17,7 @@ use crate::{paths, process};
 /// `publish` of kernels/foreign/foreign.toml), then release builds of the runtime crate's
 /// GPU tests (runtime, foreign, promoted), the prover and README examples and the tool
 /// itself, copies them stripped into the folder with both registries and the dev trust
-/// root, and prints the command to run there (`bash docs/gpu-run.sh`). With --research
+/// root, and prints the command to run there (`.gpu/xtask gpu-run --out DIR`). With --research
 /// also the runtime's library tests and the tool with NVRTC (the research baselines).
 #[derive(clap::Args)]
 pub struct Args {
@@ -164,7 +164,10 @@ impl Args {
             binaries.len(),
             bytes as f64 / (1024.0 * 1024.0)
         );
-        println!("there, from the checkout: OUT=<folder for the logs> bash docs/gpu-run.sh");
+        println!(
+            "there, from the checkout: {}/xtask gpu-run --out <folder for the logs>",
+            paths::shown(&out)
+        );
         Ok(())
     }
 }

@@ -14,7 +14,7 @@
 //!   server); their code needs the `net` feature, and `net` runs them again under a build
 //!   that has it;
 //! - composite tasks: `release`, `repro`, `kernels`, `promote`, `bench`, `bench_load`,
-//!   `bench_serve`, `gpu_bundle`;
+//!   `bench_serve`, `gpu_bundle`, `gpu_run`;
 //!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
 
 #![forbid(unsafe_code)]
@@ -32,6 +32,7 @@ mod doctor;
 mod features;
 mod files;
 mod gpu_bundle;
+mod gpu_run;
 mod kernels;
 mod keygen;
 mod limits;
@@ -101,6 +102,7 @@ enum Task {
     Sync(sync::Args),
     Servers(servers::Args),
     GpuBundle(gpu_bundle::Args),
+    GpuRun(gpu_run::Args),
 }
 
 impl Task {
@@ -142,6 +144,7 @@ impl Task {
             Task::Sync(a) => a.run(),
             Task::Servers(a) => a.run(),
             Task::GpuBundle(a) => a.run(),
+            Task::GpuRun(a) => a.run(),
         }
     }
 }

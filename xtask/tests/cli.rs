@@ -391,3 +391,59 @@ fn gpu_bundle_replaces_only_an_earlier_bundle() {
     assert!(toolkit_untouched(tmp.path()), "it started building");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `gpu-run` (issue 17 item 8) is for the GPU host: given a folder no bundle made it says
+/// so and how to make one; on a host without `nvidia-smi` (CI) it says this is not a GPU
+/// host. Either way it writes no log and runs nothing.
+#[test]
+fn gpu_run_refuses_a_folder_that_is_no_bundle_and_a_host_without_a_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = tmp.path().join("logs");
+    let out = Out::of(
+        xtask()
+            .args(["gpu-run", "--bundle"])
+            .arg(tmp.path())
+            .arg("--out")
+            .arg(&logs),
+    )
+    .failed();
+    assert!(
+        out.stderr
+            .contains("is not a bundle made by cargo xtask gpu-bundle"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.fix().contains("cargo xtask gpu-bundle"),
+        "{}",
+        out.stderr
+    );
+    assert!(!logs.exists());
+    let bundle = tmp.path().join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join(".gpu-bundle"),
+        "made by cargo xtask gpu-bundle\n",
+    )
+    .unwrap();
+    let has_smi = std::process::Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_smi {
+        let out = Out::of(
+            xtask()
+                .args(["gpu-run", "--bundle"])
+                .arg(&bundle)
+                .arg("--out")
+                .arg(&logs),
+        )
+        .failed();
+        assert!(
+            out.stderr.contains("this is not a GPU host"),
+            "{}",
+            out.stderr
+        );
+        assert!(!logs.join("device.txt").exists());
+    }
+}

@@ -4,7 +4,7 @@
 //! this test) and the pinned toolkit's CUDA headers and static runtime; and on a real dev release (real nvcc, generated keys)
 //! it says why it cannot run: no driver here (after the registry verified), a flipped blob
 //! byte (before any driver call), a dev registry under the production policy. On the GPU
-//! host `docs/gpu-run.sh` runs the same program against the release and checks its kernels.
+//! host `gpu-run` runs the same program against the release and checks its kernels.
 
 mod common;
 

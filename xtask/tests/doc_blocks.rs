@@ -184,7 +184,7 @@ fn check_command(cmd: &[String], helps: &mut Helps) -> Option<String> {
             w.drain(..2);
             true
         }
-        ("cuda-aot-registry", _) => {
+        ("cuda-aot-registry" | ".gpu/xtask", _) => {
             w.drain(..1);
             true
         }
@@ -285,6 +285,8 @@ fn a_doc_command_with_a_wrong_option_or_subcommand_is_caught() {
     assert!(check_command(&c("cargo cuda-aot servers nginx --root d"), &mut helps).is_none());
     assert!(check_command(&c("cuda-aot-registry serve --rooot d"), &mut helps).is_some());
     assert!(check_command(&c("cargo test --no-runn"), &mut helps).is_some());
+    assert!(check_command(&c(".gpu/xtask gpu-run --out d --no-bench"), &mut helps).is_none());
+    assert!(check_command(&c(".gpu/xtask gpu-run --outt d"), &mut helps).is_some());
 }
 
 /// Whether the lines of `block` are a run of lines of `code`, indentation aside.
