@@ -23,6 +23,8 @@ pub enum PayloadType {
     Build,
     /// A promotion record (reviewer).
     Promotion,
+    /// An entry of a shared build cache (builder).
+    CacheEntry,
 }
 
 impl PayloadType {
@@ -34,6 +36,7 @@ impl PayloadType {
             PayloadType::Timestamp => "application/vnd.cuda-aot.timestamp.v1+json",
             PayloadType::Build => "application/vnd.cuda-aot.build.v1+json",
             PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
+            PayloadType::CacheEntry => "application/vnd.cuda-aot.cache-entry.v1+json",
         }
     }
 }

@@ -327,6 +327,57 @@ pub struct Attested {
     pub manifest_size: u64,
 }
 
+/// A builder's signed word on one entry of a shared build cache (`--remote-cache`): "the
+/// blob with this digest, described by the manifest file with this digest, is what I built
+/// for this identity". A build that takes an entry from a shared cache checks a threshold
+/// of the trust root's builder keys signed it, that its identity is the one the build
+/// computed from its own inputs (no replay under another identity), that the manifest and
+/// blob are the ones named, and the blob's content, before it uses a byte of it. Its own
+/// payload type, so it never passes as a build statement, nor one as it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheEntry {
+    /// Always [`CacheEntry::SCHEMA`].
+    pub schema: String,
+    /// The identity digest the entry was built for ([`crate::Identity::digest`]).
+    pub identity: Digest,
+    /// Module name (the identity's; for messages before the manifest is read).
+    pub module: ModuleName,
+    /// Exact target.
+    pub sm: Target,
+    /// cubin or ptx.
+    pub kind: Kind,
+    /// blake3 of the entry's unsigned manifest file.
+    pub manifest: Digest,
+    /// Size of the manifest file.
+    pub manifest_size: u64,
+    /// blake3 of the blob.
+    pub blob: Digest,
+    /// Size of the blob.
+    pub blob_size: u64,
+}
+
+impl CacheEntry {
+    /// The schema tag.
+    pub const SCHEMA: &'static str = "cuda-aot/cache-entry/v1";
+
+    /// The statement over one built module: its manifest (whose identity names the entry)
+    /// with the exact bytes of the manifest file, and the blob.
+    pub fn over(manifest: &crate::identity::Manifest, manifest_file: &[u8], blob: &[u8]) -> Self {
+        CacheEntry {
+            schema: Self::SCHEMA.into(),
+            identity: manifest.identity.digest(),
+            module: manifest.identity.module.clone(),
+            sm: manifest.identity.sm,
+            kind: manifest.identity.kind,
+            manifest: Digest::of(manifest_file),
+            manifest_size: manifest_file.len() as u64,
+            blob: Digest::of(blob),
+            blob_size: blob.len() as u64,
+        }
+    }
+}
+
 /// The builder's one signed statement over a whole build: "these manifests (and through
 /// their digests, these blobs) came out of this build". Opening a bundle costs one builder
 /// signature check per statement, however many modules it holds.
@@ -447,6 +498,7 @@ document!(Timestamp, PayloadType::Timestamp, RoleName::Publisher);
 document!(Index, PayloadType::Index, RoleName::Publisher);
 document!(BuildStatement, PayloadType::Build, RoleName::Builder);
 document!(Promotion, PayloadType::Promotion, RoleName::Reviewer);
+document!(CacheEntry, PayloadType::CacheEntry, RoleName::Builder);
 
 #[cfg(test)]
 mod tests {

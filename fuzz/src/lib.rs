@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{BuildStatement, Index, Promotion, Root, Time, Timestamp};
+use cuda_aot::metadata::{BuildStatement, CacheEntry, Index, Promotion, Root, Time, Timestamp};
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::{VerifiedRoot, rotate as rotate_root, verify_anchor};
@@ -143,6 +143,7 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::Timestamp => parse_doc::<Timestamp>(payload, limit, "timestamp"),
         PayloadType::Build => parse_doc::<BuildStatement>(payload, limit, "build statement"),
         PayloadType::Promotion => parse_doc::<Promotion>(payload, limit, "promotion"),
+        PayloadType::CacheEntry => parse_doc::<CacheEntry>(payload, limit, "cache entry"),
     }
 }
 
@@ -159,6 +160,9 @@ pub fn envelope(data: &[u8]) -> Verdict {
     for t in TYPES {
         parse_payload(t, rest, limit);
     }
+    // Cache entries are parsed too, though the selector never picks them (it keeps the
+    // five types it had, so the committed regressions keep their meaning).
+    parse_payload(PayloadType::CacheEntry, rest, limit);
     parse_doc::<Manifest>(rest, limit, "manifest");
     parse_doc::<TrustState>(rest, limit, "trust state");
     let env = match Envelope::parse(rest, limit, ty, "fuzz envelope") {

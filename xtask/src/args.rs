@@ -159,6 +159,52 @@ pub struct CacheArgs {
     /// (bytes, or with a K, M or G suffix: powers of 1024) [default: 2G].
     #[arg(long, value_name = "SIZE", env = "CUDA_AOT_CACHE_MAX_SIZE", value_parser = parse_size)]
     pub cache_max_size: Option<u64>,
+    /// A shared build cache several machines build into and take from, after the local
+    /// one: `file:///path` (a folder every builder reaches). Every entry it serves must be
+    /// signed by a builder key of the trust root and pass the checks `verify` makes
+    /// (identity, digests, content); a refused one is reported and compiled instead.
+    /// docs/build.md, "Shared build cache".
+    #[arg(long, value_name = "URL", env = "CUDA_AOT_REMOTE_CACHE")]
+    pub remote_cache: Option<String>,
+    /// `read`: only take from the shared cache (no private key needed); `read-write`: also
+    /// add, after a build that succeeded, every entry (signed), record and header set it
+    /// lacks.
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "CUDA_AOT_REMOTE_CACHE_MODE",
+        default_value = "read",
+        requires = "remote_cache"
+    )]
+    pub remote_cache_mode: RemoteCacheMode,
+    /// The trust root whose builder keys the shared cache's entries must be signed by
+    /// [default: the project's: the dev root if generated, else keys/root.json].
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "CUDA_AOT_REMOTE_CACHE_TRUST",
+        requires = "remote_cache"
+    )]
+    pub remote_cache_trust: Option<PathBuf>,
+    /// The builder key that signs what a read-write build adds (one the trust root lists)
+    /// [default: the dev builder key, when the trust root is the project's dev root].
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "CUDA_AOT_REMOTE_CACHE_KEY",
+        requires = "remote_cache"
+    )]
+    pub remote_cache_key: Option<PathBuf>,
+}
+
+/// How a build uses the shared build cache (`--remote-cache-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RemoteCacheMode {
+    /// Take entries; never write (no private key needed).
+    Read,
+    /// Take entries, and after a build that succeeded add every entry, record and set the
+    /// shared cache lacks, signed with a builder key.
+    ReadWrite,
 }
 
 /// A size: bytes, or a number with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`,

@@ -92,7 +92,7 @@ pub struct Args {
     /// devices, for the context rows: every kernel made ready in each context, each module
     /// loaded into each (cuModuleLoadData) against loaded once (cuLibraryLoadData); also
     /// measured with one context. 0 leaves the context rows out.
-    #[arg(long, value_name = "K", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4)]
     #[arg(value_parser = clap::value_parser!(u32).range(0..=32))]
     contexts: u32,
     /// Fresh processes per start-up arm.

@@ -15,6 +15,7 @@ mod inputs;
 mod job;
 mod kernels;
 mod nvcc;
+mod remote;
 mod report;
 pub mod spec;
 
@@ -166,6 +167,8 @@ pub struct BuildOptions {
     pub channel: Channel,
     /// Show a progress bar (on a terminal).
     pub progress: bool,
+    /// A shared build cache, taken from after the local one and (read-write) added to.
+    pub remote: Option<remote::RemoteOptions>,
 }
 
 impl Default for BuildOptions {
@@ -184,6 +187,7 @@ impl Default for BuildOptions {
             toolkit: ToolchainOptions::new(ToolkitChoice::Pinned),
             channel: Channel::Dev,
             progress: true,
+            remote: None,
         }
     }
 }
@@ -205,6 +209,15 @@ impl BuildOptions {
         if let Some(m) = cache.cache_max_size {
             o.cache_max = m;
         }
+        o.remote = cache
+            .remote_cache
+            .as_ref()
+            .map(|url| remote::RemoteOptions {
+                url: url.clone(),
+                mode: cache.remote_cache_mode,
+                trust: cache.remote_cache_trust.clone(),
+                key: cache.remote_cache_key.clone(),
+            });
         o.modules = a.modules.clone();
         o.targets = a.targets.clone();
         o.toolkit = ToolchainOptions::from_args(&a.toolkit);
@@ -231,6 +244,21 @@ pub struct BuildReport {
     pub removed: Vec<PathBuf>,
     /// The cache's size bound at work (after a build that added to the cache).
     pub eviction: Option<Eviction>,
+    /// What the shared build cache gave and took, when one was used.
+    pub shared: Option<SharedCache>,
+}
+
+/// What a build did with the shared build cache (`--remote-cache`).
+#[derive(Debug, Clone)]
+pub struct SharedCache {
+    /// Its URL.
+    pub url: String,
+    /// Jobs taken from it (verified, then stored in the local cache).
+    pub taken: usize,
+    /// Entries it had that the build refused (each job then compiled), with why.
+    pub refused: Vec<remote::Refusal>,
+    /// Entries this build added to it (read-write).
+    pub added: usize,
 }
 
 /// One built (module, target).
@@ -316,6 +344,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     // every job; only a change after this point is a change "while the build was running".
     let build_start = SystemTime::now();
     let cache = Cache::new(&opts.cache);
+    let remote = opts.remote.as_ref().map(remote::Remote::open).transpose()?;
     let names = Names::new(
         &plan.spec.sources,
         &plan.toolkit.root,
@@ -331,6 +360,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         inputs: Inputs::new(&cache, names),
         nvcc_runs: AtomicUsize::new(0),
         build_start,
+        remote: remote.as_ref(),
     };
     let n = plan.jobs.len();
     // Each job's dependency records (read on the workers: parsing them is much of the work
@@ -338,7 +368,10 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let keyed: Vec<(Digest, Vec<StoredRecord>)> =
         cuda_aot::parallel::try_map(&plan.jobs, opts.jobs, |j| {
             let k = ctx.dep_key(j);
-            let recs = cache.records(&k);
+            let mut recs = cache.records(&k);
+            if let Some(r) = &remote {
+                recs = remote::merge_records(r, &cache, &k, recs);
+            }
             Ok::<_, std::convert::Infallible>((k, recs))
         })
         .unwrap_or_else(|never| match never {});
@@ -468,6 +501,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let mut changed = false;
     let mut protected = Protected::default();
     let mut added = false;
+    let mut shared_taken = 0;
     for (i, r) in results.into_iter().enumerate() {
         let done = r.expect("every job ran").expect("every job succeeded");
         let job = &plan.jobs[i];
@@ -479,11 +513,21 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 record,
                 last_used,
                 warnings,
+                shared,
             } => {
                 let id = manifest.identity.digest();
-                cache.touch(&id, last_used);
-                // A hit through an older record (a revert): it becomes the newest.
-                if cache.promote_record(key, records, record, id)? {
+                if shared {
+                    // Verified when it was taken; now it is in the local cache too, with
+                    // the record that found it.
+                    cache.commit(&manifest, &blob, &warnings)?;
+                    added = true;
+                    shared_taken += 1;
+                } else {
+                    cache.touch(&id, last_used);
+                }
+                // A hit through an older record (a revert), or a shared one: it becomes the
+                // newest.
+                if cache.promote_record(key, records, record, id, shared)? {
                     note_last(&cache, &plan, job, key, &manifest)?;
                 }
                 (
@@ -529,6 +573,55 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             warnings,
         });
     }
+    // The shared cache, read-write: every job's entry, records and sets it lacks.
+    let shared = match &remote {
+        Some(r) => {
+            let mut uploaded = 0;
+            if r.writes() {
+                for (m, (key, _)) in modules.iter().zip(&keyed) {
+                    let blob = std::fs::read(&m.blob)
+                        .map_err(|e| anyhow::anyhow!("reading {}: {e}", m.blob.display()))?;
+                    let mut unsigned = m.manifest.clone();
+                    unsigned.channel = Channel::Dev;
+                    let stored = cache
+                        .lookup(&unsigned.identity)
+                        .map(|e| e.manifest)
+                        .unwrap_or(unsigned);
+                    if anyhow::Context::with_context(r.add(&cache, key, &stored, &blob), || {
+                        format!(
+                            "built, but adding {} to the shared cache {} failed (the local cache and {} are complete)",
+                            m.manifest.label(),
+                            r.url(),
+                            opts.out.display()
+                        )
+                    })? {
+                        uploaded += 1;
+                    }
+                }
+            }
+            let refused = r.refused();
+            for f in &refused {
+                progress.warn(&format!(
+                    "shared cache {}: refused the entry for {}: {}; compiled it instead",
+                    r.url(),
+                    f.what,
+                    f.reason
+                ));
+            }
+            progress.note(&format!(
+                "shared cache {}: {shared_taken} job(s) taken, {} refused, {uploaded} added",
+                r.url(),
+                refused.len()
+            ));
+            Some(SharedCache {
+                url: r.url().to_string(),
+                taken: shared_taken,
+                refused,
+                added: uploaded,
+            })
+        }
+        None => None,
+    };
     // The size bound, once the cache grew: least recently used entries first, never one
     // this build uses.
     let eviction = if added {
@@ -552,6 +645,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         toolkit: plan.toolkit.identity.clone(),
         removed,
         eviction,
+        shared,
     })
 }
 
@@ -593,7 +687,7 @@ fn commit_units(cache: &Cache, units: &[UnitDone], protected: &mut Protected) ->
             }
             UnitHow::Cached { record, last_used } => {
                 cache.touch(&u.id, *last_used);
-                cache.promote_record(&u.key, &u.records, *record, u.id)?;
+                cache.promote_record(&u.key, &u.records, *record, u.id, false)?;
                 protected.sets.extend(u.records[*record].set);
             }
         }

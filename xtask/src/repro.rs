@@ -41,9 +41,14 @@ impl Args {
         self.select.select_project()?;
         let base = BuildOptions::from_select(
             &self.select,
+            // Two builds from nothing: no local and no shared cache, so nvcc builds each.
             &CacheArgs {
                 cache_dir: None,
                 cache_max_size: None,
+                remote_cache: None,
+                remote_cache_mode: crate::args::RemoteCacheMode::Read,
+                remote_cache_trust: None,
+                remote_cache_key: None,
             },
         );
         let sources = build::spec::load(&base.spec, None)?.sources;

@@ -489,8 +489,13 @@ impl Cache {
     }
 
     pub(super) fn read_records(&self, path: &Path) -> Option<Vec<StoredRecord>> {
-        let bytes = std::fs::read(path).ok()?;
-        if let Ok(f) = cuda_aot::json::parse::<DepsFile>(&bytes, RECORD_LIMIT, "dependency records")
+        Self::parse_records(&std::fs::read(path).ok()?)
+    }
+
+    /// The dependency records in the bytes of a `deps/` file (this format or the previous
+    /// one), or `None` for anything else.
+    pub fn parse_records(bytes: &[u8]) -> Option<Vec<StoredRecord>> {
+        if let Ok(f) = cuda_aot::json::parse::<DepsFile>(bytes, RECORD_LIMIT, "dependency records")
         {
             return (f.schema == DEPS_SCHEMA).then_some(f.records);
         }
@@ -498,7 +503,7 @@ impl Cache {
         // so a cache from before several records were kept needs no rebuild. Its identity is
         // unknown until it is used (then it is stored in the current format).
         let old: DepsFileV1 =
-            cuda_aot::json::parse(&bytes, RECORD_LIMIT, "dependency record").ok()?;
+            cuda_aot::json::parse(bytes, RECORD_LIMIT, "dependency record").ok()?;
         (old.schema == DEPS_SCHEMA_V1).then(|| {
             vec![StoredRecord {
                 files: DepRecord::new(old.files, old.compile_ms).files,
@@ -523,17 +528,25 @@ impl Cache {
                 _ => Ok(()),
             };
         }
-        let f = DepsFile {
+        files::write(path, &Self::records_file(records))
+    }
+
+    /// The bytes of a `deps/` file holding `records` (at most [`MAX_RECORDS`]).
+    pub fn records_file(records: &[StoredRecord]) -> Vec<u8> {
+        cuda_aot::json::to_vec(&DepsFile {
             schema: DEPS_SCHEMA.into(),
             records: records.iter().take(MAX_RECORDS).cloned().collect(),
-        };
-        files::write(path, &cuda_aot::json::to_vec(&f))
+        })
     }
 
     /// The file set `id`, if stored and intact (its content must hash to its name).
     pub fn set(&self, id: &Digest) -> Option<FileSet> {
-        let bytes = std::fs::read(self.set_path(id)).ok()?;
-        let set: FileSet = cuda_aot::json::parse(&bytes, RECORD_LIMIT, "file set").ok()?;
+        Self::parse_set(&std::fs::read(self.set_path(id)).ok()?, id)
+    }
+
+    /// The file set in `bytes`, if it is one and its content hashes to `id`.
+    pub fn parse_set(bytes: &[u8], id: &Digest) -> Option<FileSet> {
+        let set: FileSet = cuda_aot::json::parse(bytes, RECORD_LIMIT, "file set").ok()?;
         (set.schema == SET_SCHEMA && FileSet::digest(&set.files) == *id).then_some(set)
     }
 
@@ -588,15 +601,17 @@ impl Cache {
 
     /// Moves the record at `used` to the front, with the identity it gave now (a cache hit
     /// through an older record: a revert, a branch switched back). Writes nothing when it
-    /// already is the first with that identity.
+    /// already is the first with that identity, unless `always` (the records came partly
+    /// from a shared cache, so the local file may lack them).
     pub fn promote_record(
         &self,
         key: &Digest,
         records: &[StoredRecord],
         used: usize,
         identity: Digest,
+        always: bool,
     ) -> Result<bool> {
-        if used == 0 && records.first().is_some_and(|r| r.identity == identity) {
+        if !always && used == 0 && records.first().is_some_and(|r| r.identity == identity) {
             return Ok(false);
         }
         let Some(rec) = records.get(used) else {
@@ -709,13 +724,13 @@ mod tests {
         // A hit through the second record moves it to the front.
         assert!(
             cache
-                .promote_record(&key, &cache.records(&key), 1, two)
+                .promote_record(&key, &cache.records(&key), 1, two, false)
                 .unwrap()
         );
         assert_eq!(cache.records(&key)[0].identity, two);
         assert!(
             !cache
-                .promote_record(&key, &cache.records(&key), 0, two)
+                .promote_record(&key, &cache.records(&key), 0, two, false)
                 .unwrap()
         );
         // At most MAX_RECORDS are kept.
@@ -752,7 +767,7 @@ mod tests {
         // Used once, it is stored in the current format.
         assert!(
             cache
-                .promote_record(&key, &recs, 0, Digest::of(b"id"))
+                .promote_record(&key, &recs, 0, Digest::of(b"id"), false)
                 .unwrap()
         );
         assert_eq!(cache.records(&key)[0].identity, Digest::of(b"id"));

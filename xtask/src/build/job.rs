@@ -26,6 +26,8 @@ pub(super) enum Done {
         last_used: SystemTime,
         /// nvcc's warnings when the entry was built.
         warnings: Vec<String>,
+        /// Taken from the shared build cache (verified; not yet in the local cache).
+        shared: bool,
     },
     /// Compiled now (committed to the cache only if the whole build succeeds).
     Compiled {
@@ -79,6 +81,8 @@ pub(super) struct Ctx<'a> {
     pub(super) inputs: Inputs<'a>,
     pub(super) nvcc_runs: AtomicUsize,
     pub(super) build_start: SystemTime,
+    /// The shared build cache, when the build uses one.
+    pub(super) remote: Option<&'a super::remote::Remote>,
 }
 
 impl Plan {
@@ -180,6 +184,25 @@ impl Ctx<'_> {
                     record: i,
                     last_used: e.last_used,
                     warnings: e.warnings,
+                    shared: false,
+                });
+            }
+            if let Some(t) = self
+                .remote
+                .and_then(|r| r.fetch(&id, &self.plan.label(job)))
+            {
+                kernels::check_entry_points(
+                    &self.plan.label(job),
+                    &self.plan.spec.modules[job.module].entry_points,
+                    &t.manifest.functions,
+                )?;
+                return Ok(Done::Cached {
+                    manifest: t.manifest,
+                    blob: t.blob,
+                    record: i,
+                    last_used: SystemTime::now(),
+                    warnings: Vec::new(),
+                    shared: true,
                 });
             }
             matched.get_or_insert(id);

@@ -169,6 +169,14 @@ fn cache_line(r: &BuildReport, explained: bool) -> String {
             }
         );
     }
+    if let Some(s) = &r.shared {
+        line += &format!(
+            "; shared cache: {} taken, {} refused, {} added",
+            s.taken,
+            s.refused.len(),
+            s.added
+        );
+    }
     if let Some(ev) = r.eviction.filter(|e| e.entries > 0 || e.over()) {
         line += &format!(
             "; bound {}: removed {} least recently used entr{} ({} -> {})",
@@ -219,7 +227,20 @@ pub struct JsonReport<'a> {
     evicted: usize,
     wall_ms: u128,
     removed: &'a [PathBuf],
+    /// What the shared build cache gave and took (`--remote-cache` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_cache: Option<JsonShared<'a>>,
     modules: Vec<JsonModule<'a>>,
+}
+
+/// The shared build cache's part in a build.
+#[derive(Serialize)]
+struct JsonShared<'a> {
+    url: &'a str,
+    taken: usize,
+    added: usize,
+    /// Entries refused (each job compiled instead): `what` (module, target), `reason`.
+    refused: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -263,6 +284,16 @@ impl<'a> JsonReport<'a> {
             evicted: r.eviction.map_or(0, |e| e.entries),
             wall_ms: r.wall.as_millis(),
             removed: &r.removed,
+            shared_cache: r.shared.as_ref().map(|s| JsonShared {
+                url: &s.url,
+                taken: s.taken,
+                added: s.added,
+                refused: s
+                    .refused
+                    .iter()
+                    .map(|f| serde_json::json!({"what": f.what, "reason": f.reason}))
+                    .collect(),
+            }),
             modules: r
                 .modules
                 .iter()

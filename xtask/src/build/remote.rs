@@ -1,0 +1,380 @@
+//! The shared build cache (`--remote-cache`, issue 20): entries by identity that several
+//! machines build into and take from, each signed by a builder key of the trust root and
+//! taken only after the checks `verify` makes (signature, identity, digests, content), with
+//! the dependency records and file sets that let a build know an entry's identity without
+//! running nvcc.
+//!
+//! ```text
+//! v1/entries/<identity hex>/entry.json     the signed cache entry (CacheEntry, builder role)
+//! v1/entries/<identity hex>/manifest.json  the unsigned manifest the entry names
+//! v1/entries/<identity hex>/blob           the cubin or PTX
+//! v1/deps/<dependency key hex>.json        dependency records, as the local cache keeps them
+//! v1/sets/<set hex>.json                   toolkit and system header sets (content-addressed)
+//! ```
+//!
+//! Records and sets are not signed: a build uses a record only when every file it lists has
+//! the listed digest on this machine (the local cache's own rule), so a forged record can
+//! only make the build compute the identity it would have computed anyway, and a set must
+//! hash to its name. Entries are what must not be forged, and are signed.
+
+use anyhow::{Context, Result, bail};
+use cuda_aot::metadata::CacheEntry;
+use cuda_aot::trust::VerifiedRoot;
+use cuda_aot::{Digest, Identity, Manifest, SecretKey};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use super::cache::{Cache, StoredRecord};
+use crate::args::RemoteCacheMode as Mode;
+use crate::{anchor, devkeys, files, paths};
+
+/// Byte caps of what a shared cache serves (a blob's own cap is the manifest's size, and
+/// that is capped by the limits of a registry blob).
+const ENTRY_LIMIT: u64 = 64 << 10;
+const MANIFEST_LIMIT: u64 = 1 << 20;
+const RECORDS_LIMIT: u64 = 4 << 20;
+
+/// Where the shared cache is and how a build uses it.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    /// `file:///path` (a folder, e.g. on a shared file system).
+    pub url: String,
+    /// Read, or read-write.
+    pub mode: Mode,
+    /// The trust root whose builder keys sign entries [default: the project's].
+    pub trust: Option<PathBuf>,
+    /// The builder key that signs added entries (read-write) [default: the dev builder key
+    /// when the trust root is the project's dev root].
+    pub key: Option<PathBuf>,
+}
+
+/// What a shared cache holds, by path below its root.
+trait Store: Send + Sync {
+    /// The bytes at `rel`, at most `limit` of them; `None` when there is nothing there.
+    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>>;
+    /// Writes `bytes` at `rel`, replacing what was there in one step.
+    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()>;
+}
+
+/// A shared cache in a folder (`file:///path`).
+struct DirStore {
+    root: PathBuf,
+}
+
+impl Store for DirStore {
+    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let path = self.root.join(rel);
+        match cuda_aot::fs::read_at_most(&path, limit)? {
+            Some(b) if b.len() as u64 > limit => {
+                bail!("{} is larger than {limit} bytes", path.display())
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        files::write(&self.root.join(rel), bytes)
+    }
+}
+
+/// Why a build did not take an entry the shared cache has: what a user reads in the
+/// summary, naming what was wrong.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// `module target (kind)`.
+    pub what: String,
+    /// What was wrong with it.
+    pub reason: String,
+}
+
+/// An entry taken from the shared cache: verified, not yet in the local cache.
+pub struct Taken {
+    /// Its manifest (identity equal to the one the build computed).
+    pub manifest: Manifest,
+    /// Its blob (the signed digest and size, content checked).
+    pub blob: Vec<u8>,
+}
+
+/// An open shared cache.
+pub struct Remote {
+    url: String,
+    store: Box<dyn Store>,
+    mode: Mode,
+    root: VerifiedRoot,
+    key: Option<SecretKey>,
+    refused: Mutex<Vec<Refusal>>,
+}
+
+fn entry_dir(id: &Digest) -> String {
+    format!("v1/entries/{}", id.hex())
+}
+
+impl Remote {
+    /// Opens the shared cache `opts` names: reads and checks the trust root, and for
+    /// read-write the builder key (which must be one of the root's builder keys).
+    pub fn open(opts: &RemoteOptions) -> Result<Remote> {
+        let store: Box<dyn Store> = match opts.url.strip_prefix("file://") {
+            Some(path) if path.starts_with('/') => Box::new(DirStore {
+                root: PathBuf::from(path),
+            }),
+            _ => {
+                return Err(crate::advice::fail(
+                    format!(
+                        "--remote-cache {:?}: not a shared cache this tool can use",
+                        opts.url
+                    ),
+                    "give file:///absolute/path of a folder every builder can reach (a shared file system); s3:// and oci:// are not supported yet",
+                ));
+            }
+        };
+        let trust = anchor::trust_file(opts.trust.as_deref())?;
+        let (_, root) = anchor::read(&trust)?;
+        let key = match (opts.mode, &opts.key) {
+            (Mode::Read, _) => None,
+            (Mode::ReadWrite, Some(p)) => Some(devkeys::read_key(p)?),
+            (Mode::ReadWrite, None) if trust == paths::dev_keys_dir().join("root.json") => {
+                Some(devkeys::ensure()?.builder)
+            }
+            (Mode::ReadWrite, None) => {
+                return Err(crate::advice::fail(
+                    format!(
+                        "--remote-cache-mode read-write signs what it adds, and no builder key was given for the trust root {}",
+                        paths::shown(&trust)
+                    ),
+                    "pass --remote-cache-key FILE (a builder key the trust root lists), or use --remote-cache-mode read",
+                ));
+            }
+        };
+        if let Some(k) = &key {
+            let id = k.public().key_id();
+            if !root
+                .root()
+                .roles
+                .builder
+                .keys
+                .iter()
+                .any(|p| p.key_id() == id)
+            {
+                return Err(crate::advice::fail(
+                    format!(
+                        "the builder key {} is not a builder key of the trust root {}: entries it signed would be refused by every reader",
+                        id.short(),
+                        paths::shown(&trust)
+                    ),
+                    "pass the builder key the trust root lists (--remote-cache-key), or the trust root that lists this key (--remote-cache-trust)",
+                ));
+            }
+        }
+        Ok(Remote {
+            url: opts.url.clone(),
+            store,
+            mode: opts.mode,
+            root,
+            key,
+            refused: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The URL it was opened from.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether builds add to it.
+    pub fn writes(&self) -> bool {
+        self.mode == Mode::ReadWrite
+    }
+
+    /// The dependency records the shared cache has under `key` (none when it has none, or
+    /// they cannot be read: the build then only misses the chance of a hit).
+    pub fn records(&self, key: &Digest) -> Vec<StoredRecord> {
+        self.store
+            .get(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| Cache::parse_records(&b))
+            .unwrap_or_default()
+    }
+
+    /// Copies the file set `id` into `local` when the shared cache has it intact (its
+    /// content hashes to its name) and `local` does not.
+    pub fn import_set(&self, local: &Cache, id: &Digest) {
+        if local.set(id).is_some() {
+            return;
+        }
+        let Ok(Some(bytes)) = self
+            .store
+            .get(&format!("v1/sets/{}.json", id.hex()), RECORDS_LIMIT)
+        else {
+            return;
+        };
+        if let Some(set) = Cache::parse_set(&bytes, id) {
+            let _ = local.put_set(&set);
+        }
+    }
+
+    /// The entry for `identity`, if the shared cache has one that passes every check; a
+    /// refused one is noted (see [`Remote::refused`]) and `None` returned, so the job
+    /// compiles.
+    pub fn fetch(&self, identity: &Identity, what: &str) -> Option<Taken> {
+        match self.check(identity) {
+            Ok(taken) => taken,
+            Err(reason) => {
+                self.refused.lock().expect("refusals").push(Refusal {
+                    what: what.to_string(),
+                    reason,
+                });
+                None
+            }
+        }
+    }
+
+    /// The checks of one entry, in the order `verify` makes them: signature, identity,
+    /// manifest, blob, content. `Ok(None)`: no entry at all.
+    fn check(&self, identity: &Identity) -> std::result::Result<Option<Taken>, String> {
+        let id = identity.digest();
+        let dir = entry_dir(&id);
+        let get = |name: &str, limit: u64| {
+            self.store
+                .get(&format!("{dir}/{name}"), limit)
+                .map_err(|e| format!("{name} cannot be read: {e:#}"))
+        };
+        let Some(envelope) = get("entry.json", ENTRY_LIMIT)? else {
+            return match get("manifest.json", MANIFEST_LIMIT)? {
+                Some(_) => Err("unsigned: it has a manifest but no entry.json".into()),
+                None => Ok(None),
+            };
+        };
+        let entry: CacheEntry = self
+            .root
+            .open::<CacheEntry>(&envelope, ENTRY_LIMIT, "cache entry")
+            .map_err(|e| format!("signature: {e}"))?
+            .doc;
+        if entry.identity != id {
+            return Err(format!(
+                "signed for identity {}, not for the identity {} this build computed (an entry replayed under another identity)",
+                entry.identity.short(),
+                id.short()
+            ));
+        }
+        let file =
+            get("manifest.json", MANIFEST_LIMIT)?.ok_or("the signed entry has no manifest.json")?;
+        if file.len() as u64 != entry.manifest_size || Digest::of(&file) != entry.manifest {
+            return Err(format!(
+                "manifest.json is not the signed one (blake3 {} of {} bytes, signed {} of {})",
+                Digest::of(&file).short(),
+                file.len(),
+                entry.manifest.short(),
+                entry.manifest_size
+            ));
+        }
+        let manifest: Manifest = cuda_aot::json::parse(&file, MANIFEST_LIMIT, "cached manifest")
+            .map_err(|e| format!("manifest.json: {e}"))?;
+        if manifest.identity != *identity || manifest.schema != Manifest::SCHEMA {
+            return Err(
+                "its manifest describes another identity or schema than the signed one".into(),
+            );
+        }
+        if (manifest.module_digest, manifest.size) != (entry.blob, entry.blob_size) {
+            return Err("its manifest names another blob than the signed entry".into());
+        }
+        let blob = get("blob", entry.blob_size)?.ok_or("the signed entry has no blob")?;
+        if blob.len() as u64 != entry.blob_size || Digest::of(&blob) != entry.blob {
+            return Err(format!(
+                "blob is not the signed one (blake3 {} of {} bytes, signed {} of {}): altered or truncated",
+                Digest::of(&blob).short(),
+                blob.len(),
+                entry.blob.short(),
+                entry.blob_size
+            ));
+        }
+        cuda_aot::content::check(&manifest, &blob).map_err(|e| format!("content: {e}"))?;
+        Ok(Some(Taken { manifest, blob }))
+    }
+
+    /// The entries this build refused, in the order they were met.
+    pub fn refused(&self) -> Vec<Refusal> {
+        self.refused.lock().expect("refusals").clone()
+    }
+
+    /// Adds one job's result (read-write): its entry, signed, unless the shared cache
+    /// already has one that passes every check; its dependency records merged with the
+    /// shared ones (this build's first); the file sets they name. Returns whether it
+    /// uploaded an entry.
+    pub fn add(
+        &self,
+        local: &Cache,
+        key: &Digest,
+        manifest: &Manifest,
+        blob: &[u8],
+    ) -> Result<bool> {
+        let signer = self
+            .key
+            .as_ref()
+            .context("adding to the shared cache needs --remote-cache-mode read-write")?;
+        let ours = local.records(key);
+        let mut records = ours.clone();
+        for r in self.records(key) {
+            if !records
+                .iter()
+                .any(|o| (&o.files, o.set) == (&r.files, r.set))
+            {
+                records.push(r);
+            }
+        }
+        for set in records.iter().filter_map(|r| r.set) {
+            if let Some(s) = local.set(&set)
+                && self
+                    .store
+                    .get(&format!("v1/sets/{}.json", set.hex()), RECORDS_LIMIT)?
+                    .is_none()
+            {
+                self.store.put(
+                    &format!("v1/sets/{}.json", set.hex()),
+                    &cuda_aot::json::to_vec(&s),
+                )?;
+            }
+        }
+        let bytes = Cache::records_file(&records);
+        self.store
+            .put(&format!("v1/deps/{}.json", key.hex()), &bytes)?;
+        if matches!(self.check(&manifest.identity), Ok(Some(_))) {
+            return Ok(false);
+        }
+        let dir = entry_dir(&manifest.identity.digest());
+        let file = cuda_aot::json::to_vec(manifest);
+        let entry = CacheEntry::over(manifest, &file, blob);
+        let envelope = cuda_aot::metadata::sign_doc(&entry, &[signer]);
+        // The blob and manifest first, the signed entry last: a reader that sees the entry
+        // finds what it names.
+        self.store.put(&format!("{dir}/blob"), blob)?;
+        self.store.put(&format!("{dir}/manifest.json"), &file)?;
+        self.store
+            .put(&format!("{dir}/entry.json"), &envelope.to_bytes())?;
+        Ok(true)
+    }
+}
+
+/// Merges the shared cache's records for a job into the local ones (local first; a shared
+/// record with the same inputs as a local one is left out) and brings the file sets they
+/// name into the local cache.
+pub fn merge_records(
+    remote: &Remote,
+    local: &Cache,
+    key: &Digest,
+    mut records: Vec<StoredRecord>,
+) -> Vec<StoredRecord> {
+    for r in remote.records(key) {
+        if records
+            .iter()
+            .any(|o| (&o.files, o.set) == (&r.files, r.set))
+        {
+            continue;
+        }
+        if let Some(set) = r.set {
+            remote.import_set(local, &set);
+        }
+        records.push(r);
+    }
+    records
+}

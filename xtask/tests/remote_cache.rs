@@ -1,0 +1,292 @@
+//! Issue 20: the shared build cache (`--remote-cache file:///...`). One checkout builds into
+//! it (read-write, entries signed by a builder key of a generated trust root); another
+//! checkout, at another path with an empty local cache, takes every job from it and runs
+//! no nvcc, with the same bytes. Forged, altered, replayed, unsigned and truncated entries
+//! are refused, named in the summary and the JSON report, and compiled instead; a reader
+//! never writes to the shared cache; bad settings are refused before anything is built.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{Keys, Out, Run, Ws, snapshot, xtask};
+
+fn url(dir: &Path) -> String {
+    format!("file://{}", dir.display())
+}
+
+/// A build of `ws` with the shared cache `dir`: read-write signing with `keys`' builder key
+/// when `key` is given, else read-only; both check entries against `keys`' root.
+fn build(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>) -> Run {
+    let mut args: Vec<String> = vec![
+        "--remote-cache".into(),
+        url(dir),
+        "--remote-cache-trust".into(),
+        keys.root().display().to_string(),
+    ];
+    match key {
+        Some(k) => args.extend([
+            "--remote-cache-mode".into(),
+            "read-write".into(),
+            "--remote-cache-key".into(),
+            k.display().to_string(),
+        ]),
+        None => args.extend(["--remote-cache-mode".into(), "read".into()]),
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    ws.build(&refs)
+}
+
+fn shared(run: &Run) -> &serde_json::Value {
+    &run.report.as_ref().expect("a report")["shared_cache"]
+}
+
+/// `module target` -> identity digest hex, from a build's report.
+fn identities(run: &Run) -> BTreeMap<String, String> {
+    run.report.as_ref().unwrap()["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{} {}",
+                    m["module"].as_str().unwrap(),
+                    m["target"].as_str().unwrap()
+                ),
+                m["identity_digest"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("blake3:")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+fn blobs(run: &Run) -> BTreeMap<String, String> {
+    run.report.as_ref().unwrap()["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{} {}",
+                    m["module"].as_str().unwrap(),
+                    m["target"].as_str().unwrap()
+                ),
+                m["module_digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn entry(dir: &Path, id: &str) -> PathBuf {
+    dir.join("v1/entries").join(id)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for (rel, bytes) in snapshot(from) {
+        let p = to.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+}
+
+#[test]
+fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_bad_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let remote = tmp.path().join("shared");
+
+    // Checkout A builds everything and adds it, signed.
+    let a = Ws::new();
+    let first = build(&a, &remote, &keys, Some(&keys.key("builder"))).ok();
+    assert_eq!(first.nvcc_runs(), 6, "{}", first.stderr);
+    assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
+    assert_eq!(shared(&first)["taken"], 0);
+    let ids = identities(&first);
+    for id in ids.values() {
+        for f in ["entry.json", "manifest.json", "blob"] {
+            assert!(entry(&remote, id).join(f).is_file(), "{id}/{f}");
+        }
+    }
+
+    // Checkout B, elsewhere, empty local cache, read-only: no nvcc, the same bytes, and the
+    // shared cache untouched.
+    let before = snapshot(&remote);
+    let b = Ws::new();
+    let second = build(&b, &remote, &keys, None).ok();
+    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
+    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
+    assert_eq!(shared(&second)["added"], 0);
+    assert_eq!(blobs(&second), blobs(&first));
+    let said = format!("{}{}", second.stdout, second.stderr);
+    assert!(
+        said.contains("shared cache: 6 taken, 0 refused, 0 added"),
+        "{said}"
+    );
+    assert_eq!(
+        snapshot(&remote),
+        before,
+        "a read-only build wrote to the shared cache"
+    );
+    // Now its own cache has them: a rebuild takes nothing from the shared one.
+    let again = build(&b, &remote, &keys, None).ok();
+    assert_eq!(
+        (again.nvcc_runs(), shared(&again)["taken"].as_u64()),
+        (0, Some(0))
+    );
+
+    // Another builder, under another trust root, fills a cache of its own: its entries are
+    // well formed, for the same identities, but signed by a key this root does not list.
+    let other_keys = Keys::new(&tmp.path().join("other-keys"), "dev");
+    let other = tmp.path().join("other-shared");
+    build(
+        &Ws::new(),
+        &other,
+        &other_keys,
+        Some(&other_keys.key("builder")),
+    )
+    .ok();
+
+    // Five of the six entries attacked, one way each; the sixth stays intact.
+    let attacked = tmp.path().join("attacked");
+    copy_tree(&remote, &attacked);
+    let id = |k: &str| ids[k].clone();
+    // Forged: signed by an unknown key.
+    std::fs::copy(
+        entry(&other, &id("alpha sm_80")).join("entry.json"),
+        entry(&attacked, &id("alpha sm_80")).join("entry.json"),
+    )
+    .unwrap();
+    // Altered: one byte of the blob.
+    let blob = entry(&attacked, &id("alpha sm_90")).join("blob");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&blob, bytes).unwrap();
+    // Replayed: beta sm_80's folder holds gamma sm_90's whole, validly signed entry.
+    for f in ["entry.json", "manifest.json", "blob"] {
+        std::fs::copy(
+            entry(&attacked, &id("gamma sm_90")).join(f),
+            entry(&attacked, &id("beta sm_80")).join(f),
+        )
+        .unwrap();
+    }
+    // Unsigned: the signature removed.
+    std::fs::remove_file(entry(&attacked, &id("beta sm_90")).join("entry.json")).unwrap();
+    // Truncated: the manifest cut short.
+    let manifest = entry(&attacked, &id("gamma sm_80")).join("manifest.json");
+    let text = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
+
+    let c = Ws::new();
+    let third = build(&c, &attacked, &keys, None).ok();
+    println!("{}", third.stderr);
+    assert_eq!(third.nvcc_runs(), 5, "{}", third.stderr);
+    assert_eq!(shared(&third)["taken"], 1, "{}", third.stderr);
+    assert_eq!(
+        blobs(&third),
+        blobs(&first),
+        "what compiled equals what was shared"
+    );
+    let refused: BTreeMap<String, String> = shared(&third)["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["what"].as_str().unwrap().to_string(),
+                r["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 5, "{refused:?}");
+    let reason = |module: &str, target: &str| -> &str {
+        refused
+            .iter()
+            .find(|(w, _)| w.contains(&format!("`{module}` target {target}")))
+            .map(|(_, r)| r.as_str())
+            .unwrap_or_else(|| panic!("{module} {target} not refused: {refused:?}"))
+    };
+    assert!(
+        reason("alpha", "sm_80").starts_with("signature:"),
+        "{refused:?}"
+    );
+    assert!(
+        reason("alpha", "sm_90").contains("blob is not the signed one"),
+        "{refused:?}"
+    );
+    assert!(
+        reason("beta", "sm_80").contains("replayed under another identity"),
+        "{refused:?}"
+    );
+    assert!(
+        reason("beta", "sm_90").starts_with("unsigned"),
+        "{refused:?}"
+    );
+    assert!(
+        reason("gamma", "sm_80").contains("manifest.json is not the signed one"),
+        "{refused:?}"
+    );
+    assert!(
+        third
+            .stderr
+            .contains("refused the entry for module `alpha` target sm_90")
+            && third.stderr.contains("compiled it instead"),
+        "{}",
+        third.stderr
+    );
+}
+
+#[test]
+fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let other = Keys::new(&tmp.path().join("other"), "dev");
+    let ws = Ws::new();
+    let remote = tmp.path().join("shared");
+    // A builder key the trust root does not list.
+    let run = build(&ws, &remote, &keys, Some(&other.key("builder"))).failed();
+    assert!(
+        run.stderr
+            .contains("is not a builder key of the trust root"),
+        "{}",
+        run.stderr
+    );
+    // Read-write with a generated root and no key.
+    let run = ws
+        .build(&[
+            "--remote-cache",
+            &url(&remote),
+            "--remote-cache-trust",
+            &keys.root().display().to_string(),
+            "--remote-cache-mode",
+            "read-write",
+        ])
+        .failed();
+    assert!(
+        run.stderr.contains("no builder key was given"),
+        "{}",
+        run.stderr
+    );
+    // A URL of a kind not supported (yet).
+    let out = Out::of(
+        xtask()
+            .args(["build", "--spec"])
+            .arg(ws.spec_path())
+            .args(["--remote-cache", "s3://bucket/prefix"]),
+    )
+    .failed();
+    assert!(
+        out.stderr.contains("not a shared cache this tool can use"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("Fix: give file:///"), "{}", out.stderr);
+    assert!(!remote.exists(), "nothing was written");
+    assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+}
