@@ -31,7 +31,7 @@ step() { echo; echo "== $*"; }
 
 export CUDA_AOT_PARITY_RUNNER=$G/parity-runner
 export CUDA_AOT_PARITY_SPEC=kernels/research/research.toml CUDA_AOT_PARITY_BUILD=$G/build/ntt_fused
-export CUDA_AOT_PARITY_ALTERED_SPEC=$G/altered/research.toml CUDA_AOT_PARITY_ALTERED_BUILD=$G/build/ntt_fused_altered
+export CUDA_AOT_PARITY_ALTERED_SPEC=kernels/research/altered/research.toml CUDA_AOT_PARITY_ALTERED_BUILD=$G/build/ntt_fused_altered
 
 {
 step "1. parity: ntt_fused"
@@ -40,7 +40,7 @@ $G/parity-runner --spec kernels/research/research.toml --module ntt_fused \
 echo "exit $?"
 
 step "2. parity: the altered ntt_fused"
-$G/parity-runner --spec $G/altered/research.toml --module ntt_fused \
+$G/parity-runner --spec kernels/research/altered/research.toml --module ntt_fused \
     --build $G/build/ntt_fused_altered --report "$OUT/parity-ntt_fused-altered.json"
 echo "exit $?"
 
@@ -58,7 +58,7 @@ $G/xtask trust-root --out "$OUT/root.json" --channel production \
 
 step "5. promote with the altered kernel's report (refused)"
 mkdir -p "$WORK/altered" && cp -r $G/build/ntt_fused_altered "$WORK/altered/build"
-$G/xtask promote ntt_fused --spec $G/altered/research.toml --out "$WORK/altered" --reuse-build \
+$G/xtask promote ntt_fused --spec kernels/research/altered/research.toml --out "$WORK/altered" --reuse-build \
     --trust "$OUT/root.json" --registry "$WORK/unused-registry" \
     --parity-report "$OUT/parity-ntt_fused-altered.json" \
     --reviewer-key "$KEYS/reviewer.key" --reviewer-key "$KEYS/reviewer2.key"

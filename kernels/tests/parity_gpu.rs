@@ -9,8 +9,10 @@
 //! - `CUDA_AOT_PARITY_SPEC` / `CUDA_AOT_PARITY_BUILD`: the research spec and the AOT build
 //!   of `ntt_fused`;
 //! - `CUDA_AOT_PARITY_ALTERED_SPEC` / `CUDA_AOT_PARITY_ALTERED_BUILD`: the same with the
-//!   altered kernel (the twiddle index of `ntt_stages` forgets the tile's low bits, which
-//!   only matters from the second fused launch on: stages 10 and up).
+//!   altered kernel, the committed fixture `kernels/research/altered/` (the twiddle index
+//!   of `ntt_stages` forgets the tile's low bits, which only matters from the second fused
+//!   launch on: stages 10 and up; `xtask/tests/promote.rs` keeps it equal to `ntt_fused`
+//!   but for that line).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
