@@ -17,16 +17,17 @@ use crate::{paths, process};
 /// `publish` of kernels/foreign/foreign.toml), then release builds of the runtime crate's
 /// GPU tests (runtime, foreign, promoted), the prover and README examples and the tool
 /// itself, copies them stripped into the folder with both registries and the dev trust
-/// root, and prints the command to run there (`.gpu/xtask gpu-run --out DIR`). With --research
-/// also the runtime's library tests and the tool with NVRTC (the research baselines).
+/// root, and prints the command to run there (`.gpu/xtask gpu-run --out DIR`). The tool is
+/// built with NVRTC (`research`), for bench-load's NVRTC baseline. With --research also the
+/// runtime's library tests of the research build.
 #[derive(clap::Args)]
 pub struct Args {
     /// The folder to fill (replaced; it must be ignored by git so it never lands in a
     /// commit).
     #[arg(long, value_name = "DIR", default_value = ".gpu")]
     out: PathBuf,
-    /// Also the research build: the runtime's library tests with NVRTC and the tool's
-    /// NVRTC baseline for bench-load.
+    /// Also the runtime's library tests of the research build (NVRTC); the tool always has
+    /// bench-load's NVRTC baseline.
     #[arg(long)]
     research: bool,
 }
@@ -72,11 +73,6 @@ impl Args {
                 &format!("cargo {}", args.join(" ")),
             )
         };
-        let features: &[&str] = if self.research {
-            &["--features", "research"]
-        } else {
-            &[]
-        };
         cargo(&[
             "build",
             "--release",
@@ -89,7 +85,9 @@ impl Args {
             "--example",
             "lto_speed",
         ])?;
-        cargo(&[&["build", "--release", "-p", "xtask"][..], features].concat())?;
+        // The tool always with NVRTC: bench-load's gate against an NVRTC build needs it
+        // (the GPU host has libnvrtc), and without it that gate cannot pass.
+        cargo(&["build", "--release", "-p", "xtask", "--features", "research"])?;
         cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
         let cpp_prover = paths::work_dir().join("prover-cpp");
         compile_cpp_prover(&root, &cpp_prover)?;
