@@ -19,7 +19,7 @@ mod remote;
 mod report;
 pub mod spec;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cuda_aot::{Channel, Digest, Manifest, ModuleName, Target};
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -106,8 +106,43 @@ pub struct Args {
     /// message of docs/json.md).
     #[arg(long, value_name = "FILE")]
     report_json: Option<PathBuf>,
+    /// Build only part K of N of the jobs, for N machines building one release together:
+    /// a deterministic split, balanced by each job's last measured compile time where the
+    /// local or shared cache knows it (in spec order where not). Needs a read-write
+    /// --remote-cache, where the final build finds every part (docs/build.md, "Sharded
+    /// builds").
+    #[arg(long, value_name = "N", value_parser = parse_shard)]
+    shard: Option<Shard>,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
+}
+
+/// Part `index` (1-based) of `count`: `--shard K/N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// K, from 1.
+    pub index: usize,
+    /// N.
+    pub count: usize,
+}
+
+/// `K/N` with 1 <= K <= N.
+fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
+    let (k, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not K/N (e.g. 2/4: the second of four parts)"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("{s:?} is not K/N with whole numbers"))
+    };
+    let (index, count) = (num(k)?, num(n)?);
+    if count == 0 || index == 0 || index > count {
+        return Err(format!(
+            "{s:?}: K must be between 1 and N, and N at least 1"
+        ));
+    }
+    Ok(Shard { index, count })
 }
 
 impl Args {
@@ -120,6 +155,22 @@ impl Args {
         }
         opts.sources = self.sources;
         opts.channel = self.channel.into();
+        if let Some(shard) = self.shard {
+            if !opts
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.mode == crate::args::RemoteCacheMode::ReadWrite)
+            {
+                return Err(fail(
+                    format!(
+                        "--shard {}/{} builds only part of the release, and nothing would carry it to the final build",
+                        shard.index, shard.count
+                    ),
+                    "give the shared cache every part is added to: --remote-cache URL --remote-cache-mode read-write (docs/build.md, \"Sharded builds\")",
+                ));
+            }
+            opts.shard = Some(shard);
+        }
         if self.dry_run {
             let plan = plan(&opts)?;
             if message::json() {
@@ -169,6 +220,8 @@ pub struct BuildOptions {
     pub progress: bool,
     /// A shared build cache, taken from after the local one and (read-write) added to.
     pub remote: Option<remote::RemoteOptions>,
+    /// Build only this part of the jobs (`--shard K/N`).
+    pub shard: Option<Shard>,
 }
 
 impl Default for BuildOptions {
@@ -188,6 +241,7 @@ impl Default for BuildOptions {
             channel: Channel::Dev,
             progress: true,
             remote: None,
+            shard: None,
         }
     }
 }
@@ -337,7 +391,7 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 /// build's files and the cache holds every result; on any failure neither was changed.
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let t0 = Instant::now();
-    let plan = plan(opts)?;
+    let mut plan = plan(opts)?;
     paths::prepare(&opts.out)?;
     paths::prepare(&opts.cache)?;
     // Noted after the plan: planning may unpack the toolkit, whose headers are inputs of
@@ -354,6 +408,62 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             .flat_map(|m| &m.include_dirs)
             .map(|d| (d.rel.clone(), d.abs.clone())),
     );
+    // Each job's dependency records (read on the workers: parsing them is much of the work
+    // of a no-op rebuild).
+    let keyed: Vec<(Digest, Vec<StoredRecord>)> =
+        cuda_aot::parallel::try_map(&plan.jobs, opts.jobs, |j| {
+            let k = plan.dep_key(j);
+            let mut recs = cache.records(&k);
+            if let Some(r) = &remote {
+                recs = remote::merge_records(r, &cache, &k, recs);
+            }
+            Ok::<_, std::convert::Infallible>((k, recs))
+        })
+        .unwrap_or_else(|never| match never {});
+    // One part of a sharded build: the same split on every machine that sees the same
+    // records.
+    let keyed = match opts.shard {
+        Some(shard) => {
+            // Split by the shared cache's timings, which only a whole build writes: every
+            // shard of one run sees the same (local records differ between machines).
+            let keys: Vec<Digest> = keyed.iter().map(|(k, _)| *k).collect();
+            let weights = remote
+                .as_ref()
+                .map_or_else(|| vec![None; keys.len()], |r| r.timings(&keys));
+            let mine = shard_split(&weights, shard);
+            plan.jobs = mine.iter().map(|&i| plan.jobs[i].clone()).collect();
+            eprintln!(
+                "build: shard {}/{}: {} job(s): {}",
+                shard.index,
+                shard.count,
+                plan.jobs.len(),
+                plan.jobs
+                    .iter()
+                    .map(|j| format!("{} {}", plan.spec.modules[j.module].name, j.target))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if plan.jobs.is_empty() {
+                eprintln!(
+                    "build: shard {}/{} has no job: the release has fewer jobs than parts",
+                    shard.index, shard.count
+                );
+                return Ok(BuildReport {
+                    spec: plan.spec.path.clone(),
+                    out: opts.out.clone(),
+                    modules: Vec::new(),
+                    nvcc_runs: 0,
+                    wall: t0.elapsed(),
+                    toolkit: plan.toolkit.identity.clone(),
+                    removed: Vec::new(),
+                    eviction: None,
+                    shared: None,
+                });
+            }
+            mine.iter().map(|&i| keyed[i].clone()).collect()
+        }
+        None => keyed,
+    };
     let ctx = Ctx {
         plan: &plan,
         cache: &cache,
@@ -363,18 +473,6 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         remote: remote.as_ref(),
     };
     let n = plan.jobs.len();
-    // Each job's dependency records (read on the workers: parsing them is much of the work
-    // of a no-op rebuild).
-    let keyed: Vec<(Digest, Vec<StoredRecord>)> =
-        cuda_aot::parallel::try_map(&plan.jobs, opts.jobs, |j| {
-            let k = ctx.dep_key(j);
-            let mut recs = cache.records(&k);
-            if let Some(r) = &remote {
-                recs = remote::merge_records(r, &cache, &k, recs);
-            }
-            Ok::<_, std::convert::Infallible>((k, recs))
-        })
-        .unwrap_or_else(|never| match never {});
     // Longest first (unknown counts as longest): the last job to start is a short one.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| Reverse(keyed[i].1.first().map_or(u64::MAX, |r| r.compile_ms)));
@@ -587,7 +685,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                         .lookup(&unsigned.identity)
                         .map(|e| e.manifest)
                         .unwrap_or(unsigned);
-                    if anyhow::Context::with_context(r.add(&cache, key, &stored, &blob), || {
+                    if r.add(&cache, key, &stored, &blob).with_context(|| {
                         format!(
                             "built, but adding {} to the shared cache {} failed (the local cache and {} are complete)",
                             m.manifest.label(),
@@ -598,6 +696,15 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                         uploaded += 1;
                     }
                 }
+            }
+            if r.writes() && opts.shard.is_none() {
+                let times: Vec<(Digest, u64)> = keyed
+                    .iter()
+                    .filter_map(|(k, _)| cache.records(k).first().map(|r| (*k, r.compile_ms)))
+                    .collect();
+                r.put_timings(&times).with_context(|| {
+                    format!("writing the shard timings of the shared cache {}", r.url())
+                })?;
             }
             let refused = r.refused();
             for f in &refused {
@@ -647,6 +754,37 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         eviction,
         shared,
     })
+}
+
+/// Positions of part `shard` when jobs of these weights (compile times; `None`: unknown)
+/// are split into `shard.count` parts: known weights longest first, then the unknown in
+/// order (each counted as the mean known weight, 1 when none is known), each job given to
+/// the part with the least weight so far (the lowest-numbered on a tie). Deterministic, so
+/// every machine that sees the same weights makes the same split; the parts cover every
+/// job exactly once.
+fn shard_split(weights: &[Option<u64>], shard: Shard) -> Vec<usize> {
+    let weight = |i: usize| weights[i].map(|w| w.max(1));
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by_key(|&i| (weight(i).is_none(), Reverse(weight(i).unwrap_or(0)), i));
+    let known: Vec<u64> = (0..weights.len()).filter_map(weight).collect();
+    let mean = if known.is_empty() {
+        1
+    } else {
+        (known.iter().sum::<u64>() / known.len() as u64).max(1)
+    };
+    let mut load = vec![0u64; shard.count];
+    let mut mine = Vec::new();
+    for i in order {
+        let part = (0..shard.count)
+            .min_by_key(|&p| (load[p], p))
+            .expect("at least one part");
+        load[part] += weight(i).unwrap_or(mean);
+        if part + 1 == shard.index {
+            mine.push(i);
+        }
+    }
+    mine.sort_unstable();
+    mine
 }
 
 /// Commits a compiled job: its entry, its dependency record (newest first, beside the
@@ -752,4 +890,41 @@ fn keep_finished(
         paths::shown(cache.root())
     );
     anyhow::Error::new(interrupt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(weights: &[Option<u64>], n: usize) -> Vec<Vec<usize>> {
+        (1..=n)
+            .map(|index| shard_split(weights, Shard { index, count: n }))
+            .collect()
+    }
+
+    #[test]
+    fn shards_cover_every_job_once_and_balance_known_compile_times() {
+        let w = [Some(100), Some(10), Some(90), Some(20), Some(80), Some(30)];
+        let p = parts(&w, 2);
+        let mut all: Vec<usize> = p.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..6).collect::<Vec<_>>());
+        let load = |part: &[usize]| part.iter().map(|&i| w[i].unwrap()).sum::<u64>();
+        // 330 in all: longest first gives 160 and 170, not the 220/110 of halving in order.
+        assert_eq!((load(&p[0]), load(&p[1])), (160, 170));
+        assert_eq!(p, parts(&w, 2), "deterministic");
+    }
+
+    #[test]
+    fn unknown_compile_times_spread_evenly_and_more_parts_than_jobs_leave_some_empty() {
+        let p = parts(&[None; 5], 2);
+        assert_eq!(p, vec![vec![0, 2, 4], vec![1, 3]]);
+        let p = parts(&[Some(5), None, None], 4);
+        assert_eq!(p.iter().filter(|x| x.is_empty()).count(), 1);
+        assert_eq!(p.concat().len(), 3);
+        assert_eq!(parse_shard("2/4"), Ok(Shard { index: 2, count: 4 }));
+        for bad in ["0/4", "5/4", "1/0", "2", "a/b"] {
+            assert!(parse_shard(bad).is_err(), "{bad}");
+        }
+    }
 }

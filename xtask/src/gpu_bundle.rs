@@ -87,7 +87,14 @@ impl Args {
         ])?;
         // The tool always with NVRTC: bench-load's gate against an NVRTC build needs it
         // (the GPU host has libnvrtc), and without it that gate cannot pass.
-        cargo(&["build", "--release", "-p", "xtask", "--features", "research"])?;
+        cargo(&[
+            "build",
+            "--release",
+            "-p",
+            "xtask",
+            "--features",
+            "research",
+        ])?;
         cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
         let cpp_prover = paths::work_dir().join("prover-cpp");
         compile_cpp_prover(&root, &cpp_prover)?;

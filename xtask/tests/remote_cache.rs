@@ -107,6 +107,10 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
     assert_eq!(first.nvcc_runs(), 6, "{}", first.stderr);
     assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
     assert_eq!(shared(&first)["taken"], 0);
+    // A whole read-write build also leaves the compile times that shard builds split by.
+    let timings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(remote.join("v1/timings.json")).unwrap()).unwrap();
+    assert_eq!(timings["jobs"].as_object().unwrap().len(), 6, "{timings}");
     let ids = identities(&first);
     for id in ids.values() {
         for f in ["entry.json", "manifest.json", "blob"] {
@@ -289,4 +293,78 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
     assert!(out.stderr.contains("Fix: give file:///"), "{}", out.stderr);
     assert!(!remote.exists(), "nothing was written");
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+}
+
+/// Issue 20, item 3: two shard builds on two checkouts split the release's six jobs
+/// between them (no job twice, none left out) into the shared cache; a release on a third
+/// checkout then finds every job there, runs no nvcc, and signs and publishes the whole set.
+#[test]
+fn issue_20_two_shards_fill_the_shared_cache_and_a_final_release_runs_no_nvcc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let remote = tmp.path().join("shared");
+    let shard = |k: usize| {
+        let ws = Ws::new();
+        let shard = format!("{k}/2");
+        let mut args = vec![
+            "--remote-cache".to_string(),
+            url(&remote),
+            "--remote-cache-trust".into(),
+            keys.root().display().to_string(),
+            "--remote-cache-mode".into(),
+            "read-write".into(),
+            "--remote-cache-key".into(),
+            keys.key("builder").display().to_string(),
+            "--shard".into(),
+            shard,
+        ];
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = ws.build(&refs).ok();
+        (run.compiled(), run.nvcc_runs())
+    };
+    let (one, n1) = shard(1);
+    let (two, n2) = shard(2);
+    assert_eq!((one.len(), two.len()), (3, 3), "{one:?} {two:?}");
+    assert!(one.is_disjoint(&two), "{one:?} {two:?}");
+    assert_eq!(one.union(&two).count(), 6);
+    assert_eq!(n1 + n2, 6);
+
+    let last = Ws::new();
+    let out = Out::of(
+        xtask()
+            .env("CUDA_AOT_BUILD_CACHE", last.path("cache"))
+            .args(["release", "--spec"])
+            .arg(last.spec_path())
+            .args(["--remote-cache", &url(&remote), "--remote-cache-trust"])
+            .arg(keys.root())
+            .arg("--json"),
+    )
+    .ok();
+    let build = out
+        .messages()
+        .into_iter()
+        .find(|m| m["reason"] == "release-finished")
+        .map(|m| m["build"].clone())
+        .unwrap_or_else(|| panic!("no release-finished message:\n{}", out.stdout));
+    assert_eq!(build["nvcc_runs"], 0, "{build}");
+    assert_eq!(build["shared_cache"]["taken"], 6, "{build}");
+    assert!(
+        last.path("spec/.cuda-aot/registry/timestamp.json")
+            .is_file()
+    );
+
+    // A shard with nowhere to put its part is refused before anything is built.
+    let ws = Ws::new();
+    let run = ws.build(&["--shard", "1/2"]).failed();
+    assert!(
+        run.stderr
+            .contains("nothing would carry it to the final build"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("--remote-cache-mode read-write"),
+        "{}",
+        run.stderr
+    );
 }

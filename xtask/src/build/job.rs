@@ -99,16 +99,16 @@ impl Plan {
     }
 }
 
-impl Ctx<'_> {
+impl Plan {
     /// The key of a job's dependency record: what decides which files nvcc reads.
     pub(super) fn dep_key(&self, job: &Job) -> Digest {
-        let m = &self.plan.spec.modules[job.module];
+        let m = &self.spec.modules[job.module];
         let mut key = serde_json::json!({
             "source": m.source_key(),
             "flags": job.flags,
             "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
-            "toolkit": self.plan.toolkit.identity,
-            "host": self.plan.host.version,
+            "toolkit": self.toolkit.identity,
+            "host": self.host.version,
         });
         if m.is_linked() {
             key["link"] = serde_json::json!(job.link);
@@ -117,6 +117,13 @@ impl Ctx<'_> {
         h.update(b"cuda-aot deps key v1\n");
         h.update(&cuda_aot::json::to_canonical(&key));
         Digest(*h.finalize().as_bytes())
+    }
+}
+
+impl Ctx<'_> {
+    /// [`Plan::dep_key`] of this build's plan.
+    pub(super) fn dep_key(&self, job: &Job) -> Digest {
+        self.plan.dep_key(job)
     }
 
     /// The key of the dependency records of `file`, one source of a linked job's module:

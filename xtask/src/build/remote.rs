@@ -10,6 +10,7 @@
 //! v1/entries/<identity hex>/blob           the cubin or PTX
 //! v1/deps/<dependency key hex>.json        dependency records, as the local cache keeps them
 //! v1/sets/<set hex>.json                   toolkit and system header sets (content-addressed)
+//! v1/timings.json                          compile time per dependency key, for --shard
 //! ```
 //!
 //! Records and sets are not signed: a build uses a record only when every file it lists has
@@ -352,6 +353,58 @@ impl Remote {
         self.store
             .put(&format!("{dir}/entry.json"), &envelope.to_bytes())?;
         Ok(true)
+    }
+}
+
+/// What `v1/timings.json` holds: each job's last compile time in milliseconds, by the hex of
+/// its dependency key. Written only by a whole (unsharded) read-write build, read by shard
+/// builds, so every shard of one run splits the jobs by the same numbers. Unsigned: a forged
+/// file can only unbalance the split; which jobs exist and what they produce never depend
+/// on it.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Timings {
+    schema: String,
+    jobs: std::collections::BTreeMap<String, u64>,
+}
+
+const TIMINGS_SCHEMA: &str = "cuda-aot/shard-timings/v1";
+const TIMINGS: &str = "v1/timings.json";
+/// At most this many jobs are remembered (the most recently written ones win).
+const MAX_TIMINGS: usize = 100_000;
+
+impl Remote {
+    /// The compile time the shared cache's timings give for each of `keys` (`None` where it
+    /// has none, or no readable timings at all).
+    pub fn timings(&self, keys: &[Digest]) -> Vec<Option<u64>> {
+        let t: Timings = self
+            .store
+            .get(TIMINGS, RECORDS_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| cuda_aot::json::parse(&b, RECORDS_LIMIT, "shard timings").ok())
+            .filter(|t: &Timings| t.schema == TIMINGS_SCHEMA)
+            .unwrap_or_default();
+        keys.iter().map(|k| t.jobs.get(&k.hex()).copied()).collect()
+    }
+
+    /// Records these jobs' compile times (read-write builds of the whole release only).
+    pub fn put_timings(&self, jobs: &[(Digest, u64)]) -> Result<()> {
+        let mut t: Timings = self
+            .store
+            .get(TIMINGS, RECORDS_LIMIT)?
+            .and_then(|b| cuda_aot::json::parse(&b, RECORDS_LIMIT, "shard timings").ok())
+            .filter(|t: &Timings| t.schema == TIMINGS_SCHEMA)
+            .unwrap_or_default();
+        t.schema = TIMINGS_SCHEMA.into();
+        for (k, ms) in jobs {
+            t.jobs.insert(k.hex(), *ms);
+        }
+        while t.jobs.len() > MAX_TIMINGS {
+            let first = t.jobs.keys().next().cloned().expect("non-empty");
+            t.jobs.remove(&first);
+        }
+        self.store.put(TIMINGS, &cuda_aot::json::to_vec(&t))
     }
 }
 
