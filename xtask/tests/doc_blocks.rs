@@ -256,8 +256,21 @@ fn every_command_in_a_doc_shell_block_exists_with_the_options_it_uses() {
     let mut helps = Helps::default();
     let mut checked = 0;
     let mut wrong = Vec::new();
-    for b in all_blocks().iter().filter(|b| b.lang == "sh") {
-        for cmd in commands(&b.text) {
+    for b in all_blocks()
+        .iter()
+        .filter(|b| b.lang == "sh" || b.lang == "yaml")
+    {
+        // A workflow's commands are its `run:` lines.
+        let text = if b.lang == "yaml" {
+            b.text
+                .lines()
+                .filter_map(|l| l.trim_start().strip_prefix("- run: "))
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            b.text.clone()
+        };
+        for cmd in commands(&text) {
             checked += 1;
             if let Some(why) = check_command(&cmd, &mut helps) {
                 wrong.push(format!("{}:{}: {}: {why}", b.file, b.line, cmd.join(" ")));
