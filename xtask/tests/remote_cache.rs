@@ -306,7 +306,7 @@ fn issue_20_two_shards_fill_the_shared_cache_and_a_final_release_runs_no_nvcc() 
     let shard = |k: usize| {
         let ws = Ws::new();
         let shard = format!("{k}/2");
-        let mut args = vec![
+        let args = vec![
             "--remote-cache".to_string(),
             url(&remote),
             "--remote-cache-trust".into(),
