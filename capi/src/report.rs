@@ -17,13 +17,37 @@ pub struct Report {
     summary: CString,
 }
 
-/// One module × target of a report, its strings kept alive by the report.
-struct ModuleStrings {
+/// One module × target as C strings, kept alive by the report or runtime that holds it.
+pub(crate) struct ModuleStrings {
     module: CString,
     target: CString,
     kind: CString,
     digest: CString,
     size: u64,
+}
+
+impl ModuleStrings {
+    /// The strings of `m`'s module, target, kind and blob digest.
+    pub(crate) fn of(m: &cuda_aot::Manifest) -> ModuleStrings {
+        ModuleStrings {
+            module: c_string(m.identity.module.as_str()),
+            target: c_string(&m.identity.sm.to_string()),
+            kind: c_string(&m.identity.kind.to_string()),
+            digest: c_string(&m.module_digest.to_string()),
+            size: m.size,
+        }
+    }
+
+    /// The C view, pointing into these strings.
+    pub(crate) fn info(&self) -> ModuleInfo {
+        ModuleInfo {
+            module: self.module.as_ptr(),
+            target: self.target.as_ptr(),
+            kind: self.kind.as_ptr(),
+            digest: self.digest.as_ptr(),
+            size: self.size,
+        }
+    }
 }
 
 /// One verified module and target, as `cuda_aot_report_module` describes it. The strings
@@ -51,16 +75,7 @@ impl Report {
         let modules = v
             .manifests()
             .iter()
-            .map(|m| {
-                let man = m.manifest();
-                ModuleStrings {
-                    module: c_string(man.identity.module.as_str()),
-                    target: c_string(&man.identity.sm.to_string()),
-                    kind: c_string(&man.identity.kind.to_string()),
-                    digest: c_string(&man.module_digest.to_string()),
-                    size: man.size,
-                }
-            })
+            .map(|m| ModuleStrings::of(m.manifest()))
             .collect();
         let summary = format!(
             "registry OK: index v{} (timestamp v{}, expires {}), trust root v{} [{}], {} module(s), {} signature check(s)",
@@ -122,13 +137,7 @@ pub unsafe extern "C" fn cuda_aot_report_module(
                 "pass an index below cuda_aot_report_module_count(report)",
             )
         })?;
-        let info = ModuleInfo {
-            module: m.module.as_ptr(),
-            target: m.target.as_ptr(),
-            kind: m.kind.as_ptr(),
-            digest: m.digest.as_ptr(),
-            size: m.size,
-        };
+        let info = m.info();
         // SAFETY: `out` is non-null and points to a writable ModuleInfo (see # Safety).
         unsafe { out.write(info) };
         Ok(())

@@ -9,7 +9,7 @@ use crate::global::Global;
 use crate::kernel::Kernel;
 use crate::last_error::{Failure, c_string, entry, guard};
 use crate::policy::{Policy, null_handle};
-use crate::report::{ModuleInfo, null};
+use crate::report::{ModuleInfo, ModuleStrings, null};
 use crate::status::Status;
 use crate::verify::path_arg;
 
@@ -28,28 +28,10 @@ pub struct Runtime {
     modules: Vec<ModuleStrings>,
 }
 
-/// One selected module's strings, kept alive by the runtime.
-struct ModuleStrings {
-    module: CString,
-    target: CString,
-    kind: CString,
-    digest: CString,
-    size: u64,
-}
-
 impl Runtime {
     fn new(inner: cuda_aot::Runtime) -> Runtime {
         let d = inner.device();
-        let modules = inner
-            .selected()
-            .map(|m| ModuleStrings {
-                module: c_string(m.identity.module.as_str()),
-                target: c_string(&m.identity.sm.to_string()),
-                kind: c_string(&m.identity.kind.to_string()),
-                digest: c_string(&m.module_digest.to_string()),
-                size: m.size,
-            })
-            .collect();
+        let modules = inner.selected().map(ModuleStrings::of).collect();
         Runtime {
             device_name: c_string(&d.name),
             device_sm: c_string(&d.sm()),
@@ -417,15 +399,7 @@ pub unsafe extern "C" fn cuda_aot_runtime_module(
             )
         })?;
         // SAFETY: non-null and writable (see # Safety).
-        unsafe {
-            out.write(ModuleInfo {
-                module: m.module.as_ptr(),
-                target: m.target.as_ptr(),
-                kind: m.kind.as_ptr(),
-                digest: m.digest.as_ptr(),
-                size: m.size,
-            })
-        };
+        unsafe { out.write(m.info()) };
         Ok(())
     })
 }

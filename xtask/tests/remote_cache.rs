@@ -16,9 +16,9 @@ fn url(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
 
-/// A build of `ws` with the shared cache `dir`: read-write signing with `keys`' builder key
-/// when `key` is given, else read-only; both check entries against `keys`' root.
-fn build(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>) -> Run {
+/// The shared-cache arguments for `dir`: read-write signing with `key` when given, else
+/// read-only; entries checked against `keys`' root.
+fn shared_args(dir: &Path, keys: &Keys, key: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--remote-cache".into(),
         url(dir),
@@ -34,8 +34,20 @@ fn build(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>) -> Run {
         ]),
         None => args.extend(["--remote-cache-mode".into(), "read".into()]),
     }
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    args
+}
+
+/// A build of `ws` with the shared cache `dir` ([`shared_args`]) and `extra`.
+fn build_with(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>, extra: &[&str]) -> Run {
+    let args = shared_args(dir, keys, key);
+    let mut refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    refs.extend(extra);
     ws.build(&refs)
+}
+
+/// [`build_with`] and nothing else.
+fn build(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>) -> Run {
+    build_with(ws, dir, keys, key, &[])
 }
 
 fn shared(run: &Run) -> &serde_json::Value {
@@ -304,22 +316,15 @@ fn issue_20_two_shards_fill_the_shared_cache_and_a_final_release_runs_no_nvcc() 
     let keys = Keys::new(&tmp.path().join("keys"), "dev");
     let remote = tmp.path().join("shared");
     let shard = |k: usize| {
-        let ws = Ws::new();
-        let shard = format!("{k}/2");
-        let args = vec![
-            "--remote-cache".to_string(),
-            url(&remote),
-            "--remote-cache-trust".into(),
-            keys.root().display().to_string(),
-            "--remote-cache-mode".into(),
-            "read-write".into(),
-            "--remote-cache-key".into(),
-            keys.key("builder").display().to_string(),
-            "--shard".into(),
-            shard,
-        ];
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let run = ws.build(&refs).ok();
+        let part = format!("{k}/2");
+        let run = build_with(
+            &Ws::new(),
+            &remote,
+            &keys,
+            Some(&keys.key("builder")),
+            &["--shard", &part],
+        )
+        .ok();
         (run.compiled(), run.nvcc_runs())
     };
     let (one, n1) = shard(1);
