@@ -107,11 +107,11 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     report_json: Option<PathBuf>,
     /// Build only part K of N of the jobs, for N machines building one release together:
-    /// a deterministic split, balanced by each job's last measured compile time where the
-    /// local or shared cache knows it (in spec order where not). Needs a read-write
-    /// --remote-cache, where the final build finds every part (docs/build.md, "Sharded
-    /// builds").
-    #[arg(long, value_name = "N", value_parser = parse_shard)]
+    /// a deterministic split, balanced by the compile times the shared cache recorded at
+    /// its last whole read-write build (in spec order where it has none), the same on every
+    /// machine of one run. Needs a read-write --remote-cache, where the final build finds
+    /// every part (docs/build.md, "Sharded builds").
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
     shard: Option<Shard>,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
