@@ -328,6 +328,27 @@ int main(int argc, char **argv) {
                 ran++;
             }
         }
+        // The several-devices form, here with this one device: one verification, one
+        // runtime per ordinal; its kernels run like the first runtime's.
+        if (rt.has("field_ops")) {
+            auto rts = cuda_aot::Runtime::open_devices(argv[1], argv[2], policy, {d.ordinal});
+            rts.at(0).preload();
+            const unsigned n = 4096;
+            const auto a = random_elements(n, 7), b = random_elements(n, 8);
+            DeviceBuffer da(a), db(b), dout(std::vector<uint64_t>(n, 0));
+            auto gl_add = rts.at(0).kernel("field_ops", "gl_add");
+            gl_add.launch(cuda_aot::dim(grid_for(n, 256)), cuda_aot::dim(256), stream, da.dev(),
+                          db.dev(), dout.dev(), n);
+            DeviceBuffer::cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+            const auto got = dout.read();
+            bool ok = rts.size() == 1 && rts[0].device().ordinal == d.ordinal;
+            for (unsigned i = 0; ok && i < n; i++) {
+                ok = got[i] == add(a[i], b[i]);
+            }
+            check("gl_add (4096) through a runtime of Runtime::open_devices({" +
+                      std::to_string(d.ordinal) + "})",
+                  ok);
+        }
         cudaStreamDestroy(stream);
         const auto c = rt.counters();
         std::printf("counters: %" PRIu64 " modules verified, %" PRIu64 " loaded, %" PRIu64
