@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, result, sys};
 
-use cuda_aot::cuda::{CudaError, LoadApi, check_cubin, require_driver};
+use cuda_aot::cuda::{CudaError, LoadApi, check_cubin, need_driver, require_driver};
 
-use super::{bind, kernel_name, load_checked, need_driver, unload};
+use super::{bind, kernel_name, load_checked, unload};
 
 /// One module to make ready: its cubin and the symbols of its kernels (from its signed
 /// manifest).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, result, sys};
 
-use cuda_aot::cuda::{CudaError, check_cubin, driver_version, ptx_with_nul, require_driver};
+use cuda_aot::cuda::{CudaError, check_cubin, need_driver, ptx_with_nul, require_driver};
 
 pub use contexts::{ModuleKernels, extra_contexts, time_ready_in_contexts};
 
@@ -239,23 +239,6 @@ fn kernel_name(k: &str) -> Result<CString, CudaError> {
         value: k.escape_debug().to_string(),
         reason: "holds a NUL byte",
     })
-}
-
-/// `Ok(())` when the driver is new enough for `feature` (`needed` in `cuDriverGetVersion`
-/// form, e.g. 12040), [`CudaError::DriverTooOld`] otherwise: cudarc panics when an entry
-/// point the loaded libcuda lacks is called, so every entry point newer than CUDA 12.0 is
-/// checked first (as the runtime's own loader does).
-fn need_driver(needed: i32, feature: &'static str) -> Result<(), CudaError> {
-    let found = driver_version()?;
-    if found < needed {
-        Err(CudaError::DriverTooOld {
-            feature,
-            needed,
-            found,
-        })
-    } else {
-        Ok(())
-    }
 }
 
 /// The driver's module loading mode in this process (`cuModuleGetLoadingMode`): `"LAZY"`

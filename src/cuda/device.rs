@@ -144,6 +144,23 @@ pub fn driver_version() -> Result<i32, CudaError> {
     Ok(*VERSION.get_or_init(|| version))
 }
 
+/// Refuses with [`CudaError::DriverTooOld`] when the driver is older than `needed`
+/// (`cuDriverGetVersion` form, e.g. 12040) for `feature`, before an entry point it lacks
+/// is called (cudarc would panic on the missing symbol). The runtime's loader and the
+/// bench crate's bare loaders both check through it.
+pub fn need_driver(needed: i32, feature: &'static str) -> Result<(), CudaError> {
+    let found = driver_version()?;
+    if found < needed {
+        Err(CudaError::DriverTooOld {
+            feature,
+            needed,
+            found,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 /// How many CUDA devices this process sees (0 when the driver sees none).
 pub fn device_count() -> Result<usize, CudaError> {
     require_driver()?;

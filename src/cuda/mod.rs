@@ -60,7 +60,7 @@ use std::sync::OnceLock;
 
 pub use cudarc::driver::sys::CUdeviceptr;
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-pub use device::{Device, DeviceInfo, device_count, driver_version};
+pub use device::{Device, DeviceInfo, device_count, driver_version, need_driver};
 pub use error::CudaError;
 pub use image::{check_cubin, ptx_with_nul};
 pub use module::{

@@ -15,7 +15,7 @@ use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::image::{check_cubin, ptx_with_nul};
-use super::{CudaError, driver_version, require_driver};
+use super::{CudaError, driver_version, need_driver, require_driver};
 use crate::identity::Kind;
 use crate::verify::VerifiedModule;
 
@@ -992,21 +992,6 @@ fn describe(params: &[ParamInfo]) -> String {
 fn bind(ctx: &CudaContext) -> Result<(), CudaError> {
     ctx.bind_to_thread()
         .map_err(|e| CudaError::driver("cuCtxSetCurrent", e))
-}
-
-/// Refuses with [`CudaError::DriverTooOld`] when the driver is older than `needed`, before
-/// an entry point it lacks is called (cudarc would panic on the missing symbol).
-fn need_driver(needed: i32, feature: &'static str) -> Result<(), CudaError> {
-    let found = driver_version()?;
-    if found < needed {
-        Err(CudaError::DriverTooOld {
-            feature,
-            needed,
-            found,
-        })
-    } else {
-        Ok(())
-    }
 }
 
 /// The kernel's parameter layout: `cuFuncGetParamInfo` for index 0, 1, ... until the driver

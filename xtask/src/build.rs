@@ -677,15 +677,12 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             let mut uploaded = 0;
             if r.writes() {
                 for (m, (key, _)) in modules.iter().zip(&keyed) {
+                    // The manifest as written beside the blob: a reader checks its bytes
+                    // against the signed digest and takes it whatever its channel (the
+                    // reader's build sets its own).
                     let blob = std::fs::read(&m.blob)
-                        .map_err(|e| anyhow::anyhow!("reading {}: {e}", m.blob.display()))?;
-                    let mut unsigned = m.manifest.clone();
-                    unsigned.channel = Channel::Dev;
-                    let stored = cache
-                        .lookup(&unsigned.identity)
-                        .map(|e| e.manifest)
-                        .unwrap_or(unsigned);
-                    if r.add(&cache, key, &stored, &blob).with_context(|| {
+                        .with_context(|| format!("reading {}", m.blob.display()))?;
+                    if r.add(&cache, key, &m.manifest, &blob).with_context(|| {
                         format!(
                             "built, but adding {} to the shared cache {} failed (the local cache and {} are complete)",
                             m.manifest.label(),
