@@ -25,6 +25,8 @@ pub enum PayloadType {
     Promotion,
     /// An entry of a shared build cache (builder).
     CacheEntry,
+    /// An in-toto statement: the build statement with its SLSA provenance (builder).
+    InToto,
 }
 
 impl PayloadType {
@@ -37,6 +39,7 @@ impl PayloadType {
             PayloadType::Build => "application/vnd.cuda-aot.build.v1+json",
             PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
             PayloadType::CacheEntry => "application/vnd.cuda-aot.cache-entry.v1+json",
+            PayloadType::InToto => "application/vnd.in-toto+json",
         }
     }
 }

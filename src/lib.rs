@@ -64,6 +64,7 @@ pub mod limits;
 pub mod metadata;
 pub mod name;
 pub mod parallel;
+pub mod provenance;
 pub mod ptx;
 #[cfg(feature = "research")]
 pub mod research;

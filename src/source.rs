@@ -33,6 +33,11 @@ pub mod layout {
     pub fn promotion(d: &Digest) -> String {
         format!("promotions/blake3/{}.json", d.hex())
     }
+    /// `sources/blake3/<hex>`: a source file (or the spec) a build read, named by the
+    /// build statement's provenance, for rebuilders.
+    pub fn source(d: &Digest) -> String {
+        format!("sources/blake3/{}", d.hex())
+    }
     /// `blobs/blake3/<aa>/<hex>`
     pub fn blob(d: &Digest) -> String {
         let h = d.hex();
@@ -40,8 +45,8 @@ pub mod layout {
     }
 
     /// Whether `rel` is a path of this layout: [`TIMESTAMP`], [`root`], [`index`] (a
-    /// version without leading zeros), or a [`manifest`], [`statement`], [`promotion`] or
-    /// [`blob`] named by a lower-case blake3 hex digest. Servers serve nothing else.
+    /// version without leading zeros), or a [`manifest`], [`statement`], [`promotion`],
+    /// [`source`] or [`blob`] named by a lower-case blake3 hex digest. Servers serve nothing else.
     pub fn is_layout_path(rel: &str) -> bool {
         fn version(n: &str) -> bool {
             !n.is_empty()
@@ -70,6 +75,7 @@ pub mod layout {
             || json_digest("manifests/blake3/")
             || json_digest("statements/blake3/")
             || json_digest("promotions/blake3/")
+            || rel.strip_prefix("sources/blake3/").is_some_and(hex)
             || rel
                 .strip_prefix("blobs/blake3/")
                 .and_then(|r| r.split_once('/'))
@@ -200,6 +206,7 @@ mod tests {
             layout::statement(&d),
             layout::promotion(&d),
             layout::blob(&d),
+            layout::source(&d),
         ] {
             assert!(layout::is_layout_path(&good), "{good}");
         }
@@ -218,6 +225,8 @@ mod tests {
             format!("blobs/blake3/zz/{h}"),
             format!("blobs/blake3/{}/{h}/x", &h[..2]),
             format!("statements/sha256/{h}.json"),
+            format!("sources/blake3/{h}.json"),
+            format!("sources/blake3/{}/{h}", &h[..2]),
         ] {
             assert!(!layout::is_layout_path(&bad), "{bad}");
         }

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::identity::{Channel, Manifest};
 use crate::keys::KeyId;
 use crate::limits::Limits;
-use crate::metadata::{Attested, BuildStatement, Index, IndexEntry, Promotion, Time, Timestamp};
+use crate::metadata::{Attested, Index, IndexEntry, Promotion, Time, Timestamp};
 use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
 use crate::state::TrustState;
 use crate::trust::{VerifiedRoot, verify_anchor};
@@ -143,6 +143,8 @@ impl VerifiedModule {
 #[derive(Debug, Clone)]
 struct VerifiedStatement {
     attested: BTreeMap<Digest, Attested>,
+    /// The in-toto form: each manifest's blob subject (digest, size).
+    blobs: BTreeMap<Digest, (Digest, u64)>,
     signers: Vec<KeyId>,
 }
 
@@ -364,6 +366,25 @@ impl VerifiedIndex {
                     id.sm,
                     id.kind,
                     identity.short()
+                ),
+            });
+        }
+        // 6c'. The in-toto form also names each blob as a subject (for tools that check
+        // subjects, not manifests): it must be the blob the manifest names.
+        if let Some(&(blob, size)) = statement.blobs.get(&e.manifest)
+            && (blob, size) != (manifest.module_digest, manifest.size)
+        {
+            return Err(Error::MixAndMatch {
+                what,
+                listed: format!(
+                    "blob subject {} ({size} bytes) in build statement {}",
+                    blob.short(),
+                    e.statement.short()
+                ),
+                found: format!(
+                    "blob {} ({} bytes) in the manifest",
+                    manifest.module_digest.short(),
+                    manifest.size
                 ),
             });
         }
@@ -731,24 +752,20 @@ fn verify_statements(
             });
         }
         let bytes = read_exact_signed(src, &path, r.size, &r.digest, &what)?;
-        let opened = root.open::<BuildStatement>(&bytes, limits.statement, &what)?;
-        if opened.doc.channel != index.channel {
+        let opened = crate::provenance::open_build(root, &bytes, limits.statement, &what)?;
+        let a = opened.attestation;
+        if a.channel != index.channel {
             return Err(Error::Channel {
                 what,
                 required: index.channel.to_string(),
-                found: opened.doc.channel.to_string(),
+                found: a.channel.to_string(),
             });
         }
-        let attested = opened
-            .doc
-            .manifests
-            .into_iter()
-            .map(|a| (a.manifest, a))
-            .collect();
         out.insert(
             r.digest,
             VerifiedStatement {
-                attested,
+                attested: a.manifests.into_iter().map(|m| (m.manifest, m)).collect(),
+                blobs: a.blobs,
                 signers: opened.signers,
             },
         );

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{BuildStatement, CacheEntry, Index, Promotion, Root, Time, Timestamp};
+use cuda_aot::provenance::Statement;
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::{VerifiedRoot, rotate as rotate_root, verify_anchor};
@@ -144,6 +145,14 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::Build => parse_doc::<BuildStatement>(payload, limit, "build statement"),
         PayloadType::Promotion => parse_doc::<Promotion>(payload, limit, "promotion"),
         PayloadType::CacheEntry => parse_doc::<CacheEntry>(payload, limit, "cache entry"),
+        PayloadType::InToto => {
+            let v = parse_doc::<Statement>(payload, limit, "in-toto statement");
+            // What the verifier reads of it must not panic either.
+            if let Ok(s) = json::parse::<Statement>(payload, limit, "in-toto statement") {
+                let _ = s.attested("in-toto statement");
+            }
+            v
+        }
     }
 }
 
@@ -432,6 +441,7 @@ fn payload_type(name: &str) -> Option<PayloadType> {
         "timestamp" => PayloadType::Timestamp,
         "build" => PayloadType::Build,
         "promotion" => PayloadType::Promotion,
+        "intoto" => PayloadType::InToto,
         _ => return None,
     })
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use cuda_aot::digest::check_hashed;
 use cuda_aot::metadata::{
-    BuildStatement, DocRef, Document, Index, IndexEntry, IndexRef, Promotion, RoleName, Time,
-    Timestamp,
+    DocRef, Document, Index, IndexEntry, IndexRef, Promotion, RoleName, Time, Timestamp,
 };
+use cuda_aot::provenance::{Attestation, Statement, open_build};
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::trust::{VerifiedRoot, decode_unverified};
@@ -78,13 +78,16 @@ impl BuiltModule {
 /// threshold against a trust root and every manifest and blob against the statement.
 #[derive(Debug, Clone)]
 pub struct SignedBuild {
-    statement: BuildStatement,
+    statement: Attestation,
+    provenance: Option<Statement>,
     statement_file: Vec<u8>,
     modules: Vec<BuiltModule>,
+    sources: BTreeMap<Digest, Vec<u8>>,
 }
 
 impl SignedBuild {
-    /// Checks `statement_file` (a builder-signed [`BuildStatement`]) against `root`, and
+    /// Checks `statement_file` (a builder-signed build statement, in either form
+    /// [`cuda_aot::provenance::open_build`] reads) against `root`, and
     /// pairs each attested manifest with its file and blob from `files` (manifest file
     /// bytes, blob bytes): every manifest the statement lists must be given exactly once,
     /// match its attested size and blake3, and describe its blob (size, blake3).
@@ -94,9 +97,8 @@ impl SignedBuild {
         files: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<Self> {
         let limits = Limits::default();
-        let statement = root
-            .open::<BuildStatement>(&statement_file, limits.statement, "build statement")?
-            .doc;
+        let opened = open_build(root, &statement_file, limits.statement, "build statement")?;
+        let (statement, provenance) = (opened.attestation, opened.statement);
         // Every manifest and blob hashed once, on several threads when the build is large.
         let bytes = files
             .iter()
@@ -151,6 +153,20 @@ impl SignedBuild {
                 target: id.sm.to_string(),
                 reason: e.to_string(),
             })?;
+            if let Some(&(d, size)) = statement.blobs.get(&a.manifest)
+                && (d, size) != (manifest.module_digest, manifest.size)
+            {
+                return Err(Error::BlobMismatch {
+                    module: id.module.to_string(),
+                    target: id.sm.to_string(),
+                    reason: format!(
+                        "the build statement's blob subject is {} ({size} bytes), the manifest's blob {} ({} bytes)",
+                        d.short(),
+                        manifest.module_digest.short(),
+                        manifest.size
+                    ),
+                });
+            }
             modules.push(BuiltModule {
                 manifest,
                 manifest_file,
@@ -165,9 +181,50 @@ impl SignedBuild {
         }
         Ok(SignedBuild {
             statement,
+            provenance,
             statement_file,
             modules,
+            sources: BTreeMap::new(),
         })
+    }
+
+    /// The source files (and the spec) the build statement's provenance names, each with
+    /// its name, blake3 and size: what [`SignedBuild::add_source`] must be given before
+    /// the build can be published, so a rebuilder finds them in the registry.
+    pub fn sources_named(&self) -> Vec<(String, Digest, u64)> {
+        self.provenance.as_ref().map_or_else(Vec::new, |s| {
+            s.predicate
+                .sources()
+                .into_iter()
+                .map(|(d, h, n)| (d.name.clone(), h, n))
+                .collect()
+        })
+    }
+
+    /// Adds one source file the provenance names (checked by size and blake3); a file it
+    /// does not name is refused.
+    pub fn add_source(&mut self, bytes: Vec<u8>) -> Result<()> {
+        let d = Digest::of(&bytes);
+        let named = self
+            .sources_named()
+            .into_iter()
+            .find(|(_, h, n)| *h == d && *n == bytes.len() as u64);
+        if named.is_none() {
+            return Err(Error::Core(cuda_aot::Error::NotAttested {
+                what: format!("source file {d} ({} bytes)", bytes.len()),
+                statement: Digest::of(&self.statement_file).short(),
+            }));
+        }
+        self.sources.insert(d, bytes);
+        Ok(())
+    }
+
+    /// The first named source not added yet.
+    fn missing_source(&self) -> Option<(String, Digest)> {
+        self.sources_named()
+            .into_iter()
+            .find(|(_, d, _)| !self.sources.contains_key(d))
+            .map(|(name, d, _)| (name, d))
     }
 
     /// The modules of the build.
@@ -425,8 +482,19 @@ pub fn publish(
         }));
     }
     // The statement was checked against the caller's root; check it against the newest.
-    base.root
-        .open::<BuildStatement>(&build.statement_file, limits.statement, "build statement")?;
+    open_build(
+        &base.root,
+        &build.statement_file,
+        limits.statement,
+        "build statement",
+    )?;
+    // A rebuilder finds in the registry every source the provenance names.
+    if let Some((name, d)) = build.missing_source() {
+        return Err(Error::Core(cuda_aot::Error::Missing {
+            what: format!("source {name} that the build statement names"),
+            path: layout::source(&d),
+        }));
+    }
     let promotions = release
         .promotions
         .iter()
@@ -445,6 +513,9 @@ pub fn publish(
             true => written += 1,
             false => reused += 1,
         }
+    }
+    for (d, bytes) in &build.sources {
+        store.put_content(&layout::source(d), bytes)?;
     }
     pause_point(Step::Blobs);
     for m in &build.modules {

@@ -15,6 +15,7 @@ mod inputs;
 mod job;
 mod kernels;
 mod nvcc;
+pub mod provenance;
 mod remote;
 mod report;
 pub mod spec;
@@ -22,7 +23,7 @@ pub mod spec;
 use anyhow::{Context, Result};
 use cuda_aot::{Channel, Digest, Manifest, ModuleName, Target};
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,7 +36,7 @@ use crate::message::{self, Progress};
 use crate::process::{self, Interrupted};
 use crate::toolchain::{self, ToolchainOptions, ToolkitInfo};
 use crate::{files, outdir, paths};
-use cache::{Cache, DepRecord, LastBuild, StoredRecord};
+use cache::{Cache, DepFile, DepRecord, LastBuild, StoredRecord};
 pub use evict::DEFAULT_MAX_SIZE;
 use evict::{Eviction, Protected};
 pub use explain::Change;
@@ -391,6 +392,7 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 /// build's files and the cache holds every result; on any failure neither was changed.
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let t0 = Instant::now();
+    let started = cuda_aot::metadata::Time::now();
     let mut plan = plan(opts)?;
     paths::prepare(&opts.out)?;
     paths::prepare(&opts.cache)?;
@@ -600,6 +602,8 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let mut protected = Protected::default();
     let mut added = false;
     let mut shared_taken = 0;
+    // Every project file a job read, for the provenance.
+    let mut read = BTreeMap::new();
     for (i, r) in results.into_iter().enumerate() {
         let done = r.expect("every job ran").expect("every job succeeded");
         let job = &plan.jobs[i];
@@ -628,6 +632,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 if cache.promote_record(key, records, record, id, shared)? {
                     note_last(&cache, &plan, job, key, &manifest)?;
                 }
+                note_read(&mut read, &ctx.inputs.names, &records[record].files);
                 (
                     manifest,
                     blob,
@@ -646,6 +651,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 units,
             } => {
                 commit_units(&cache, &units, &mut protected)?;
+                note_read(&mut read, &ctx.inputs.names, &deps.files);
                 let set = commit_compiled(
                     &cache, &plan, job, key, records, &manifest, &blob, &deps, &warnings,
                 )?;
@@ -734,6 +740,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         None
     };
     let removed = outdir::remove_stale(&opts.out, &keep)?;
+    // What the build read, for the build statement: from the spec's own sources folder
+    // only (a rebuilder finds the sources where the spec says).
+    if opts.sources.is_none() {
+        changed |= provenance::write(opts, &plan, &read, started)?;
+    } else {
+        changed |= outdir::remove_provenance(&opts.out)?;
+    }
     if changed || !removed.is_empty() {
         // The builder's statement covers the previous set of manifests: sign again.
         outdir::remove_statement(&opts.out)?;
@@ -751,6 +764,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         eviction,
         shared,
     })
+}
+
+/// Adds the project files of a dependency record to `read` (path → the blake3 recorded).
+fn note_read(read: &mut BTreeMap<PathBuf, Digest>, names: &Names, files: &[DepFile]) {
+    for f in files.iter().filter(|f| f.is_project()) {
+        read.insert(names.resolve(&f.name), f.digest);
+    }
 }
 
 /// Positions of part `shard` when jobs of these weights (compile times; `None`: unknown)

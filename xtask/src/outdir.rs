@@ -2,6 +2,8 @@
 //! is defined here (the parity runner of `kernels/` still derives the blob path on its own): `<out>/<module>/<target>.<kind>` (the blob),
 //! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
 //! `<out>/build.statement.json` (the builder's signed statement over all of them),
+//! `<out>/build.provenance.json` and `<out>/build.sources/<blake3 hex>` (what the build read,
+//! for the statement's provenance),
 //! `<out>/promotions/<module>.json` (reviewer-signed promotion records, published with the
 //! build). Files are
 //! replaced atomically, identical ones are left alone, and files of earlier builds that a
@@ -34,6 +36,23 @@ pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
 /// statement over every manifest of the build.
 pub fn statement_path(out: &Path) -> PathBuf {
     out.join("build.statement.json")
+}
+
+/// `<out>/build.provenance.json`: the build's SLSA provenance (unsigned), which `cargo
+/// xtask sign` wraps with the subjects into the build statement.
+pub fn provenance_path(out: &Path) -> PathBuf {
+    out.join("build.provenance.json")
+}
+
+/// `<out>/build.sources/`: every source file (and the spec) the provenance names, by
+/// blake3, for `publish` to put in the registry beside the release.
+pub fn sources_dir(out: &Path) -> PathBuf {
+    out.join("build.sources")
+}
+
+/// `<out>/build.sources/<blake3 hex>`.
+pub fn source_path(out: &Path, d: &cuda_aot::Digest) -> PathBuf {
+    sources_dir(out).join(d.hex())
 }
 
 /// `<out>/promotions/<module>.json`: where `cargo xtask promote` writes a module's
@@ -73,6 +92,17 @@ pub fn write_module(out: &Path, m: &Manifest, blob: &[u8]) -> Result<([PathBuf; 
     let manifest_changed = files::write_if_changed(&j, &cuda_aot::json::to_vec(m))
         .with_context(|| format!("writing {}", j.display()))?;
     Ok(([b, j], blob_changed || manifest_changed))
+}
+
+/// Removes the provenance of `out` (a build that cannot record one); returns whether there
+/// was one.
+pub fn remove_provenance(out: &Path) -> Result<bool> {
+    let p = provenance_path(out);
+    match std::fs::remove_file(&p) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("removing {}", p.display())),
+    }
 }
 
 /// Removes the build statement of `out`: it no longer covers what the folder holds.

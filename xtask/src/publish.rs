@@ -296,7 +296,7 @@ pub fn publish_output_to(
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
-    let build = SignedBuild::new(&root, statement, files).map_err(|e| {
+    let mut build = SignedBuild::new(&root, statement, files).map_err(|e| {
         let fix = format!(
             "{}; if the build output changed since it was signed, run cargo xtask sign again",
             e.fix()
@@ -304,6 +304,30 @@ pub fn publish_output_to(
         let message = format!("{}: {e}", statement_path.display());
         refix(e, fix).context(message)
     })?;
+    // The sources the provenance names, kept by the build beside its outputs.
+    for (name, digest, size) in build.sources_named() {
+        let path = outdir::source_path(out, &digest);
+        let bytes = match cuda_aot::fs::read_at_most(&path, size)? {
+            Some(b) => b,
+            None => {
+                return Err(fail(
+                    format!(
+                        "{}: the build statement names source {name} ({}), which is not in {}",
+                        statement_path.display(),
+                        digest.short(),
+                        outdir::sources_dir(out).display()
+                    ),
+                    "build and sign the output again (`cargo xtask build`, then `cargo xtask sign`)",
+                ));
+            }
+        };
+        build.add_source(bytes).map_err(|e| {
+            fail(
+                format!("{}: source {name}: {e}", path.display()),
+                "build and sign the output again (`cargo xtask build`, then `cargo xtask sign`)",
+            )
+        })?;
+    }
     cuda_aot_registry::publish::ensure_root(store, &anchor)?;
     let mut promotions = Vec::new();
     for p in outdir::promotion_files(out)?.iter().chain(extra) {

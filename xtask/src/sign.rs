@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::SecretKey;
-use cuda_aot::metadata::BuildStatement;
+use cuda_aot::provenance::{Output, Statement};
 use std::path::{Path, PathBuf};
 
 use crate::{devkeys, outdir, paths};
@@ -12,9 +12,12 @@ use crate::{devkeys, outdir, paths};
 ///
 /// Reads every manifest (`<module>/<target>.<kind>.manifest.json`) of a build output, hashes
 /// each blob again (a manifest is attested only if the blob beside it still has the size
-/// and blake3 it records) and writes `<out>/build.statement.json`: one statement, signed by
-/// the builder, listing the blake3 of every manifest. A prover checks one builder signature
-/// per build, however many modules it holds.
+/// and blake3 it records) and writes `<out>/build.statement.json`: one in-toto Statement v1,
+/// signed by the builder, whose subjects are every blob and manifest (sha256 and blake3)
+/// and whose predicate is the build's SLSA provenance v1 (`<out>/build.provenance.json`:
+/// spec, sources, toolkit wheels, host compiler). A prover checks one builder signature per
+/// build, however many modules it holds; docs/provenance.md shows how a security team
+/// checks it with standard tools.
 ///
 /// Without --builder-key the development builder key is used (generated on first use,
 /// labelled dev).
@@ -58,9 +61,21 @@ pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
             m.channel
         );
     }
-    let statement = BuildStatement::over(
-        channel,
-        modules.iter().map(|(m, bytes, _)| (m, bytes.as_slice())),
+    let provenance = crate::build::provenance::read(out)?;
+    let recorded = provenance.build_definition.external_parameters.channel;
+    if recorded != channel {
+        bail!(
+            "{}: the manifests are built for channel {channel} but the build's provenance says {recorded}; build the output again",
+            out.display()
+        );
+    }
+    let statement = Statement::over(
+        modules.iter().map(|(m, manifest_file, blob)| Output {
+            manifest: m,
+            manifest_file,
+            blob,
+        }),
+        provenance,
     );
     let env = cuda_aot::metadata::sign_doc(&statement, &[key]);
     let path = outdir::statement_path(out);

@@ -112,6 +112,22 @@ impl Pins {
     }
 }
 
+/// One pinned toolkit wheel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wheel {
+    /// The PyPI project (`nvidia-cuda-nvcc`).
+    pub name: String,
+    /// Its exact version.
+    pub version: String,
+    /// The sha256 of the wheel file (hex).
+    pub sha256: String,
+}
+
+/// The wheels `pins` names: what a pinned toolkit was unpacked from.
+pub fn pinned_wheels(pins: &Pins) -> Result<Vec<Wheel>> {
+    pinned::wheels(pins)
+}
+
 /// Where a toolkit comes from and where it goes.
 #[derive(Debug, Clone)]
 pub struct ToolchainOptions {

@@ -26,7 +26,7 @@ use axum::http::header::{
 };
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use cuda_aot::metadata::{BuildStatement, Index, Promotion, Timestamp};
+use cuda_aot::metadata::{Index, Promotion, Timestamp};
 use cuda_aot::source::{DirSource, RegistrySource, layout};
 use cuda_aot::trust::VerifiedRoot;
 use cuda_aot::verify::{Options, rollback_floor, verify_all};
@@ -228,7 +228,7 @@ fn cap_for(rel: &str, limits: &Limits, max_upload: u64) -> Option<u64> {
         "timestamp.json" => limits.timestamp,
         "index" => limits.index,
         "root" => limits.root,
-        "blobs" => limits.blob.min(max_upload),
+        "blobs" | "sources" => limits.blob.min(max_upload),
         "manifests" => limits.manifest,
         "statements" => limits.statement,
         "promotions" => limits.promotion,
@@ -419,6 +419,7 @@ fn accept(p: &Publishing, rel: &str, body: &[u8], pre: Precondition) -> Result<A
     }
     let (canonical, what) = match rel.split('/').next() {
         Some("blobs") => (layout::blob(&d), "blob"),
+        Some("sources") => (layout::source(&d), "source"),
         Some("manifests") => {
             let m: Manifest = cuda_aot::json::parse(body, limits.manifest, rel)?;
             if let Err(why) = m.check_schema() {
@@ -428,8 +429,7 @@ fn accept(p: &Publishing, rel: &str, body: &[u8], pre: Precondition) -> Result<A
         }
         // Envelopes: their signers' threshold, against the server's trust root.
         Some("statements") => {
-            p.root()?
-                .open::<BuildStatement>(body, limits.statement, rel)?;
+            cuda_aot::provenance::open_build(&p.root()?, body, limits.statement, rel)?;
             (layout::statement(&d), "build statement")
         }
         Some("promotions") => {

@@ -53,6 +53,19 @@ impl WheelPin {
     }
 }
 
+/// The wheels `source` pins (name, version, sha256), for the build statement's provenance.
+pub fn wheels(source: &Pins) -> Result<Vec<super::Wheel>> {
+    Ok(load_pins(source)?
+        .wheel
+        .into_iter()
+        .map(|w| super::Wheel {
+            name: w.name,
+            version: w.version,
+            sha256: w.sha256,
+        })
+        .collect())
+}
+
 fn load_pins(source: &Pins) -> Result<PinFile> {
     let text = match source {
         Pins::File(path) => std::fs::read_to_string(path)
