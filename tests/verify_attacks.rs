@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::error::{ForeignSignature, ForeignSigner};
-use cuda_aot::metadata::{BuildStatement, Index, IndexEntry, Role, RoleName, Time, Timestamp};
+use cuda_aot::metadata::{Index, IndexEntry, Role, RoleName, Time, Timestamp};
 use cuda_aot::source::layout;
 use cuda_aot::verify::Options;
 use cuda_aot::{Channel, Digest, Error, Limits, json};
@@ -444,7 +444,7 @@ fn a_module_name_with_dot_dot_slash_is_refused() {
         .replace("\"module\": \"add\"", "\"module\": \"../add\"");
     assert!(text.contains("../add"));
     let statement =
-        Envelope::sign(PayloadType::Build, text.as_bytes(), &[&f.keys.builder]).to_bytes();
+        Envelope::sign(PayloadType::InToto, text.as_bytes(), &[&f.keys.builder]).to_bytes();
     let err = f
         .publish(
             Build {
@@ -693,7 +693,7 @@ fn issue_10_a_stolen_publisher_key_is_recovered_from_by_rotation() {
     let root = cuda_aot::trust::verify_anchor(&f.root_file, &Default::default(), "r").unwrap();
     let build = Build::new(&[add_module("sm_80", Channel::Dev)], &[&f.keys.builder]);
     let release = cuda_aot_registry::Release {
-        build: cuda_aot_registry::SignedBuild::new(&root, build.statement, build.files).unwrap(),
+        build: build.signed(&root).unwrap(),
         promotions: vec![],
     };
     // The old key is refused by the registry's newest root ...
@@ -1295,11 +1295,12 @@ fn issue_7_a_research_channel_trust_root_or_module_never_verifies() {
     let (mut m, blob) = add_module("sm_90", Channel::Production);
     m.channel = Channel::Research;
     let mut build = Build::new(&[(m, blob)], &[&f.keys.builder]);
-    let mut statement: BuildStatement = {
-        let env: Envelope = serde_json::from_slice(&build.statement).unwrap();
-        json::parse(&env.payload_bytes("s").unwrap(), 1 << 20, "s").unwrap()
-    };
-    statement.channel = Channel::Production;
+    let mut statement = build.statement();
+    statement
+        .predicate
+        .build_definition
+        .external_parameters
+        .channel = Channel::Production;
     build.statement = sign_doc(&statement, &[&f.keys.builder]);
     let p = promotion("add", build.manifest_digests(), &[&f.keys.reviewer]);
     f.forge(&build, &[p]);
@@ -1308,4 +1309,73 @@ fn issue_7_a_research_channel_trust_root_or_module_never_verifies() {
         matches!(&err, Error::Channel { required, found, .. } if required == "production" && found == "research"),
         "{err}"
     );
+}
+
+#[test]
+fn a_registry_with_a_statement_of_the_earlier_form_still_verifies() {
+    let f = Fixture::new();
+    let build = Build::legacy(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    f.publish(build, vec![], PublishOptions::default()).unwrap();
+    let (_, modules) = f.verify().unwrap();
+    assert_eq!(modules.len(), 1);
+}
+
+#[test]
+fn a_blob_subject_other_than_the_manifests_blob_is_refused() {
+    // A builder-signed in-toto statement whose blob subject names other bytes than the
+    // manifest does: a tool that checks subjects would vouch for a blob the runtime never
+    // loads. The publisher refuses it, and a verifier refuses a registry that holds it.
+    let f = Fixture::new();
+    let mut build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    let mut st = build.statement();
+    let blob = st
+        .subject
+        .iter_mut()
+        .find(|s| !s.name.ends_with(".manifest.json"))
+        .unwrap();
+    blob.digest = cuda_aot::provenance::DigestSet::of(b"other bytes");
+    build.statement = sign_doc(&st, &[&f.keys.builder]);
+    let err = f
+        .publish(
+            Build {
+                statement: build.statement.clone(),
+                files: build.files.clone(),
+            },
+            vec![],
+            PublishOptions::default(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("blob subject"), "{err}");
+    f.forge(&build, &[]);
+    let err = f.verify().unwrap_err();
+    assert!(
+        matches!(&err, Error::MixAndMatch { what, listed, .. } if what.contains("add sm_90") && listed.contains("blob subject")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_subject_not_named_for_its_module_or_without_its_pair_is_refused() {
+    let f = Fixture::new();
+    let build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    let mut renamed = build.statement();
+    renamed.subject[0].name = "add/sm_80.cubin".into();
+    let mut unpaired = build.statement();
+    unpaired
+        .subject
+        .retain(|s| s.name.ends_with(".manifest.json"));
+    let mut other_predicate = build.statement();
+    other_predicate.predicate_type = "https://slsa.dev/provenance/v0.2".into();
+    for (st, expected) in [
+        (renamed, "is not named for add sm_90"),
+        (unpaired, "has no blob subject"),
+        (other_predicate, "predicate type"),
+    ] {
+        let b = Build {
+            statement: sign_doc(&st, &[&f.keys.builder]),
+            files: build.files.clone(),
+        };
+        let err = f.publish(b, vec![], PublishOptions::default()).unwrap_err();
+        assert!(err.to_string().contains(expected), "{expected}: {err}");
+    }
 }

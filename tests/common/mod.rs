@@ -12,6 +12,7 @@ use std::time::Duration;
 use cuda_aot::metadata::{
     BuildStatement, DocRef, Index, IndexEntry, IndexRef, Promotion, Root, Time, Timestamp,
 };
+use cuda_aot::provenance::{Output, Provenance, Statement};
 use cuda_aot::source::{DirSource, layout};
 use cuda_aot::state::TrustState;
 use cuda_aot::verify::{Options, Verified, VerifiedModule, verify_all};
@@ -65,7 +66,48 @@ pub struct Build {
 }
 
 impl Build {
+    /// The in-toto statement over `modules`, with the provenance of [`provenance`].
     pub fn new(modules: &[(Manifest, Vec<u8>)], signers: &[&SecretKey]) -> Build {
+        let files: Vec<(Vec<u8>, Vec<u8>)> = modules
+            .iter()
+            .map(|(m, b)| (json::to_vec(m), b.clone()))
+            .collect();
+        let statement = Statement::over(
+            modules.iter().zip(&files).map(|((m, _), (f, b))| Output {
+                manifest: m,
+                manifest_file: f,
+                blob: b,
+            }),
+            provenance(modules),
+        );
+        Build {
+            statement: sign_doc(&statement, signers),
+            files,
+        }
+    }
+
+    /// The build checked against `root` as the publisher takes it, with the one source the
+    /// fixture's provenance names (a statement of the earlier form names none).
+    pub fn signed(
+        self,
+        root: &cuda_aot::trust::VerifiedRoot,
+    ) -> cuda_aot_registry::Result<SignedBuild> {
+        let mut signed = SignedBuild::new(root, self.statement, self.files)?;
+        if !signed.sources_named().is_empty() {
+            signed.add_source(FIXTURE_SPEC.to_vec())?;
+        }
+        Ok(signed)
+    }
+
+    /// The statement parsed back from its envelope (unverified), for a test that alters it.
+    pub fn statement(&self) -> Statement {
+        let env: cuda_aot::envelope::Envelope = serde_json::from_slice(&self.statement).unwrap();
+        json::parse(&env.payload_bytes("s").unwrap(), 1 << 20, "s").unwrap()
+    }
+
+    /// The statement of the earlier `cuda-aot/build/v1` form that registries published before
+    /// the in-toto one still hold.
+    pub fn legacy(modules: &[(Manifest, Vec<u8>)], signers: &[&SecretKey]) -> Build {
         let files: Vec<(Vec<u8>, Vec<u8>)> = modules
             .iter()
             .map(|(m, b)| (json::to_vec(m), b.clone()))
@@ -87,6 +129,45 @@ impl Build {
     /// The blake3 of each manifest file.
     pub fn manifest_digests(&self) -> Vec<Digest> {
         self.files.iter().map(|(m, _)| Digest::of(m)).collect()
+    }
+}
+
+/// The bytes of the fixture provenance's one source.
+pub const FIXTURE_SPEC: &[u8] = b"[build]\n";
+
+/// A provenance as `cargo xtask build` records one, for the fixture's modules: one source
+/// (the spec), no wheels, the first module's toolkit and channel.
+pub fn provenance(modules: &[(Manifest, Vec<u8>)]) -> Provenance {
+    use cuda_aot::provenance::*;
+    let first = &modules.first().expect("a module").0;
+    let spec = Dependency::source("manifests/release.toml", FIXTURE_SPEC);
+    Provenance {
+        build_definition: BuildDefinition {
+            build_type: BUILD_TYPE.into(),
+            external_parameters: ExternalParameters {
+                spec: spec.clone(),
+                channel: first.channel,
+                modules: vec![],
+                targets: vec![],
+            },
+            internal_parameters: InternalParameters {
+                tool: "cuda-aot tests".into(),
+                toolkit: first.identity.toolkit.clone(),
+                host_compiler: first.identity.host_toolchain.clone(),
+            },
+            resolved_dependencies: vec![spec],
+        },
+        run_details: RunDetails {
+            builder: Builder {
+                id: BUILDER_ID.into(),
+                version: Default::default(),
+            },
+            metadata: BuildMetadata {
+                invocation_id: "test".into(),
+                started_on: Time::from_unix(1_800_000_000),
+                finished_on: Time::from_unix(1_800_000_060),
+            },
+        },
     }
 }
 
@@ -185,7 +266,7 @@ impl Fixture {
     ) -> cuda_aot_registry::Result<Published> {
         let root = cuda_aot::trust::verify_anchor(&self.root_file, &Limits::default(), "root")?;
         let release = Release {
-            build: SignedBuild::new(&root, build.statement, build.files)?,
+            build: build.signed(&root)?,
             promotions,
         };
         self.registry()

@@ -37,9 +37,10 @@ pub fn tool() -> String {
 }
 
 /// Writes the provenance of a finished build into `opts.out`: `read` holds each project
-/// file a job read (its absolute path and the blake3 the build recorded). Returns whether
-/// the recorded inputs differ from those of the provenance already there (then a statement
-/// signed over the old one no longer describes this build).
+/// file a job read (its absolute path and the blake3 the build recorded). A provenance
+/// already there with the same build definition is left alone (the output is that build's);
+/// returns whether it was replaced (then a statement signed over the old one no longer
+/// describes this build).
 pub fn write(
     opts: &BuildOptions,
     plan: &Plan,
@@ -175,9 +176,13 @@ pub fn write(
             },
         },
     };
-    let changed = old.is_none_or(|o| o.build_definition != provenance.build_definition);
+    // The same inputs as the build that wrote the output: its record stands (a no-op
+    // rebuild leaves the output folder as it was, times included).
+    if old.is_some_and(|o| o.build_definition == provenance.build_definition) {
+        return Ok(false);
+    }
     files::write(&path, &cuda_aot::json::to_vec(&provenance))?;
-    Ok(changed)
+    Ok(true)
 }
 
 /// Reads `<out>/build.provenance.json`.
