@@ -140,10 +140,20 @@ fn stale_outputs_of_earlier_builds_are_removed() {
     ws.write("out/build.statement.json", "{}");
     let run = ws.build(&["--target", "sm_90"]).ok();
     assert_eq!(run.nvcc_runs(), 0);
-    let left: Vec<String> = ws
+    let all: Vec<String> = ws
         .snapshot("out")
         .keys()
         .map(|p| p.display().to_string())
+        .collect();
+    // What the build read, for the provenance: the record and the files it names.
+    assert!(all.iter().any(|p| p == "build.provenance.json"), "{all:?}");
+    assert!(
+        all.iter().any(|p| p.starts_with("build.sources/")),
+        "{all:?}"
+    );
+    let left: Vec<&String> = all
+        .iter()
+        .filter(|p| !p.starts_with("build.provenance") && !p.starts_with("build.sources/"))
         .collect();
     assert_eq!(
         left,
