@@ -85,6 +85,7 @@ impl Reg {
         std::fs::create_dir_all(r.p("out/add")).unwrap();
         std::fs::write(r.p("out/add/sm_90.cubin"), &blob).unwrap();
         std::fs::write(r.p("out/add/sm_90.cubin.manifest.json"), manifest).unwrap();
+        common::record_provenance(&r.p("out"), cuda_aot::Channel::Dev);
         for args in [
             vec!["sign", "--builder-key", "builder.key", "out"],
             vec![

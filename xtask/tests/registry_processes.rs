@@ -111,6 +111,7 @@ impl Setup {
             cuda_aot::json::to_vec(&m),
         )
         .unwrap();
+        common::record_provenance(&self.p(name), Channel::Dev);
         run_ok(
             xtask()
                 .arg("sign")

@@ -601,3 +601,52 @@ pub fn shell_words(line: &str) -> Vec<String> {
     flush(&mut cur, &mut out);
     out
 }
+
+/// For a build output made by hand (a manifest and blob written by a test, not by `build`):
+/// the provenance `build` would have recorded beside it, naming one source (the spec) kept
+/// in `<out>/build.sources/`, so `sign` and `publish` take it.
+pub fn record_provenance(out: &Path, channel: cuda_aot::Channel) {
+    use cuda_aot::provenance::*;
+    let spec_bytes = b"[build]\n";
+    let spec = Dependency::source("manifests/release.toml", spec_bytes);
+    let p = Provenance {
+        build_definition: BuildDefinition {
+            build_type: BUILD_TYPE.into(),
+            external_parameters: ExternalParameters {
+                spec: spec.clone(),
+                channel,
+                modules: vec![],
+                targets: vec![],
+            },
+            internal_parameters: InternalParameters {
+                tool: "cuda-aot tests".into(),
+                toolkit: cuda_aot::Toolkit {
+                    nvcc: "13.0.88".into(),
+                    digest: cuda_aot::Digest::of(b"tk"),
+                    source: "pinned-wheels".into(),
+                },
+                host_compiler: "g++".into(),
+            },
+            resolved_dependencies: vec![spec],
+        },
+        run_details: RunDetails {
+            builder: Builder {
+                id: BUILDER_ID.into(),
+                version: Default::default(),
+            },
+            metadata: BuildMetadata {
+                invocation_id: "test".into(),
+                started_on: cuda_aot::metadata::Time::from_unix(1_800_000_000),
+                finished_on: cuda_aot::metadata::Time::from_unix(1_800_000_060),
+            },
+        },
+    };
+    std::fs::write(
+        out.join("build.provenance.json"),
+        cuda_aot::json::to_vec(&p),
+    )
+    .unwrap();
+    let dir = out.join("build.sources");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(cuda_aot::Digest::of(spec_bytes).hex()), spec_bytes).unwrap();
+}
