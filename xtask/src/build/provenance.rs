@@ -53,14 +53,9 @@ pub fn write(
     for (p, d) in read {
         paths.insert(canonical(p)?, Some(*d));
     }
-    let pins_file = match (&opts.toolkit.choice, &opts.toolkit.pins) {
-        (ToolkitChoice::Pinned, Pins::File(p)) => {
-            let p = canonical(p)?;
-            paths.insert(p.clone(), None);
-            Some(p)
-        }
-        _ => None,
-    };
+    if let (ToolkitChoice::Pinned, Pins::File(p)) = (&opts.toolkit.choice, &opts.toolkit.pins) {
+        paths.insert(canonical(p)?, None);
+    }
     let root = common_folder(paths.keys()).context("the build's files share no folder")?;
 
     // Every file as it is now; a file that changed since nvcc read it is not recorded.
@@ -119,7 +114,7 @@ pub fn write(
     }
 
     let mut deps: Vec<Dependency> = sources.into_iter().map(|(d, _)| d).collect();
-    if pins_file.is_some() || opts.toolkit.choice == ToolkitChoice::Pinned {
+    if opts.toolkit.choice == ToolkitChoice::Pinned {
         for w in crate::toolchain::pinned_wheels(&opts.toolkit.pins)? {
             deps.push(Dependency {
                 name: format!("{}-{}", w.name, w.version),
