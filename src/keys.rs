@@ -67,6 +67,10 @@ impl PublicKey {
         let vk = VerifyingKey::from_bytes(bytes).map_err(|e| bad(&e.to_string()))?;
         Ok(PublicKey(vk))
     }
+    /// The 32 raw key bytes (RFC 8032 encoding).
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        self.0.as_bytes()
+    }
     /// The key id, derived from the key bytes.
     pub fn key_id(&self) -> KeyId {
         let mut h = blake3::Hasher::new();
