@@ -76,17 +76,23 @@ impl Serialize for Hex32 {
         s.collect_str(self)
     }
 }
-impl<'de> Deserialize<'de> for Hex32 {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
+impl std::str::FromStr for Hex32 {
+    type Err = &'static str;
+    /// Exactly 64 lower-case hex digits.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
         let ok = s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let mut out = [0u8; 32];
-        if !ok || hex::decode_to_slice(&s, &mut out).is_err() {
-            return Err(serde::de::Error::custom(
-                "expected a digest of 64 lower-case hex digits",
-            ));
+        if !ok || hex::decode_to_slice(s, &mut out).is_err() {
+            return Err("expected a digest of 64 lower-case hex digits");
         }
         Ok(Hex32(out))
+    }
+}
+impl<'de> Deserialize<'de> for Hex32 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -8,7 +8,7 @@
 //! every file nvcc read from the project (sources folder, include folders) and the toolkit
 //! pin file. A rebuilder lays them out below a folder of its own and builds the spec there.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use cuda_aot::Digest;
 use cuda_aot::metadata::Time;
 use cuda_aot::provenance::{
@@ -231,11 +231,8 @@ fn common_folder<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Option<PathBuf
 }
 
 fn parse_sha256(hex: &str) -> Result<Hex32> {
-    let mut out = [0u8; 32];
-    if hex.len() != 64 || hex::decode_to_slice(hex, &mut out).is_err() {
-        bail!("toolkit pin sha256 {hex:?} is not 64 hex digits");
-    }
-    Ok(Hex32(out))
+    hex.parse()
+        .map_err(|e| anyhow::anyhow!("toolkit pin sha256 {hex:?}: {e}"))
 }
 
 fn invocation_id() -> Result<String> {
