@@ -81,7 +81,8 @@ impl Args {
 
 /// Signs one build statement over every manifest in `out`; returns how many it covers.
 pub fn sign_output(out: &Path, key: &SecretKey) -> Result<usize> {
-    let (n, env) = statement_of(out, key, None)?;
+    let (n, statement) = statement_of(out, None)?;
+    let env = cuda_aot::metadata::sign_doc(&statement, &[key]);
     let path = outdir::statement_path(out);
     cuda_aot::fs::write_atomic(&path, &env.to_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
@@ -114,13 +115,8 @@ pub fn co_sign_output(out: &Path, key: &SecretKey) -> Result<(usize, usize)> {
     )?;
     // The subjects from this machine's own files, under the first builder's provenance:
     // the same payload only if every blob and manifest is identical.
-    let (n, mine) = statement_of(out, key, Some(theirs.predicate.clone()))?;
-    if mine.payload != env.payload {
-        let ours: Statement = cuda_aot::json::parse(
-            &mine.payload_bytes(&what)?,
-            cuda_aot::Limits::default().statement,
-            &what,
-        )?;
+    let (n, ours) = statement_of(out, Some(theirs.predicate.clone()))?;
+    if cuda_aot::json::to_vec(&ours) != env.payload_bytes(&what)? {
         return Err(fail(
             format!(
                 "{what}: this output is not a bit-identical rebuild of what the statement attests; nothing signed\n{}",
@@ -156,13 +152,9 @@ pub fn co_sign_output(out: &Path, key: &SecretKey) -> Result<(usize, usize)> {
     Ok((n, env.signatures.len()))
 }
 
-/// The statement over every manifest in `out` with `predicate` (default: `out`'s recorded
-/// provenance), signed by `key`, and how many manifests it covers.
-fn statement_of(
-    out: &Path,
-    key: &SecretKey,
-    predicate: Option<Provenance>,
-) -> Result<(usize, Envelope)> {
+/// The (unsigned) statement over every manifest in `out` with `predicate` (default: `out`'s
+/// recorded provenance), and how many manifests it covers.
+fn statement_of(out: &Path, predicate: Option<Provenance>) -> Result<(usize, Statement)> {
     let modules = outdir::read_output(out)?;
     let channel = modules[0].0.channel;
     if let Some((m, ..)) = modules.iter().find(|(m, ..)| m.channel != channel) {
@@ -192,10 +184,7 @@ fn statement_of(
         }),
         provenance,
     );
-    Ok((
-        modules.len(),
-        cuda_aot::metadata::sign_doc(&statement, &[key]),
-    ))
+    Ok((modules.len(), statement))
 }
 
 /// One line per subject that `signed` and `rebuilt` do not share byte for byte.

@@ -2,8 +2,8 @@
 //! docs/trust.md's commands, run as printed, install securesystemslib (pinned by sha256 in
 //! `docs/attestation/requirements.txt`) into a throwaway venv and verify a fresh release
 //! with the builder key `keygen --export-public` exported; one byte of a subject, of the
-//! payload or another key makes it fail. OpenSSL checks the same signature with the PEM
-//! export. Needs the network (PyPI) and `python3` with `venv`, as the toolkit does.
+//! payload or another key makes it fail. OpenSSL checks the release's signature with the
+//! PEM export. Needs the network (PyPI) and `python3` with `venv`, as the toolkit does.
 
 mod common;
 
@@ -189,47 +189,37 @@ fn a_release_statement_verifies_with_securesystemslib_and_fails_after_one_byte_c
     );
     let bad = sh(&project, &both).failed();
     assert!(bad.stderr.contains("signatures:"), "{}", bad.stderr);
+
+    // OpenSSL checks the release's signature with the PEM export.
+    let pem = pem(&project
+        .join(".cuda-aot/dev-keys/builder.key")
+        .display()
+        .to_string());
+    openssl_checks(ws.dir.path(), &pem, &statement);
 }
 
-/// OpenSSL verifies the statement's signature over DSSE's PAE with the PEM export, and
-/// refuses it over a PAE one byte off.
-#[test]
-fn openssl_verifies_the_signature_with_the_pem_export() {
-    let ws = Ws::new();
-    let key = ws.path("builder.key");
-    let public = common::keygen("builder", &key);
-    let pem = |arg: &str| {
-        let o = xtask()
-            .args(["keygen", "--export-public", arg, "--format", "pem"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8(o.stdout).unwrap()
-    };
-    // The key file and the trust root's line export the same key.
-    let from_file = pem(&key.display().to_string());
-    assert_eq!(from_file, pem(&public));
-    std::fs::write(ws.path("builder.pem"), &from_file).unwrap();
-
-    let secret = read_secret(&key);
-    let payload = br#"{"_type":"https://in-toto.io/Statement/v1"}"#;
-    let env = cuda_aot::envelope::Envelope::sign(
-        cuda_aot::envelope::PayloadType::InToto,
-        payload,
-        &[&secret],
-    );
-    let pae = cuda_aot::envelope::pae(&env.payload_type, payload);
-    std::fs::write(ws.path("pae.bin"), &pae).unwrap();
+/// OpenSSL verifies `envelope`'s (first) signature over DSSE's PAE with `pem`, and refuses
+/// it over a PAE one byte off.
+fn openssl_checks(dir: &Path, pem: &str, envelope: &Path) {
+    let env: cuda_aot::envelope::Envelope =
+        serde_json::from_slice(&std::fs::read(envelope).unwrap()).unwrap();
+    let payload = env.payload_bytes("statement").unwrap();
+    let pae = cuda_aot::envelope::pae(&env.payload_type, &payload);
+    std::fs::write(dir.join("builder.pem"), pem).unwrap();
+    std::fs::write(dir.join("pae.bin"), &pae).unwrap();
     std::fs::write(
-        ws.path("sig.bin"),
+        dir.join("sig.bin"),
         B64.decode(&env.signatures[0].sig).unwrap(),
     )
     .unwrap();
+    let mut off = pae.clone();
+    off[pae.len() - 3] ^= 0x01;
+    std::fs::write(dir.join("off.bin"), &off).unwrap();
     let openssl = |pae_file: &str| {
         Command::new("openssl")
             .args(["pkeyutl", "-verify", "-pubin", "-inkey", "builder.pem"])
             .args(["-rawin", "-in", pae_file, "-sigfile", "sig.bin"])
-            .current_dir(ws.dir.path())
+            .current_dir(dir)
             .output()
             .expect("openssl runs")
     };
@@ -239,23 +229,29 @@ fn openssl_verifies_the_signature_with_the_pem_export() {
         "{}",
         String::from_utf8_lossy(&good.stderr)
     );
-    let mut off = pae.clone();
-    off[pae.len() - 3] ^= 0x01;
-    std::fs::write(ws.path("off.bin"), &off).unwrap();
     assert!(!openssl("off.bin").status.success());
+}
 
-    // Bad input: neither a key file nor a public key.
+/// `keygen --export-public KEY --format pem`.
+fn pem(key: &str) -> String {
+    let o = xtask()
+        .args(["keygen", "--export-public", key, "--format", "pem"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The key file and the trust root's line export the same key; bad input is named.
+#[test]
+fn a_key_file_and_its_public_line_export_the_same_pem_and_bad_keys_are_named() {
+    let ws = Ws::new();
+    let key = ws.path("builder.key");
+    let public = common::keygen("builder", &key);
+    assert_eq!(pem(&key.display().to_string()), pem(&public));
+
     let o = Out::of(xtask().args(["keygen", "--export-public", "no-such.key"])).failed();
     assert!(o.fix().contains("ed25519:<64 hex>"), "{}", o.stderr);
     let o = Out::of(xtask().args(["keygen", "--export-public", "ed25519:00"])).failed();
     assert!(o.stderr.contains("ed25519:<64 hex>"), "{}", o.stderr);
-}
-
-/// The seed line of a key file written by keygen.
-fn read_secret(path: &Path) -> cuda_aot::SecretKey {
-    let text = std::fs::read_to_string(path).unwrap();
-    let hex_seed = text.lines().find_map(|l| l.strip_prefix("seed: ")).unwrap();
-    let mut seed = [0u8; 32];
-    hex::decode_to_slice(hex_seed.trim(), &mut seed).unwrap();
-    cuda_aot::SecretKey::from_seed(seed)
 }
