@@ -11,42 +11,30 @@ use std::path::{Path, PathBuf};
 
 use common::{Out, Ws, keygen, xtask};
 
+/// Root, two builders (the root wants both), reviewer and publisher keys, and a builder key
+/// the root does not list, in a folder of their own.
 struct Keys {
     dir: tempfile::TempDir,
+    keys: common::Keys,
 }
 
 impl Keys {
-    /// Root, two builders, reviewer and publisher keys, and a dev root with builder
-    /// threshold 2.
     fn new() -> Keys {
-        let k = Keys {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        let public = |role: &str, file: &str| keygen(role, &k.key(file));
-        let root = public("root", "root");
-        let a = public("builder", "builder-a");
-        let b = public("builder", "builder-b");
-        let reviewer = public("reviewer", "reviewer");
-        let publisher = public("publisher", "publisher");
-        keygen("builder", &k.key("unlisted"));
-        Out::of(
-            xtask()
-                .args(["trust-root", "--channel", "dev", "--builder-threshold", "2"])
-                .args(["--root", &root, "--builder", &a, "--builder", &b])
-                .args(["--reviewer", &reviewer, "--publisher", &publisher])
-                .arg("--out")
-                .arg(k.root())
-                .arg("--sign-with")
-                .arg(k.key("root")),
-        )
-        .ok();
-        k
+        let dir = tempfile::tempdir().unwrap();
+        let keys = common::Keys::with_builders(dir.path(), "dev", 2, 2);
+        keygen("builder", &keys.key("unlisted"));
+        Keys { dir, keys }
     }
+    /// `builder-a`, `builder-b` (the two the root lists) or another key by name.
     fn key(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.key"))
+        match name {
+            "builder-a" => self.keys.builder(1),
+            "builder-b" => self.keys.builder(2),
+            other => self.keys.key(other),
+        }
     }
     fn root(&self) -> PathBuf {
-        self.dir.path().join("root.json")
+        self.keys.root()
     }
     fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)

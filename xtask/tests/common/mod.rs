@@ -469,22 +469,25 @@ pub struct Keys {
 impl Keys {
     /// Keys for every role and a root of `channel` (`dev` or `production`) listing them.
     pub fn new(dir: &Path, channel: &str) -> Keys {
+        Keys::with_builders(dir, channel, 1, 1)
+    }
+
+    /// Like [`Keys::new`], with `builders` builder keys (`builder.key`, `builder-2.key`, …)
+    /// of which the root wants `threshold`.
+    pub fn with_builders(dir: &Path, channel: &str, builders: usize, threshold: u32) -> Keys {
         std::fs::create_dir_all(dir).unwrap();
         let k = Keys {
             dir: dir.to_path_buf(),
         };
-        let publics: Vec<String> = ["root", "builder", "reviewer", "publisher"]
-            .iter()
-            .map(|role| keygen(role, &k.key(role)))
-            .collect();
         let mut cmd = xtask();
         cmd.args(["trust-root", "--channel", channel, "--out"])
-            .arg(k.root());
-        for (flag, key) in ["--root", "--builder", "--reviewer", "--publisher"]
-            .iter()
-            .zip(&publics)
-        {
-            cmd.args([*flag, key]);
+            .arg(k.root())
+            .args(["--builder-threshold", &threshold.to_string()]);
+        for role in ["root", "reviewer", "publisher"] {
+            cmd.args([format!("--{role}"), keygen(role, &k.key(role))]);
+        }
+        for n in 1..=builders {
+            cmd.args(["--builder".to_string(), keygen("builder", &k.builder(n))]);
         }
         let out = cmd.arg("--sign-with").arg(k.key("root")).output().unwrap();
         assert!(
@@ -493,6 +496,14 @@ impl Keys {
             String::from_utf8_lossy(&out.stderr)
         );
         k
+    }
+
+    /// The `n`th builder key (1: `builder.key`).
+    pub fn builder(&self, n: usize) -> PathBuf {
+        match n {
+            1 => self.key("builder"),
+            n => self.key(&format!("builder-{n}")),
+        }
     }
 
     pub fn key(&self, role: &str) -> PathBuf {
