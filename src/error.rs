@@ -588,6 +588,9 @@ impl Error {
                     "verify with the trust root this registry was published under (--trust), or republish the registry signed with {role} keys of this trust root"
                 )
             }
+            Error::Threshold { role: RoleName::Builder, valid, threshold, .. } if *valid > 0 && *valid < *threshold as usize => {
+                "the trust root wants the build statement signed by more builders: an independent builder rebuilds the release bit for bit and co-signs it (cargo xtask rebuild --registry DIR --builder-key KEY), then the co-signed output is published".into()
+            }
             Error::Threshold { role, .. } => format!(
                 "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
             ),

@@ -814,6 +814,8 @@ fn verify_registry_metadata(
         offline_grace: policy.offline_grace,
         limits: policy.limits,
         required_channel: Some(policy.channel),
+        // A release awaiting its independent rebuild is never loadable.
+        awaiting_rebuild: false,
     };
     log::info!(
         "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",

@@ -33,6 +33,16 @@ impl VerifiedRoot {
         &self.bytes
     }
 
+    /// A rebuilder's view of this root: a build statement needs the signature of one of the
+    /// listed builder keys instead of the builder threshold (the rebuilder is about to add
+    /// the next; a publisher may publish a release awaiting it, which clients refuse until
+    /// it is co-signed). Every other role and key is unchanged. Never for loading.
+    pub fn awaiting_builders(&self) -> VerifiedRoot {
+        let mut view = self.clone();
+        view.root.roles.builder.threshold = 1;
+        view
+    }
+
     /// Checks that a threshold of `role`'s keys signed `env`, and returns the payload bytes.
     ///
     /// This is the one place signatures are counted: key ids are derived from the trusted

@@ -24,6 +24,7 @@ use crate::identity::{Channel, Manifest};
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::metadata::{Attested, Index, IndexEntry, Promotion, Time, Timestamp};
+use crate::provenance::Statement;
 use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
 use crate::state::TrustState;
 use crate::trust::{VerifiedRoot, verify_anchor};
@@ -52,6 +53,11 @@ pub struct Options {
     pub limits: Limits,
     /// Refuse documents of any other channel (production loaders require `Production`).
     pub required_channel: Option<Channel>,
+    /// A rebuilder's view ([`VerifiedRoot::awaiting_builders`]): a build statement needs one
+    /// listed builder's signature instead of the root's builder threshold, because the
+    /// rebuild adds the next. Every other check is made. Never set by a loader: a release
+    /// awaiting its rebuild is not loadable.
+    pub awaiting_rebuild: bool,
 }
 
 impl Default for Options {
@@ -62,6 +68,7 @@ impl Default for Options {
             offline_grace: Duration::ZERO,
             limits: Limits::default(),
             required_channel: None,
+            awaiting_rebuild: false,
         }
     }
 }
@@ -146,6 +153,21 @@ struct VerifiedStatement {
     /// The in-toto form: each manifest's blob subject (digest, size).
     blobs: BTreeMap<Digest, (Digest, u64)>,
     signers: Vec<KeyId>,
+    /// The in-toto statement (`None` for the earlier form): its provenance names the
+    /// sources a rebuilder or a mirror fetches.
+    statement: Option<Statement>,
+}
+
+/// A build statement the index lists, as verified: what a rebuilder starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedBuild<'a> {
+    /// The statement file's blake3 (`statements/blake3/<hex>`).
+    pub file: Digest,
+    /// The distinct builder keys whose signatures verified.
+    pub signers: &'a [KeyId],
+    /// The in-toto statement (`None` for the earlier `cuda-aot/build/v1` form, which
+    /// records no provenance).
+    pub statement: Option<&'a Statement>,
 }
 
 /// A promotion record whose reviewer threshold was met.
@@ -185,6 +207,18 @@ impl VerifiedIndex {
     /// The verified index.
     pub fn index(&self) -> &Index {
         &self.index
+    }
+    /// The build statements the index lists, verified (builder threshold, channel), in the
+    /// order of their file digests.
+    pub fn builds(&self) -> Vec<VerifiedBuild<'_>> {
+        self.statements
+            .iter()
+            .map(|(d, s)| VerifiedBuild {
+                file: *d,
+                signers: &s.signers,
+                statement: s.statement.as_ref(),
+            })
+            .collect()
     }
     /// The manifests verified so far: none after [`verify_metadata`]; the selected ones
     /// once [`VerifiedIndex::complete`] passed.
@@ -567,7 +601,10 @@ pub fn verify_metadata(
     checks += 1;
     // 5. Build statements and promotion records the index lists: builder (reviewer)
     //    threshold each, the index's channel.
-    let statements = verify_statements(src, &root, &index, limits)?;
+    let statements = match opts.awaiting_rebuild {
+        false => verify_statements(src, &root, &index, limits)?,
+        true => verify_statements(src, &root.awaiting_builders(), &index, limits)?,
+    };
     let promotions = verify_promotions(src, &root, &index, limits)?;
     checks += (statements.len() + promotions.len()) as u64;
     let mut state = seen_versions.max(TrustState {
@@ -767,6 +804,7 @@ fn verify_statements(
                 attested: a.manifests.into_iter().map(|m| (m.manifest, m)).collect(),
                 blobs: a.blobs,
                 signers: opened.signers,
+                statement: opened.statement,
             },
         );
     }

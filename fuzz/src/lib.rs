@@ -602,6 +602,7 @@ pub fn verify(data: &[u8]) -> Verdict {
         offline_grace: Duration::from_secs(grace),
         limits,
         required_channel: None,
+        awaiting_rebuild: false,
     };
     let src = MemSource(&files);
     let verified = match verify_all(&src, anchor, seen, &opts) {

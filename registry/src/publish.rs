@@ -267,6 +267,11 @@ pub struct PublishOptions {
     /// Byte caps and the root-chain cap for what the publisher reads back (the registry's
     /// current files, the release's records).
     pub limits: Limits,
+    /// Publish a release whose build statement one listed builder signed although the
+    /// trust root wants more ([`cuda_aot::trust::VerifiedRoot::awaiting_builders`]): for a
+    /// candidate registry an independent rebuilder reads; clients refuse it until the
+    /// co-signed statement is published. Off by default.
+    pub awaiting_rebuild: bool,
 }
 
 impl Default for PublishOptions {
@@ -278,6 +283,7 @@ impl Default for PublishOptions {
             keep_unlisted: false,
             seen: TrustState::default(),
             limits: Limits::default(),
+            awaiting_rebuild: false,
         }
     }
 }
@@ -359,8 +365,12 @@ fn base(
     let src = store.source();
     let anchor_root = cuda_aot::trust::verify_anchor(anchor, limits, "trust root")?;
     let raw_ts = src.read_at_most(layout::TIMESTAMP, limits.timestamp)?;
+    // A registry awaiting its rebuild is read too: publishing the co-signed statement is
+    // what completes it (a publish that is not itself awaiting checks every statement the
+    // next index keeps against the full builder threshold).
     let opts = Options {
         limits: *limits,
+        awaiting_rebuild: true,
         ..Options::ignoring_expiry()
     };
     let (root, timestamp, index, recovered) = match raw_ts {
@@ -482,8 +492,12 @@ pub fn publish(
         }));
     }
     // The statement was checked against the caller's root; check it against the newest.
+    let builders = match opts.awaiting_rebuild {
+        false => base.root.clone(),
+        true => base.root.awaiting_builders(),
+    };
     open_build(
-        &base.root,
+        &builders,
         &build.statement_file,
         limits.statement,
         "build statement",
@@ -552,6 +566,22 @@ pub fn publish(
         version,
         opts.keep_unlisted,
     );
+    // Statements the next index keeps from the current one (--keep-unlisted) meet the
+    // builder threshold too, unless this release is itself awaiting its rebuild.
+    if !opts.awaiting_rebuild {
+        for r in statements.iter().filter(|r| r.digest != statement.digest) {
+            let path = layout::statement(&r.digest);
+            let what = format!("build statement {path} kept from index v{base_index}");
+            let file = cuda_aot::source::read_exact_signed(
+                store.source(),
+                &path,
+                r.size,
+                &r.digest,
+                &what,
+            )?;
+            open_build(&base.root, &file, limits.statement, &what)?;
+        }
+    }
     if channel == Channel::Production {
         check_promoted(build, &promotions, &base)?;
     }

@@ -43,6 +43,7 @@ mod paths;
 mod process;
 mod promote;
 mod publish;
+mod rebuild;
 mod release;
 mod remote;
 mod repro;
@@ -90,6 +91,7 @@ enum Task {
     Keygen(keygen::Args),
     TrustRoot(trust_root::Args),
     Sign(sign::Args),
+    Rebuild(rebuild::Args),
     Publish(publish::Args),
     Verify(verify::Args),
     Doctor(doctor::Args),
@@ -129,6 +131,7 @@ impl Task {
             Task::Keygen(a) => a.run(),
             Task::TrustRoot(a) => a.run(),
             Task::Sign(a) => a.run(),
+            Task::Rebuild(a) => a.run(),
             Task::Publish(a) => a.run(),
             Task::Verify(a) => a.run(),
             Task::Doctor(a) => a.run(),

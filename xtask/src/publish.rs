@@ -54,6 +54,11 @@ pub struct Args {
     /// `<out>/promotions/`.
     #[arg(long = "promotion", value_name = "FILE")]
     promotions: Vec<PathBuf>,
+    /// Publish a build statement that one listed builder signed although the trust root
+    /// wants more builders: a candidate registry folder for independent rebuilders
+    /// (`cargo xtask rebuild`). Clients refuse it until the co-signed output is published.
+    #[arg(long)]
+    awaiting_rebuild: bool,
     #[command(flatten)]
     remote: RemoteArgs,
     #[command(flatten)]
@@ -77,8 +82,18 @@ impl Args {
         let opts = PublishOptions {
             timestamp_ttl: Duration::from_secs(self.timestamp_days.saturating_mul(86_400)),
             keep_unlisted: self.keep_unlisted,
+            awaiting_rebuild: self.awaiting_rebuild,
             ..PublishOptions::default()
         };
+        if self.awaiting_rebuild && !matches!(Target::of(&registry), Target::Dir(_)) {
+            return Err(fail(
+                format!(
+                    "--awaiting-rebuild publishes a candidate registry folder, not {}",
+                    registry.display()
+                ),
+                "publish the candidate into a folder the rebuilders read; publish the co-signed output to the served registry",
+            ));
+        }
         if self.refresh_timestamp {
             let ts = match Target::of(&registry) {
                 #[cfg(feature = "net")]
@@ -138,6 +153,13 @@ impl Args {
             }
         };
         eprintln!("{}", describe(&p, &registry));
+        if self.awaiting_rebuild && !p.unchanged {
+            eprintln!(
+                "awaiting rebuild: clients refuse this registry until its build statement has the builder signatures the trust root wants.\nnext: an independent builder runs `{} rebuild --registry {} --builder-key KEY`, and the co-signed output it writes is published",
+                crate::advice::tool(),
+                registry.display()
+            );
+        }
         if message::json() {
             message::emit("publish-finished", json_fields(&p, &registry));
         }
@@ -296,7 +318,11 @@ pub fn publish_output_to(
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
-    let mut build = SignedBuild::new(&root, statement, files).map_err(|e| {
+    let builders = match opts.awaiting_rebuild {
+        false => root,
+        true => root.awaiting_builders(),
+    };
+    let mut build = SignedBuild::new(&builders, statement, files).map_err(|e| {
         let fix = format!(
             "{}; if the build output changed since it was signed, run cargo xtask sign again",
             e.fix()
