@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::digest::Digest;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, escape_untrusted};
 use crate::identity::{Channel, Manifest};
 use crate::keys::KeyId;
 use crate::limits::Limits;
@@ -158,6 +158,19 @@ struct VerifiedStatement {
     statement: Option<Statement>,
 }
 
+/// A source file (or the spec) that a verified build statement's provenance names, read
+/// from the registry and checked against its recorded size and blake3.
+#[derive(Debug, Clone)]
+pub struct VerifiedSource {
+    /// Its path relative to the build's source root, as the provenance records it (not
+    /// checked as a path: a rebuilder that lays it out checks it).
+    pub name: String,
+    /// Its blake3 (`sources/blake3/<hex>`).
+    pub digest: Digest,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// A build statement the index lists, as verified: what a rebuilder starts from.
 #[derive(Debug, Clone, Copy)]
 pub struct VerifiedBuild<'a> {
@@ -219,6 +232,50 @@ impl VerifiedIndex {
                 statement: s.statement.as_ref(),
             })
             .collect()
+    }
+    /// Step 9, for mirrors, OCI pushes and rebuilders (never a loader: a prover reads no
+    /// sources): every source file and spec the verified build statements' provenance
+    /// names, read from `src` with its recorded size (all of them together at most
+    /// [`Limits::blob`]) and checked against its blake3, in statement and provenance order,
+    /// each digest read once. A source the registry lacks or altered is an error naming it.
+    pub fn sources(&self, src: &dyn RegistrySource) -> Result<Vec<VerifiedSource>> {
+        let mut out: Vec<VerifiedSource> = Vec::new();
+        let mut total = 0u64;
+        for s in self.statements.values() {
+            let Some(st) = &s.statement else { continue };
+            for (dep, digest, size) in st.predicate.sources() {
+                // Two names of the same bytes (two equal headers) are both laid out.
+                if let Some(same) = out.iter().find(|v| v.digest == digest) {
+                    let bytes = same.bytes.clone();
+                    out.push(VerifiedSource {
+                        name: dep.name.clone(),
+                        digest,
+                        bytes,
+                    });
+                    continue;
+                }
+                let what = format!(
+                    "source {} ({})",
+                    escape_untrusted(&dep.name),
+                    digest.short()
+                );
+                total = total.saturating_add(size);
+                if total > self.limits.blob {
+                    return Err(Error::TooLarge {
+                        what: "the sources the build statements name".into(),
+                        limit: self.limits.blob,
+                        actual: total,
+                    });
+                }
+                let bytes = read_exact_signed(src, &layout::source(&digest), size, &digest, &what)?;
+                out.push(VerifiedSource {
+                    name: dep.name.clone(),
+                    digest,
+                    bytes,
+                });
+            }
+        }
+        Ok(out)
     }
     /// The manifests verified so far: none after [`verify_metadata`]; the selected ones
     /// once [`VerifiedIndex::complete`] passed.

@@ -323,6 +323,8 @@ pub fn push(
     };
     let index =
         verify_metadata(&rec, anchor, Default::default(), verify)?.complete(&rec, Select::all())?;
+    // The sources the statements name are layers too: a rebuilder pulls them.
+    index.sources(&rec)?;
     let read = rec.read.into_inner().expect("recording");
     if let Some(path) = read.changed {
         return Err(Error::io(

@@ -400,11 +400,15 @@ fn verify_all<'a>(
     reuse: bool,
 ) -> std::result::Result<(SyncSource<'a>, Verified), Box<(Error, bool)>> {
     let src = SyncSource::new(remote, target, staging, reuse);
-    // Steps 1-8, every file fetched as the verifier reads it, every blob included (size
-    // first, blake3, content), so a mirror holds only good bytes. One file at a time: the
+    // Steps 1-9, every file fetched as the verifier reads it, every blob (size first,
+    // blake3, content) and source included, so a mirror holds only good bytes. One file at a time: the
     // fetches resume and retry in order.
     let run = || -> cuda_aot::Result<Verified> {
-        Ok(verify_metadata(&src, anchor, seen, &opts.verify)?.complete(&src, Select::all())?)
+        let verified =
+            verify_metadata(&src, anchor, seen, &opts.verify)?.complete(&src, Select::all())?;
+        // A mirror holds what a rebuilder needs too: the sources the statements name.
+        verified.sources(&src)?;
+        Ok(verified)
     };
     match run() {
         Ok(index) => Ok((src, index)),

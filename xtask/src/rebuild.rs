@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use cuda_aot::SecretKey;
 use cuda_aot::provenance::{Provenance, Statement, subject_names};
-use cuda_aot::source::{DirSource, layout, read_exact_signed};
+use cuda_aot::source::{DirSource, layout};
 use cuda_aot::verify::{Options, VerifiedIndex};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -106,7 +106,7 @@ impl Args {
         prepare_out(&out)?;
         let tree = out.join("tree");
         let src = DirSource::new(&registry);
-        let spec = match fetch_sources(&src, &statement.predicate, &tree) {
+        let spec = match fetch_sources(index, &src, &statement.predicate, &tree) {
             Ok(spec) => spec,
             Err(e) => {
                 // Nothing half laid out stays behind.
@@ -283,51 +283,59 @@ fn prepare_out(out: &Path) -> Result<()> {
     files::write(&out.join(MARKER), b"a folder of cargo xtask rebuild\n")
 }
 
-/// Writes every source the provenance names from the registry below `tree`, each read
-/// with its recorded size and checked against its blake3; returns the spec's path there.
-fn fetch_sources(src: &DirSource, p: &Provenance, tree: &Path) -> Result<PathBuf> {
-    let spec = &p.build_definition.external_parameters.spec;
-    let mut placed: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for (dep, digest, size) in p.sources() {
-        let rel = tree_path(&dep.name)?;
-        if let Some((other, _)) = placed
+/// Writes every source the verified statement names (read from the registry, size and
+/// blake3 checked) below `tree`; returns the spec's path there.
+fn fetch_sources(
+    index: &VerifiedIndex,
+    src: &DirSource,
+    p: &Provenance,
+    tree: &Path,
+) -> Result<PathBuf> {
+    let sources = index.sources(src).map_err(|e| {
+        fail(
+            format!("{e}"),
+            "the registry lacks or altered a source the build statement names: publish the release again from its signed output (cargo xtask publish), then rebuild",
+        )
+    })?;
+    // Every name checked before anything is written.
+    let mut placed: BTreeMap<PathBuf, &str> = BTreeMap::new();
+    for s in &sources {
+        let rel = tree_path(&s.name)?;
+        if let Some((_, other)) = placed
             .iter()
             .find(|(q, _)| q.starts_with(&rel) || rel.starts_with(q))
         {
             return Err(fail(
                 format!(
                     "the provenance names {:?} and {:?}, which cannot both be laid out",
-                    dep.name, placed[other]
+                    cuda_aot::error::escape_untrusted(&s.name),
+                    cuda_aot::error::escape_untrusted(other)
                 ),
                 "the registry's build statement is not one cuda-aot wrote: do not rebuild or co-sign it",
             ));
         }
-        let what = format!("source {} ({})", dep.name, digest.short());
-        let bytes = read_exact_signed(src, &layout::source(&digest), size, &digest, &what)
-            .map_err(|e| {
-                fail(
-                    format!("{e}"),
-                    "the registry lacks or altered a source the build statement names: publish the release again from its signed output (cargo xtask publish), then rebuild",
-                )
-            })?;
-        let path = tree.join(&rel);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        files::write(&path, &bytes)?;
-        placed.insert(rel, dep.name.clone());
+        placed.insert(rel, &s.name);
     }
-    let rel = tree_path(&spec.name)?;
-    if !placed.contains_key(&rel) {
+    let spec = tree_path(&p.build_definition.external_parameters.spec.name)?;
+    if !placed.contains_key(&spec) {
         return Err(fail(
             format!(
                 "the provenance's spec {:?} is not among its sources",
-                spec.name
+                cuda_aot::error::escape_untrusted(
+                    &p.build_definition.external_parameters.spec.name
+                )
             ),
             "the registry's build statement is not one cuda-aot wrote: do not rebuild or co-sign it",
         ));
     }
-    Ok(tree.join(rel))
+    for s in &sources {
+        let path = tree.join(tree_path(&s.name)?);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        files::write(&path, &s.bytes)?;
+    }
+    Ok(tree.join(spec))
 }
 
 /// A recorded source name as a path below the rebuild's tree: relative, plain components

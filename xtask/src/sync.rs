@@ -12,7 +12,8 @@ mod run;
 /// Sync a registry from a URL into a local folder, verified before anything is visible.
 ///
 /// Runs the full verification a prover runs (trust root and rotations, timestamp, index,
-/// every manifest, every blob) while fetching each file it needs into a staging folder
+/// every manifest, every blob, and the sources the build statements name, which a rebuilder
+/// needs) while fetching each file it needs into a staging folder
 /// inside DIR; only when all of it passed are the files moved into place — content-addressed
 /// files first, then roots, then the index, then timestamp.json — so DIR always holds a
 /// complete, verified release. Files DIR already holds are reused; interrupted downloads
@@ -47,6 +48,12 @@ pub struct Args {
     /// Attempts per file on transient failures (connection errors, timeouts, 5xx, 429).
     #[arg(long, value_name = "N", default_value_t = 5)]
     attempts: u32,
+    /// Mirror a candidate release awaiting its independent rebuild (`publish
+    /// --awaiting-rebuild`): its build statement needs one listed builder's signature instead
+    /// of the trust root's builder threshold. For a rebuilder (`cargo xtask rebuild`), never
+    /// for a prover's copy.
+    #[arg(long)]
+    awaiting_rebuild: bool,
     #[command(flatten)]
     oci: crate::remote::RemoteArgs,
 }

@@ -190,12 +190,16 @@ fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_a
     assert_eq!(table2, table, "both mirrors hold the same verified release");
 
     // Each mirror holds exactly the published files (all but root/1, the anchor itself,
-    // which the verifier never reads from a registry).
-    // Nor the sources the build statement names (for rebuilders): a sync copies what the
-    // verifier reads.
+    // which the verifier never reads from a registry), the sources the build statement
+    // names included (a rebuilder works from a mirror).
+    assert!(
+        published
+            .iter()
+            .any(|(p, _)| p.starts_with("sources/blake3/"))
+    );
     let expected: Vec<_> = published
         .into_iter()
-        .filter(|(p, _)| p != "root/1.root.json" && !p.starts_with("sources/"))
+        .filter(|(p, _)| p != "root/1.root.json")
         .collect();
     assert_eq!(files_under(&tmp.path().join("from-serve")), expected);
     assert_eq!(files_under(&tmp.path().join("from-nginx")), expected);
@@ -489,4 +493,92 @@ fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
     let (synced, table) = sync_and_verify(&url, tmp.path(), "from-http");
     assert!(synced.contains("index v2"), "{synced}");
     assert!(table.starts_with("registry OK: index v2"), "{table}");
+}
+
+/// Issue 21: a rebuilder works from a mirror. A candidate release awaiting its rebuild (one
+/// builder of the two the root wants) is served over HTTP; `sync` refuses it as a prover's
+/// copy, mirrors it with `--awaiting-rebuild` (the sources included), and `rebuild` from the
+/// mirror compiles every job and co-signs.
+#[test]
+fn a_candidate_awaiting_its_rebuild_syncs_over_http_and_rebuilds_from_the_mirror() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = common::Keys::with_builders(&tmp.path().join("keys"), "dev", 2, 2);
+    let ws = common::Ws::new();
+    let built = ws.build(&[]);
+    assert!(built.ok, "{}", built.stderr);
+    run_ok(
+        xtask()
+            .arg("sign")
+            .arg(ws.path("out"))
+            .arg("--builder-key")
+            .arg(keys.builder(1)),
+    );
+    let candidate = tmp.path().join("candidate");
+    run_ok(
+        xtask()
+            .args(["publish", "--awaiting-rebuild", "--registry"])
+            .arg(&candidate)
+            .arg("--trust")
+            .arg(keys.root())
+            .arg("--publisher-key")
+            .arg(keys.key("publisher"))
+            .arg(ws.path("out")),
+    );
+    let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&candidate]);
+    let sync = |mirror: &str, awaiting: bool| {
+        let mut c = xtask();
+        c.args(["sync", "--from", &serve.url(), "--to"])
+            .arg(tmp.path().join(mirror))
+            .arg("--trust")
+            .arg(keys.root())
+            .arg("--state")
+            .arg(tmp.path().join(format!("{mirror}.state.json")));
+        if awaiting {
+            c.arg("--awaiting-rebuild");
+        }
+        c.output().unwrap()
+    };
+    let refused = sync("prover-copy", false);
+    assert!(!refused.status.success());
+    let text = String::from_utf8_lossy(&refused.stderr);
+    assert!(text.contains("1 of the 2 required builder"), "{text}");
+    assert!(!tmp.path().join("prover-copy/timestamp.json").exists());
+
+    let out = sync("mirror", true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mirror = tmp.path().join("mirror");
+    let published = files_under(&candidate);
+    assert!(
+        published
+            .iter()
+            .any(|(p, _)| p.starts_with("sources/blake3/"))
+    );
+    let expected: Vec<_> = published
+        .into_iter()
+        .filter(|(p, _)| p != "root/1.root.json")
+        .collect();
+    assert_eq!(files_under(&mirror), expected, "the sources are mirrored");
+
+    let machine = tempfile::tempdir().unwrap();
+    let out = run_ok(
+        xtask()
+            .current_dir(machine.path())
+            .args(["rebuild", "--registry"])
+            .arg(&mirror)
+            .arg("--trust")
+            .arg(keys.root())
+            .arg("--builder-key")
+            .arg(keys.builder(2))
+            .arg("--out")
+            .arg(machine.path().join("rebuild")),
+    );
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("with 6 nvcc run(s)") && text.contains("bit-identical rebuild"),
+        "{text}"
+    );
 }

@@ -19,7 +19,10 @@ impl Args {
         let limits = crate::limits::limits();
         let seen = TrustState::load(&state_path, limits.state)?;
         let opts = SyncOptions {
-            verify: self.check.options(),
+            verify: cuda_aot::verify::Options {
+                awaiting_rebuild: self.awaiting_rebuild,
+                ..self.check.options()
+            },
             seen,
         };
         let http = HttpOptions {
