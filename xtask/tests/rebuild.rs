@@ -94,6 +94,15 @@ impl Keys {
     }
 }
 
+/// `Runtime::open` of the candidate registry as a development prover, with a state file
+/// of its own.
+fn open_runtime(keys: &Keys) -> Result<cuda_aot::Runtime, cuda_aot::Error> {
+    let mut policy = cuda_aot::Policy::development();
+    policy.rollback = cuda_aot::runtime::RollbackState::File(keys.path("prover-state.json"));
+    let root = std::fs::read(keys.keys.root()).unwrap();
+    cuda_aot::Runtime::open(keys.path("candidate"), &root, policy)
+}
+
 /// A built output signed by builder-a and published awaiting its rebuild into `reg`.
 fn candidate(keys: &Keys, reg: &str) -> Ws {
     let ws = Ws::new();
@@ -133,6 +142,21 @@ fn a_release_awaiting_its_rebuild_is_co_signed_by_an_independent_rebuild() {
         refused.fix().contains("cargo xtask rebuild"),
         "{}",
         refused.fix()
+    );
+    // So does a prover's Runtime::open (before it probes the driver).
+    let err = open_runtime(&keys)
+        .err()
+        .expect("a candidate is not loadable");
+    assert!(
+        matches!(
+            &err,
+            cuda_aot::Error::Threshold {
+                valid: 1,
+                threshold: 2,
+                ..
+            }
+        ),
+        "{err}"
     );
 
     // Keys whose signature would not count are refused before anything is fetched or built.
@@ -174,6 +198,17 @@ fn a_release_awaiting_its_rebuild_is_co_signed_by_an_independent_rebuild() {
     let finished = verified.messages().pop().unwrap();
     for m in finished["modules"].as_array().unwrap() {
         assert_eq!(m["builders"].as_array().unwrap().len(), 2, "{m}");
+    }
+
+    // Runtime::open now gets past verification: it loads on a GPU host, and without a
+    // driver the driver is what it names.
+    match open_runtime(&keys) {
+        Ok(rt) => assert_eq!(rt.counters().modules_verified, 3),
+        Err(cuda_aot::Error::Cuda(e)) => assert!(
+            e.is_driver_missing() || cuda_aot::cuda::driver_present(),
+            "{e}"
+        ),
+        Err(e) => panic!("the co-signed release does not open: {e}"),
     }
 
     // A second rebuild by the same key is refused: it already signed.
