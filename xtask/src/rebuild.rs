@@ -231,7 +231,7 @@ fn the_statement(
                 registry.display(),
                 build.file.short()
             ),
-            "build, sign and publish the release again with this version of the tool (docs/trust.md, \"Migrating\")",
+            "build, sign and publish the release again with this version of the tool: it records the provenance a rebuild starts from (docs/trust.md, \"Earlier registries\")",
         ));
     };
     let me = key.public().key_id();
@@ -344,7 +344,7 @@ fn tree_path(name: &str) -> Result<PathBuf> {
     let p = Path::new(name);
     let plain = !name.is_empty()
         && !name.contains('\\')
-        && !name.split('/').any(str::is_empty)
+        && !name.split('/').any(|c| matches!(c, "" | "." | ".."))
         && p.components().all(|c| matches!(c, Component::Normal(_)));
     if !plain {
         return Err(fail(
