@@ -1,6 +1,6 @@
 //! `cargo xtask servers`: real third-party servers for the network tests and benchmarks,
-//! without root — nginx (static hosting) and the CNCF distribution registry (an OCI
-//! registry) as Debian 12 packages pinned by name, release and upstream version: the
+//! without root — an S3-compatible store from pinned PyPI wheels (`s3.rs`), and nginx
+//! (static hosting) and the CNCF distribution registry (an OCI registry) as Debian 12 packages pinned by name, release and upstream version: the
 //! version Debian's signed index serves today, downloaded and checked by apt (`apt.rs`)
 //! into the per-user cache, its sha256 re-checked on every use and recorded, `dpkg -x`
 //! into `.cuda-aot/servers/`, run on a loopback port with every path they write inside a
@@ -15,17 +15,20 @@ use std::process::{Command, Stdio};
 use crate::paths;
 
 mod apt;
+pub mod s3;
 
 /// Fetch (Debian 12, checked against the signed archive index) and unpack nginx and the
-/// OCI registry, or run one of them in the foreground.
+/// OCI registry, install the pinned S3 server (PyPI wheels checked by sha256), or run one
+/// of them in the foreground.
 ///
 /// Packages are pinned by name, Debian release and upstream version in
 /// manifests/servers.toml; the Debian revision is what the signed index serves today.
 /// Without a subcommand: makes sure both packages are unpacked under .cuda-aot/servers/
 /// and prints, for each, the version, suite and sha256 used and the binary. `nginx` serves a registry folder
 /// read-only (a plain static file server: no cuda-aot code on the server side); `oci`
-/// runs an OCI distribution registry with its storage in a folder. Both replace this
-/// process (exec), print one JSON line first, and stop on SIGTERM.
+/// runs an OCI distribution registry with its storage in a folder; `s3` an S3-compatible
+/// object store (manifests/s3-server.txt). Each replaces this process (exec), prints one
+/// JSON line first, and stops on SIGTERM.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -62,6 +65,20 @@ enum Run {
         #[arg(long, value_name = "DIR")]
         work: Option<PathBuf>,
     },
+    /// Run an S3-compatible object store (moto's S3 service, pinned PyPI wheels) on
+    /// 127.0.0.1, objects in memory, one request at a time (conditional writes atomic).
+    /// Any access key is accepted; clients use path-style URLs and region us-east-1.
+    S3 {
+        /// Port (0: a free one, printed).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
+        /// A bucket to create before serving (repeat for several).
+        #[arg(long = "bucket", value_name = "NAME")]
+        buckets: Vec<String>,
+        /// Folder for its launcher (default: a new folder under .cuda-aot/servers/run/).
+        #[arg(long, value_name = "DIR")]
+        work: Option<PathBuf>,
+    },
 }
 
 impl Args {
@@ -79,6 +96,14 @@ impl Args {
                         paths::shown(&bin)
                     );
                 }
+                let s3 = s3::ensure()?;
+                println!(
+                    "{:<16} {:<20} {:<18} {}",
+                    "s3 (moto)",
+                    s3::version(),
+                    "pypi, sha256-pinned",
+                    paths::shown(&s3)
+                );
                 Ok(())
             }
             Some(Run::Nginx {
@@ -101,6 +126,16 @@ impl Args {
                 let port = pick_port(port)?;
                 let cmd = oci_registry(&storage, port, &work)?;
                 exec_announced(cmd, "docker-registry", port, &work)
+            }
+            Some(Run::S3 {
+                port,
+                buckets,
+                work,
+            }) => {
+                let work = work_dir(work)?;
+                let port = pick_port(port)?;
+                let cmd = s3::command(port, &buckets, &work)?;
+                exec_announced(cmd, "s3", port, &work)
             }
         }
     }
