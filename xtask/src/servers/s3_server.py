@@ -6,6 +6,7 @@ created first. Run by `cargo xtask servers s3` with the venv of manifests/s3-ser
 usage: s3_server.py PORT [BUCKET...]
 """
 
+import logging
 import signal
 import sys
 
@@ -23,6 +24,8 @@ def main() -> None:
         if r.status_code != 200:
             sys.exit(f"creating bucket {bucket}: HTTP {r.status_code}: {r.get_data(as_text=True)}")
     # threaded=False: one request at a time (HTTP/1.0, so no connection holds the server).
+    # Only errors are logged, not every request.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     srv = make_server("127.0.0.1", port, app, threaded=False)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv.serve_forever()

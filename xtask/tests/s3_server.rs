@@ -1,0 +1,101 @@
+//! The S3-compatible server of the network tests (`cargo xtask servers s3`, issue 20 item
+//! 5): started from its pinned wheels on loopback, it answers racing conditional writers
+//! (a real S3 client, boto3, many threads at once) with exactly one winner and 412 for every
+//! other, for create-if-absent (`If-None-Match: *`) and for compare-and-swap (`If-Match`):
+//! what a registry on object storage relies on to publish atomically.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{repo, xtask};
+
+/// `xtask servers s3` with one bucket, until SIGTERM on drop.
+struct S3 {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl S3 {
+    fn start(bucket: &str) -> S3 {
+        let mut child = xtask()
+            .args(["servers", "s3", "--bucket", bucket])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(v["server"], "s3", "{v}");
+        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
+        std::thread::spawn(move || for _ in lines {});
+        let t = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            assert!(t.elapsed() < Duration::from_secs(60), "s3 not listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        S3 { child, addr }
+    }
+}
+
+impl Drop for S3 {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// The venv `servers s3` installed (the project's .cuda-aot/servers/moto-s3-<pins>/).
+fn venv_python() -> PathBuf {
+    let dir = repo().join(".cuda-aot/servers");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("moto-s3-"))
+                && p.join(".installed").is_file()
+        })
+        .expect("servers s3 installed its venv")
+        .join("venv/bin/python")
+}
+
+#[test]
+fn racing_conditional_writers_get_exactly_one_winner() {
+    let s3 = S3::start("race");
+    let out = Command::new(venv_python())
+        .arg(repo().join("xtask/tests/s3_race.py"))
+        .arg(format!("http://{}", s3.addr))
+        .args(["race", "16"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for race in ["create", "swap"] {
+        assert_eq!(v[race]["won"], 1, "{v}");
+        assert_eq!(v[race]["refused_412"], 15, "{v}");
+        assert_eq!(v[race]["stored_is_a_winner"], true, "{v}");
+    }
+}
+
+#[test]
+fn a_bad_bucket_name_is_refused_before_anything_starts() {
+    let out = xtask()
+        .args(["servers", "s3", "--bucket", "No_Such"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bucket name \"No_Such\""), "{err}");
+}
