@@ -47,9 +47,12 @@ empty build cache) and build/ (the rebuilt output with the co-signed statement),
 publisher then publishes; the blobs and manifests are the ones already in the registry, so only
 a new index naming the co-signed statement is written.
 
-The rebuild gives the same bytes on another machine, path, user and clock when the toolkit pins
-and the host compiler are the recorded ones; a different host compiler is named as a different
-build definition.")]
+A candidate served over HTTP or pushed to an OCI registry is mirrored first, sources included:
+  cargo xtask sync --from URL --to DIR --awaiting-rebuild
+
+Nothing the build records names the machine, path, user or clock, so a rebuild elsewhere gives
+the same bytes when the toolkit pins and the host compiler are the recorded ones; a different
+host compiler is named as a different build definition.")]
 pub struct Args {
     #[command(flatten)]
     at: RegistryArgs,
