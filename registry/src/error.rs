@@ -116,6 +116,24 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// An object store (S3 or S3-compatible) refused a request or could not be reached,
+    /// after its retries where the failure was transient.
+    #[error("{url}: {reason}")]
+    ObjectStore {
+        /// `s3://BUCKET/KEY`.
+        url: String,
+        /// What the store or the client said.
+        reason: String,
+    },
+    /// An object store does not honour conditional writes, so two publishers could both
+    /// believe they committed.
+    #[error("{url}: refusing to publish: the store does not honour conditional writes ({what})")]
+    NoConditionalWrites {
+        /// `s3://BUCKET/PREFIX`.
+        url: String,
+        /// What the probe saw.
+        what: String,
+    },
     /// Another sync is writing into the same folder.
     #[error("{path}: another sync holds this folder")]
     Busy {
@@ -215,10 +233,25 @@ impl Error {
             Error::Status { status: 300..=399, .. } => "the server answered with a redirect, which a publisher never follows (its token would go along): publish to the address the server redirects to".into(),
             Error::Status { status: 404, .. } => "the URL does not point at a registry root (it must hold timestamp.json)".into(),
             Error::Status { .. } => "the server refused the request; see the message above and the server's log line for this request".into(),
-            Error::BadUrl { .. } => "give an http://, https:// or oci://HOST/REPOSITORY:TAG address".into(),
+            Error::BadUrl { .. } => "give an http://, https://, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY:TAG address".into(),
             Error::Oci { .. } => "check the OCI reference and that the registry is reachable and accepts this user; see the message above".into(),
+            Error::ObjectStore { .. } => "check the bucket name and the store's credentials and address in the standard AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION; AWS_ENDPOINT_URL for an S3-compatible store); what was written before the failure is content-addressed and harmless, and running the command again continues".into(),
+            Error::NoConditionalWrites { .. } => "publish to a store with S3 conditional writes (If-None-Match and If-Match on PUT: Amazon S3, MinIO, Ceph RGW, Cloudflare R2), or publish into a folder (--registry DIR) and upload it with timestamp.json last from one machine at a time".into(),
             Error::Busy { .. } => "wait for the other sync into this folder to finish, then run again".into(),
             Error::Serve { .. } => "choose a free address (--addr) and a readable registry folder (--root)".into(),
+        }
+    }
+
+    /// This error as the core crate's, for a [`cuda_aot::source::RegistrySource`] read of
+    /// `path` that a remote store failed: a core error stays itself, any other is an I/O
+    /// error of `path`.
+    pub(crate) fn into_core(self, path: &str) -> cuda_aot::Error {
+        match self {
+            Error::Core(c) => c,
+            other => cuda_aot::Error::Io {
+                path: path.into(),
+                source: std::io::Error::other(other),
+            },
         }
     }
 

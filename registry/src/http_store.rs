@@ -27,13 +27,7 @@ struct HttpSource {
 
 impl RegistrySource for HttpSource {
     fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
-        self.remote.get(path, max).map_err(|e| match e {
-            Error::Core(c) => c,
-            other => cuda_aot::Error::Io {
-                path: path.into(),
-                source: std::io::Error::other(other),
-            },
-        })
+        self.remote.get(path, max).map_err(|e| e.into_core(path))
     }
 
     fn describe(&self) -> String {

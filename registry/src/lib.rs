@@ -39,14 +39,16 @@
 //! ```
 //!
 //! The same sync reads a release pushed to an OCI registry ([`oci::OciRemote`],
-//! [`oci::push`]). [`serve`] is the HTTP server (`cuda-aot-registry serve`): read-only for
+//! [`oci::push`]) or published to a bucket of S3 or an S3-compatible store
+//! ([`s3::S3Client`]; [`s3::S3Store`] publishes there with conditional writes). [`serve`] is the HTTP server (`cuda-aot-registry serve`): read-only for
 //! anyone, and, given a bearer token file and a trust root, a publishing target whose
 //! client is [`http_store::HttpStore`], the publish algorithm's second [`Store`].
 //! `docs/network.md` describes all of it.
 //!
-//! The network half (HTTP and OCI clients, sync, the server: tokio, hyper, reqwest,
-//! rustls, oci-client) is the cargo feature `net`, on by default. Without it the crate is
-//! the publish algorithm and the directory store, which is all a local release needs.
+//! The network half (HTTP, S3 and OCI clients, sync, the server: tokio, hyper, reqwest,
+//! rustls, oci-client, object_store) is the cargo feature `net`, on by default. Without it
+//! the crate is the publish algorithm and the directory store, which is all a local
+//! release needs.
 
 #![forbid(unsafe_code)]
 
@@ -59,6 +61,8 @@ pub mod oci;
 pub mod publish;
 #[cfg(feature = "net")]
 pub mod remote;
+#[cfg(feature = "net")]
+pub mod s3;
 pub mod serve;
 #[cfg(feature = "net")]
 pub mod sync;

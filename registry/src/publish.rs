@@ -39,6 +39,14 @@ pub trait Store {
     fn replace_timestamp(&self, bytes: &[u8], base_timestamp: Option<Digest>) -> Result<()>;
     /// Where this store is, for messages.
     fn describe(&self) -> String;
+    /// True when an index file written by a publisher that died before its timestamp
+    /// stays in the store (it has no lock to clear it under, as an object store): the next
+    /// publish then takes the first free index version above the current one instead of
+    /// failing on that file forever. Nothing references such a file; the timestamp's
+    /// compare-and-swap still lets exactly one of two racing publishers commit.
+    fn keeps_uncommitted_indexes(&self) -> bool {
+        false
+    }
 }
 
 /// One commit of a release (see [`Store::commit`]).
@@ -555,6 +563,9 @@ pub fn publish(
     let continued_after =
         (base.timestamp.is_none() && !base.recovered && base_index > 0).then_some(base_index);
     let version = match base.recovered {
+        false if store.keeps_uncommitted_indexes() => {
+            free_index_from(store, next_version("index", base_index)?)?
+        }
         false => next_version("index", base_index)?,
         true => first_free_index(store)?,
     };
@@ -721,7 +732,11 @@ fn next_version(what: &str, v: u64) -> Result<u64> {
 /// After a publisher-key rotation: the lowest index version with no file yet (the files of
 /// the old line, an attacker's included, stay untouched and unreferenced).
 fn first_free_index(store: &dyn Store) -> Result<u64> {
-    let mut v = 1u64;
+    free_index_from(store, 1)
+}
+
+/// The lowest index version from `v` on with no file yet.
+fn free_index_from(store: &dyn Store, mut v: u64) -> Result<u64> {
     while store.source().read_at_most(&layout::index(v), 0)?.is_some() {
         v = next_version("index", v)?;
     }

@@ -257,6 +257,13 @@ pub fn open_remote(from: &str, http: &HttpOptions, oci: &OciOptions) -> Result<B
         let mut o = oci.clone();
         o.http = http.clone();
         Ok(Box::new(OciRemote::open(from, o)?))
+    } else if from.starts_with("s3://") {
+        let opts = crate::s3::S3Options {
+            connect_timeout: http.connect_timeout,
+            retries: usize::try_from(http.attempts.saturating_sub(1)).unwrap_or(0),
+            ..crate::s3::S3Options::default()
+        };
+        Ok(Box::new(crate::s3::S3Client::open(from, &opts)?))
     } else {
         Ok(Box::new(HttpRemote::new(from, http.clone())?))
     }

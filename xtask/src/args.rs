@@ -160,7 +160,10 @@ pub struct CacheArgs {
     #[arg(long, value_name = "SIZE", env = "CUDA_AOT_CACHE_MAX_SIZE", value_parser = parse_size)]
     pub cache_max_size: Option<u64>,
     /// A shared build cache several machines build into and take from, after the local
-    /// one: `file:///path` (a folder every builder reaches). Every entry it serves must be
+    /// one: `file:///path` (a folder every builder reaches) or `s3://BUCKET/PREFIX` (S3 or an
+    /// S3-compatible store; credentials and endpoint in the AWS variables, as every AWS tool
+    /// reads them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL).
+    /// Every entry it serves must be
     /// signed by a builder key of the trust root and pass the checks `verify` makes
     /// (identity, digests, content); a refused one is reported and compiled instead.
     /// docs/build.md, "Shared build cache".

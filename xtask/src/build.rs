@@ -391,6 +391,9 @@ pub fn plan(opts: &BuildOptions) -> Result<Plan> {
 /// Builds everything `opts` selects. On success the output folder holds exactly this
 /// build's files and the cache holds every result; on any failure neither was changed.
 pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
+    if let Some(r) = &opts.remote {
+        remote::check_url(&r.url)?;
+    }
     let t0 = Instant::now();
     let started = cuda_aot::metadata::Time::now();
     let mut plan = plan(opts)?;

@@ -14,7 +14,7 @@ use crate::process;
 /// What each optional part brings, for the message printed before it is built.
 fn brings(feature: &str) -> &'static str {
     match feature {
-        "net" => "the network stack (tokio, hyper, reqwest, rustls, oci-client)",
+        "net" => "the network stack (tokio, hyper, reqwest, rustls, oci-client, object_store)",
         "gpu" => "the CUDA driver layer (cudarc) and the bare-driver baseline",
         _ => "more of the tool",
     }

@@ -13,13 +13,17 @@ use crate::remote::{RemoteArgs, Target};
 use crate::{anchor, devkeys, message, outdir, paths};
 
 /// Publish a signed build output into a registry: a folder, a publishing
-/// `cuda-aot-registry serve` (http(s)://…, with --token-file), or an OCI tag (oci://…).
+/// `cuda-aot-registry serve` (http(s)://…, with --token-file), a bucket of an S3 or
+/// S3-compatible store (s3://BUCKET/PREFIX, credentials in the standard AWS variables), or
+/// an OCI tag (oci://…).
 ///
 /// The build statement's builder signatures are checked against the trust root first, and
 /// every manifest and blob against the statement; then blobs, manifests and the statement
 /// are written content-addressed, the next index is created (create-new: a concurrent
 /// publisher of the same version gets a conflict and can simply retry) and timestamp.json
-/// is replaced last, so readers never see a half-published release.
+/// is replaced last, so readers never see a half-published release. On S3 the index is
+/// created with If-None-Match: * and timestamp.json replaced with If-Match on its ETag; a
+/// store that ignores those conditions is refused before anything is written.
 ///
 /// The next index lists exactly this build: modules or targets dropped from the spec leave
 /// the registry (keep them with --keep-unlisted). Publishing what the registry already
@@ -72,7 +76,7 @@ impl Args {
         let registry = self.at.registry();
         #[cfg(not(feature = "net"))]
         if !matches!(Target::of(&registry), Target::Dir(_)) {
-            return crate::features::rerun("publishing to an HTTP or OCI registry", "net");
+            return crate::features::rerun("publishing to an HTTP, S3 or OCI registry", "net");
         }
         let anchor = anchor::read_bytes(&trust)?;
         let key = match &self.publisher_key {
@@ -99,6 +103,13 @@ impl Args {
                 #[cfg(feature = "net")]
                 Target::Http(url) => cuda_aot_registry::publish::refresh_timestamp(
                     &self.remote.http_store(url)?,
+                    &anchor,
+                    &[&key],
+                    &opts,
+                )?,
+                #[cfg(feature = "net")]
+                Target::S3(url) => cuda_aot_registry::publish::refresh_timestamp(
+                    &cuda_aot_registry::s3::S3Store::open(url, &Default::default())?,
                     &anchor,
                     &[&key],
                     &opts,
@@ -130,12 +141,17 @@ impl Args {
         let p = match Target::of(&registry) {
             Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &opts, extra)?,
             #[cfg(not(feature = "net"))]
-            Target::Http(_) | Target::Oci(_) => {
+            Target::Http(_) | Target::Oci(_) | Target::S3(_) => {
                 unreachable!("run again with the net feature above")
             }
             #[cfg(feature = "net")]
             Target::Http(url) => {
                 let store = self.remote.http_store(url)?;
+                publish_output_to(&store, &out, &trust, &key, &opts, extra)?
+            }
+            #[cfg(feature = "net")]
+            Target::S3(url) => {
+                let store = cuda_aot_registry::s3::S3Store::open(url, &Default::default())?;
                 publish_output_to(&store, &out, &trust, &key, &opts, extra)?
             }
             #[cfg(feature = "net")]

@@ -1,5 +1,5 @@
-//! Registries elsewhere than a local folder: an OCI tag (`oci://HOST/REPO:TAG`) or a
-//! publishing `cuda-aot-registry serve` (`http(s)://…`). The credential and transport
+//! Registries elsewhere than a local folder: an OCI tag (`oci://HOST/REPO:TAG`), a
+//! publishing `cuda-aot-registry serve` (`http(s)://…`) or a bucket (`s3://BUCKET/PREFIX`). The credential and transport
 //! arguments of `sync` and `publish`, and the OCI publish flow (the tag's release brought
 //! into a local folder, the build published there, the result pushed back).
 
@@ -17,6 +17,8 @@ pub enum Target<'a> {
     Oci(&'a str),
     /// An HTTP(S) server (`http://…`, `https://…`).
     Http(&'a str),
+    /// A bucket of an S3 or S3-compatible store (`s3://BUCKET/PREFIX`).
+    S3(&'a str),
 }
 
 impl<'a> Target<'a> {
@@ -24,6 +26,7 @@ impl<'a> Target<'a> {
     pub fn of(registry: &'a Path) -> Target<'a> {
         match registry.to_str() {
             Some(s) if s.starts_with("oci://") => Target::Oci(s),
+            Some(s) if s.starts_with("s3://") => Target::S3(s),
             Some(s) if s.starts_with("http://") || s.starts_with("https://") => Target::Http(s),
             _ => Target::Dir(registry),
         }

@@ -18,12 +18,15 @@ mod run;
 /// files first, then roots, then the index, then timestamp.json — so DIR always holds a
 /// complete, verified release. Files DIR already holds are reused; interrupted downloads
 /// resume with Range requests on the next run. Works with any static file server (nginx,
-/// a CDN, object storage behind HTTP), with `cuda-aot-registry serve`, and with releases
-/// pushed to an OCI registry (`publish --registry oci://…`).
+/// a CDN, object storage behind HTTP), with `cuda-aot-registry serve`, with releases
+/// pushed to an OCI registry (`publish --registry oci://…`) and with buckets of S3 or an
+/// S3-compatible store (`publish --registry s3://…`).
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to sync from: the http(s) URL of the folder holding timestamp.json, or
-    /// oci://HOST/REPOSITORY:TAG for a release pushed to an OCI registry.
+    /// Where to sync from: the http(s) URL of the folder holding timestamp.json,
+    /// oci://HOST/REPOSITORY:TAG for a release pushed to an OCI registry, or
+    /// s3://BUCKET/PREFIX for one published to a bucket (credentials and endpoint in the
+    /// AWS variables).
     #[arg(long, value_name = "URL")]
     from: String,
     /// The local registry folder to bring up to date (created if needed).

@@ -1,6 +1,7 @@
 //! The registry over the network with real processes: a fresh release (real nvcc builds,
 //! dev keys) served by `serve` and by a stock nginx (no cuda-aot code on the server),
-//! synced with `cargo xtask sync` into folders that `cargo xtask verify` accepts.
+//! synced with `cargo xtask sync` into folders that `cargo xtask verify` accepts; the same
+//! release published to an OCI registry and to a bucket of the S3 test server.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::s3::S3;
 use common::xtask;
 
 fn run_ok(cmd: &mut Command) -> Output {
@@ -116,11 +118,16 @@ fn walkdir(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn sync_and_verify(url: &str, tmp: &Path, name: &str) -> (String, String) {
+    sync_and_verify_with(url, tmp, name, &mut xtask())
+}
+
+/// [`sync_and_verify`] with the sync run as `sync` (an `xtask` command with its
+/// environment).
+fn sync_and_verify_with(url: &str, tmp: &Path, name: &str, sync: &mut Command) -> (String, String) {
     let to = tmp.join(name);
     let state = tmp.join(format!("{name}.state.json"));
     let out = run_ok(
-        xtask()
-            .args(["sync", "--from", url, "--to"])
+        sync.args(["sync", "--from", url, "--to"])
             .arg(&to)
             .arg("--state")
             .arg(&state),
@@ -581,4 +588,214 @@ fn a_candidate_awaiting_its_rebuild_syncs_over_http_and_rebuilds_from_the_mirror
         text.contains("with 6 nvcc run(s)") && text.contains("bit-identical rebuild"),
         "{text}"
     );
+}
+
+/// The signed build output of one module of the project's release (real nvcc, dev keys),
+/// in `dir`: a second release to publish over the first.
+fn module_output(dir: &Path, module: &str) -> PathBuf {
+    let out = dir.join(format!("out-{module}"));
+    run_ok(
+        xtask()
+            .args(["build", "--module", module, "--out"])
+            .arg(&out),
+    );
+    run_ok(xtask().arg("sign").arg(&out));
+    out
+}
+
+/// `xtask publish --registry URL OUT` against `s3`, paused at `pause` when given.
+fn publish_s3(s3: &S3, url: &str, out: &Path, pause: Option<String>) -> Command {
+    let mut c = s3.xtask();
+    c.args(["publish", "--registry", url]).arg(out);
+    if let Some(p) = pause {
+        c.env("CUDA_AOT_PUBLISH_PAUSE", p);
+    }
+    c
+}
+
+/// Waits until `n` publishers announced the pause in `dir`.
+fn wait_paused(dir: &Path, n: usize) {
+    let t = Instant::now();
+    while std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".reached"))
+        .count()
+        < n
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "publishers did not reach the pause"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 20, item 4: a registry in a bucket of the S3 test server. A release published to
+/// `s3://` is mirrored by `sync` and accepted by `verify`; publishing it again commits
+/// nothing. Two publishers prepared on the same index commit at once: exactly one wins
+/// (the index is created with If-None-Match: *, the timestamp replaced with If-Match) and
+/// the other is told to retry. A publisher killed between its index and its timestamp
+/// leaves a registry that still verifies, and the next publish goes past its orphaned
+/// index.
+#[test]
+fn a_release_published_to_s3_syncs_verifies_and_racing_publishers_get_one_winner() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s3 = S3::start(&["registry"], &[]);
+    let url = "s3://registry/cuda-aot/release";
+    let text = |o: Output| String::from_utf8_lossy(&o.stderr).to_string();
+    let first = text(run_ok(&mut publish_s3(
+        &s3,
+        url,
+        &release().join("out"),
+        None,
+    )));
+    assert!(first.contains("published index v1 "), "{first}");
+    assert!(first.contains(url), "{first}");
+    let again = text(run_ok(&mut publish_s3(
+        &s3,
+        url,
+        &release().join("out"),
+        None,
+    )));
+    assert!(again.contains("unchanged: index v1"), "{again}");
+    let (synced, table) = sync_and_verify_with(url, tmp.path(), "from-s3", &mut s3.xtask());
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
+    // The bucket holds the same content-addressed files and roots as the local registry
+    // the release published (the index and timestamp are signed anew, with their own
+    // times).
+    let bucket = s3.client(url);
+    for (rel, bytes) in files_under(&release().join("registry"))
+        .into_iter()
+        .filter(|(rel, _)| !rel.starts_with("index/") && rel != "timestamp.json")
+    {
+        assert_eq!(
+            bucket.get(&rel, bytes.len() as u64).unwrap().as_deref(),
+            Some(bytes.as_slice()),
+            "{rel}"
+        );
+    }
+
+    // Two publishers prepare on v1 and commit at the same time.
+    let merkle = module_output(tmp.path(), "merkle");
+    let ntt = module_output(tmp.path(), "ntt");
+    let pause = tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    let spawn = |out: &Path| {
+        publish_s3(
+            &s3,
+            url,
+            out,
+            Some(format!("manifests:{}", pause.display())),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+    };
+    let a = spawn(&merkle);
+    let b = spawn(&ntt);
+    wait_paused(&pause, 2);
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let said: Vec<String> = results
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.stderr).to_string())
+        .collect();
+    let won: Vec<bool> = results.iter().map(|r| r.status.success()).collect();
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{said:?}");
+    let lost = won.iter().position(|w| !w).unwrap();
+    assert!(said[lost].contains("publish conflict"), "{said:?}");
+    assert!(
+        said[lost]
+            .contains("Fix: another release was published at the same time; run the publish again"),
+        "{said:?}"
+    );
+    assert!(said[1 - lost].contains("published index v2 "), "{said:?}");
+
+    // A publisher killed after creating its index, before its timestamp: clients still see
+    // v2, and the loser's retry goes past every orphaned index (this one, and the loser's
+    // own when it chose v3 after the winner's v2 existed).
+    let highest = |b: &cuda_aot_registry::s3::S3Client| {
+        (1..50)
+            .take_while(|v| {
+                b.get(&format!("index/{v}.index.json"), 0)
+                    .unwrap()
+                    .is_some()
+            })
+            .last()
+            .unwrap()
+    };
+    let dead = tmp.path().join("dead");
+    std::fs::create_dir_all(&dead).unwrap();
+    let mut killed = publish_s3(
+        &s3,
+        url,
+        &release().join("out"),
+        Some(format!("index:{}", dead.display())),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_paused(&dead, 1);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let orphaned = highest(&bucket);
+    assert!(orphaned >= 3, "the killed publisher's index exists");
+    let (synced, _) = sync_and_verify_with(url, tmp.path(), "after-kill", &mut s3.xtask());
+    assert!(synced.contains("index v2"), "{synced}");
+    let loser = if lost == 0 { &merkle } else { &ntt };
+    let retried = text(run_ok(&mut publish_s3(&s3, url, loser, None)));
+    let next = orphaned + 1;
+    assert!(
+        retried.contains(&format!("published index v{next} ")),
+        "{retried}"
+    );
+    let (synced, table) = sync_and_verify_with(url, tmp.path(), "from-s3", &mut s3.xtask());
+    assert!(synced.contains(&format!("index v{next}")), "{synced}");
+    assert!(
+        table.starts_with(&format!("registry OK: index v{next}")),
+        "{table}"
+    );
+}
+
+/// Issue 20, items 4 and 6: a store that ignores conditional writes is refused before
+/// anything of the registry is written (two publishers could both "win" there); a store
+/// answering every third request with 503 is retried through: the release publishes,
+/// syncs and verifies.
+#[test]
+fn s3_without_conditional_writes_is_refused_and_a_5xx_storm_is_retried_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = "s3://registry/r";
+    {
+        let s3 = S3::start(&["registry"], &["--ignore-conditions"]);
+        let o = publish_s3(&s3, url, &release().join("out"), None)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(
+                "s3://registry/r: refusing to publish: the store does not honour conditional writes"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("Fix: publish to a store with S3 conditional writes"),
+            "{err}"
+        );
+        let bucket = s3.client(url);
+        for rel in ["timestamp.json", "root/1.root.json", "index/1.index.json"] {
+            assert!(bucket.get(rel, 1 << 20).unwrap().is_none(), "{rel} written");
+        }
+    }
+    let s3 = S3::start(&["registry"], &["--fail-every", "3"]);
+    let o = run_ok(&mut publish_s3(&s3, url, &release().join("out"), None));
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(text.contains("published index v1 "), "{text}");
+    let (synced, table) = sync_and_verify_with(url, tmp.path(), "storm", &mut s3.xtask());
+    assert!(synced.starts_with("synced "), "{synced}");
+    assert!(table.starts_with("registry OK: index v1"), "{table}");
 }

@@ -10,6 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use common::s3::S3;
 use common::{Keys, Out, Run, Ws, snapshot, xtask};
 
 fn url(dir: &Path) -> String {
@@ -19,9 +20,14 @@ fn url(dir: &Path) -> String {
 /// The shared-cache arguments for `dir`: read-write signing with `key` when given, else
 /// read-only; entries checked against `keys`' root.
 fn shared_args(dir: &Path, keys: &Keys, key: Option<&Path>) -> Vec<String> {
+    shared_args_at(&url(dir), keys, key)
+}
+
+/// [`shared_args`] for the shared cache at `url`.
+fn shared_args_at(url: &str, keys: &Keys, key: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--remote-cache".into(),
-        url(dir),
+        url.into(),
         "--remote-cache-trust".into(),
         keys.root().display().to_string(),
     ];
@@ -289,12 +295,12 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
         "{}",
         run.stderr
     );
-    // A URL of a kind not supported (yet).
+    // A URL of a kind not supported (yet), and a bucket name S3 would refuse.
     let out = Out::of(
         xtask()
             .args(["build", "--spec"])
             .arg(ws.spec_path())
-            .args(["--remote-cache", "s3://bucket/prefix"]),
+            .args(["--remote-cache", "oci://registry.example/cache"]),
     )
     .failed();
     assert!(
@@ -302,7 +308,23 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("Fix: give file:///"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Fix: give file:///") && out.stderr.contains("s3://BUCKET/PREFIX"),
+        "{}",
+        out.stderr
+    );
+    let out = Out::of(
+        xtask()
+            .args(["build", "--spec"])
+            .arg(ws.spec_path())
+            .args(["--remote-cache", "s3://Not_A_Bucket/prefix"]),
+    )
+    .failed();
+    assert!(
+        out.stderr.contains("bucket name must be 3 to 63"),
+        "{}",
+        out.stderr
+    );
     assert!(!remote.exists(), "nothing was written");
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
 }
@@ -372,4 +394,149 @@ fn issue_20_two_shards_fill_the_shared_cache_and_a_final_release_runs_no_nvcc() 
         "{}",
         run.stderr
     );
+}
+
+/// The object paths of the entry `id` in a shared cache.
+fn entry_key(id: &str, file: &str) -> String {
+    format!("v1/entries/{id}/{file}")
+}
+
+/// Issue 20, items 1 and 2 on object storage: the shared cache in a bucket of the S3 test
+/// server (`s3://`). A checkout fills it (read-write); another, empty, takes every job and
+/// runs no nvcc; entries forged, altered, replayed and truncated inside the bucket are
+/// refused and compiled instead, with the same bytes as the shared ones.
+#[test]
+fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s3 = S3::start(&["cache"], &[]);
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let url = "s3://cache/team/ci";
+    let build = |ws: &Ws, url: &str, keys: &Keys, key: Option<&Path>| {
+        let args = shared_args_at(url, keys, key);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ws.build_with(&refs, |c| {
+            s3.env(c);
+        })
+    };
+
+    let first = build(&Ws::new(), url, &keys, Some(&keys.key("builder"))).ok();
+    assert_eq!(first.nvcc_runs(), 6, "{}", first.stderr);
+    assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
+    let ids = identities(&first);
+    let bucket = s3.client(url);
+    for id in ids.values() {
+        for f in ["entry.json", "manifest.json", "blob"] {
+            assert!(
+                bucket.get(&entry_key(id, f), 16 << 20).unwrap().is_some(),
+                "{id}/{f}"
+            );
+        }
+    }
+    let second = build(&Ws::new(), url, &keys, None).ok();
+    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
+    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
+    assert_eq!(blobs(&second), blobs(&first));
+
+    // Another trust root's builder fills another prefix: well-formed entries for the same
+    // identities, signed by a key this root does not list.
+    let other_keys = Keys::new(&tmp.path().join("other-keys"), "dev");
+    let other_url = "s3://cache/other";
+    build(
+        &Ws::new(),
+        other_url,
+        &other_keys,
+        Some(&other_keys.key("builder")),
+    )
+    .ok();
+    let other = s3.client(other_url);
+    let get = |c: &cuda_aot_registry::s3::S3Client, id: &str, f: &str| {
+        c.get(&entry_key(id, f), 16 << 20).unwrap().unwrap()
+    };
+    let id = |k: &str| ids[k].clone();
+    // Forged, altered, replayed, truncated: four entries attacked in the bucket.
+    bucket
+        .put(
+            &entry_key(&id("alpha sm_80"), "entry.json"),
+            &get(&other, &id("alpha sm_80"), "entry.json"),
+        )
+        .unwrap();
+    let mut blob = get(&bucket, &id("alpha sm_90"), "blob");
+    let mid = blob.len() / 2;
+    blob[mid] ^= 1;
+    bucket
+        .put(&entry_key(&id("alpha sm_90"), "blob"), &blob)
+        .unwrap();
+    for f in ["entry.json", "manifest.json", "blob"] {
+        let bytes = get(&bucket, &id("gamma sm_90"), f);
+        bucket
+            .put(&entry_key(&id("beta sm_80"), f), &bytes)
+            .unwrap();
+    }
+    let manifest = get(&bucket, &id("gamma sm_80"), "manifest.json");
+    bucket
+        .put(
+            &entry_key(&id("gamma sm_80"), "manifest.json"),
+            &manifest[..manifest.len() / 2],
+        )
+        .unwrap();
+
+    let third = build(&Ws::new(), url, &keys, None).ok();
+    assert_eq!(third.nvcc_runs(), 4, "{}", third.stderr);
+    assert_eq!(shared(&third)["taken"], 2, "{}", third.stderr);
+    assert_eq!(
+        blobs(&third),
+        blobs(&first),
+        "what compiled equals what was shared"
+    );
+    let refused: Vec<String> = shared(&third)["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}: {}",
+                r["what"].as_str().unwrap(),
+                r["reason"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 4, "{refused:?}");
+    for (module, target, reason) in [
+        ("alpha", "sm_80", "signature:"),
+        ("alpha", "sm_90", "blob is not the signed one"),
+        ("beta", "sm_80", "replayed under another identity"),
+        ("gamma", "sm_80", "manifest.json is not the signed one"),
+    ] {
+        assert!(
+            refused
+                .iter()
+                .any(|r| r.contains(&format!("`{module}` target {target}")) && r.contains(reason)),
+            "{module} {target}: {refused:?}"
+        );
+    }
+}
+
+/// Issue 20, item 6: a store answering every third object request with 503 Slow Down. The
+/// shared cache's writes and reads are retried through it: a second checkout still takes
+/// every job and runs no nvcc, with the same bytes.
+#[test]
+fn issue_20_a_5xx_storm_on_the_s3_shared_cache_is_retried_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s3 = S3::start(&["cache"], &["--fail-every", "3"]);
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let url = "s3://cache/storm";
+    let build = |key: Option<&Path>| {
+        let args = shared_args_at(url, &keys, key);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ws::new().build_with(&refs, |c| {
+            s3.env(c);
+        })
+    };
+    let first = build(Some(&keys.key("builder"))).ok();
+    assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
+    let second = build(None).ok();
+    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
+    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
+    assert_eq!(shared(&second)["refused"].as_array().map(Vec::len), Some(0));
+    assert_eq!(blobs(&second), blobs(&first));
 }

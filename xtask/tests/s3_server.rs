@@ -6,50 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
+use common::s3::S3;
 use common::{repo, xtask};
-
-/// `xtask servers s3` with one bucket, until SIGTERM on drop.
-struct S3 {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl S3 {
-    fn start(bucket: &str) -> S3 {
-        let mut child = xtask()
-            .args(["servers", "s3", "--bucket", bucket])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("a first line").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
-        assert_eq!(v["server"], "s3", "{v}");
-        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
-        std::thread::spawn(move || for _ in lines {});
-        let t = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            assert!(t.elapsed() < Duration::from_secs(60), "s3 not listening");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        S3 { child, addr }
-    }
-}
-
-impl Drop for S3 {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
 
 /// The venv `servers s3` installed (the project's .cuda-aot/servers/moto-s3-<pins>/).
 fn venv_python() -> PathBuf {
@@ -69,7 +30,7 @@ fn venv_python() -> PathBuf {
 
 #[test]
 fn racing_conditional_writers_get_exactly_one_winner() {
-    let s3 = S3::start("race");
+    let s3 = S3::start(&["race"], &[]);
     let out = Command::new(venv_python())
         .arg(repo().join("xtask/tests/s3_race.py"))
         .arg(format!("http://{}", s3.addr))

@@ -38,7 +38,7 @@ const RECORDS_LIMIT: u64 = 4 << 20;
 /// Where the shared cache is and how a build uses it.
 #[derive(Debug, Clone)]
 pub struct RemoteOptions {
-    /// `file:///path` (a folder, e.g. on a shared file system).
+    /// `file:///path` (a folder, e.g. on a shared file system) or `s3://BUCKET/PREFIX`.
     pub url: String,
     /// Read, or read-write.
     pub mode: Mode,
@@ -78,6 +78,63 @@ impl Store for DirStore {
     }
 }
 
+/// A shared cache in a bucket (`s3://BUCKET/PREFIX`), credentials in the AWS variables.
+#[cfg(feature = "net")]
+struct S3Cache(cuda_aot_registry::s3::S3Client);
+
+#[cfg(feature = "net")]
+impl Store for S3Cache {
+    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        match self.0.get(rel, limit)? {
+            Some(b) if b.len() as u64 > limit => {
+                bail!("{}/{rel} is larger than {limit} bytes", self.0.url())
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        Ok(self.0.put(rel, bytes)?)
+    }
+}
+
+/// Checks that `url` names a shared cache this tool can use, before a build does any
+/// work: an `s3://` cache under a build without the network stack runs the command again
+/// with it (`cargo run --features net`).
+pub fn check_url(url: &str) -> Result<()> {
+    match url.split_once("://").map(|(scheme, _)| scheme) {
+        Some("file") if url["file://".len()..].starts_with('/') => Ok(()),
+        #[cfg(feature = "net")]
+        Some("s3") => Ok(()),
+        #[cfg(not(feature = "net"))]
+        Some("s3") => {
+            crate::features::rerun("--remote-cache s3://…", "net")?;
+            bail!("the tool did not run again with its network part")
+        }
+        _ => Err(crate::advice::fail(
+            format!("--remote-cache {url:?}: not a shared cache this tool can use"),
+            "give file:///absolute/path of a folder every builder can reach (a shared file system), or s3://BUCKET/PREFIX of an S3 or S3-compatible store (credentials and endpoint in the AWS variables: docs/build.md, \"Shared build cache\"); oci:// is not supported yet",
+        )),
+    }
+}
+
+/// Opens the store `url` names (see [`check_url`]).
+fn open_store(url: &str) -> Result<Box<dyn Store>> {
+    check_url(url)?;
+    if let Some(path) = url.strip_prefix("file://") {
+        return Ok(Box::new(DirStore {
+            root: PathBuf::from(path),
+        }));
+    }
+    #[cfg(feature = "net")]
+    if url.starts_with("s3://") {
+        let client = cuda_aot_registry::s3::S3Client::open(url, &Default::default())
+            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
+        return Ok(Box::new(S3Cache(client)));
+    }
+    unreachable!("check_url accepts file:// and s3:// only")
+}
+
 /// Why a build did not take an entry the shared cache has: what a user reads in the
 /// summary, naming what was wrong.
 #[derive(Debug, Clone)]
@@ -114,20 +171,7 @@ impl Remote {
     /// Opens the shared cache `opts` names: reads and checks the trust root, and for
     /// read-write the builder key (which must be one of the root's builder keys).
     pub fn open(opts: &RemoteOptions) -> Result<Remote> {
-        let store: Box<dyn Store> = match opts.url.strip_prefix("file://") {
-            Some(path) if path.starts_with('/') => Box::new(DirStore {
-                root: PathBuf::from(path),
-            }),
-            _ => {
-                return Err(crate::advice::fail(
-                    format!(
-                        "--remote-cache {:?}: not a shared cache this tool can use",
-                        opts.url
-                    ),
-                    "give file:///absolute/path of a folder every builder can reach (a shared file system); s3:// and oci:// are not supported yet",
-                ));
-            }
-        };
+        let store = open_store(&opts.url)?;
         let trust = anchor::trust_file(opts.trust.as_deref())?;
         let (_, root) = anchor::read(&trust)?;
         let key = match (opts.mode, &opts.key) {

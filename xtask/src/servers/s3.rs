@@ -83,9 +83,18 @@ pub fn ensure() -> Result<PathBuf> {
     }
 }
 
+/// What the S3 server does wrong on purpose, for the fault tests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Faults {
+    /// Drop the conditional-write headers (a store without conditional writes).
+    pub ignore_conditions: bool,
+    /// Answer every Nth object request with 503 (0: never).
+    pub fail_every: u32,
+}
+
 /// The S3 server on 127.0.0.1:`port` with `buckets` created, its launcher written into
 /// `work`.
-pub fn command(port: u16, buckets: &[String], work: &Path) -> Result<Command> {
+pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Result<Command> {
     for b in buckets {
         let ok = (3..=63).contains(&b.len())
             && b.bytes()
@@ -102,10 +111,14 @@ pub fn command(port: u16, buckets: &[String], work: &Path) -> Result<Command> {
     let launcher = work.join("s3_server.py");
     std::fs::write(&launcher, LAUNCHER)?;
     let mut cmd = Command::new(dir.join("venv/bin/python"));
-    cmd.arg(&launcher)
-        .arg(port.to_string())
-        .args(buckets)
-        .stdin(Stdio::null());
+    cmd.arg(&launcher);
+    if faults.ignore_conditions {
+        cmd.arg("--ignore-conditions");
+    }
+    if faults.fail_every > 0 {
+        cmd.arg(format!("--fail-every={}", faults.fail_every));
+    }
+    cmd.arg(port.to_string()).args(buckets).stdin(Stdio::null());
     Ok(cmd)
 }
 

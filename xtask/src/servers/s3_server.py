@@ -3,7 +3,11 @@ one request at a time (so a conditional write, If-None-Match: * or If-Match, is 
 applied with no other request between: atomic under concurrent writers), the buckets given
 created first. Run by `cargo xtask servers s3` with the venv of manifests/s3-server.txt.
 
-usage: s3_server.py PORT [BUCKET...]
+usage: s3_server.py [--ignore-conditions] [--fail-every=N] PORT [BUCKET...]
+
+--ignore-conditions drops If-None-Match and If-Match from every request (a store without
+conditional writes); --fail-every=N answers every Nth request for an object with 503 Slow
+Down before moto sees it (a 5xx storm).
 """
 
 import logging
@@ -14,19 +18,59 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_ba
 from werkzeug.serving import make_server
 from werkzeug.test import Client
 
+SLOW_DOWN = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+)
+
+
+class Faults:
+    """WSGI middleware: the faults the command line asked for, around moto's app."""
+
+    def __init__(self, app, ignore_conditions: bool, fail_every: int) -> None:
+        self.app = app
+        self.ignore_conditions = ignore_conditions
+        self.fail_every = fail_every
+        self.seen = 0
+
+    def __call__(self, environ, start_response):
+        if self.ignore_conditions:
+            environ.pop("HTTP_IF_NONE_MATCH", None)
+            environ.pop("HTTP_IF_MATCH", None)
+        # Object requests only (a path with a key below the bucket).
+        if self.fail_every and environ.get("PATH_INFO", "").strip("/").count("/") >= 1:
+            self.seen += 1
+            if self.seen % self.fail_every == 0:
+                environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                start_response(
+                    "503 Slow Down",
+                    [("Content-Type", "application/xml"), ("Content-Length", str(len(SLOW_DOWN)))],
+                )
+                return [SLOW_DOWN]
+        return self.app(environ, start_response)
+
 
 def main() -> None:
-    port = int(sys.argv[1])
+    args = sys.argv[1:]
+    ignore_conditions = "--ignore-conditions" in args
+    fail_every = 0
+    for a in args:
+        if a.startswith("--fail-every="):
+            fail_every = int(a.split("=", 1)[1])
+    args = [a for a in args if not a.startswith("--")]
+    port = int(args[0])
     app = DomainDispatcherApplication(create_backend_app)
     host = f"127.0.0.1:{port}"
-    for bucket in sys.argv[2:]:
+    for bucket in args[1:]:
         r = Client(app).put(f"/{bucket}", headers={"Host": host})
         if r.status_code != 200:
             sys.exit(f"creating bucket {bucket}: HTTP {r.status_code}: {r.get_data(as_text=True)}")
     # threaded=False: one request at a time (HTTP/1.0, so no connection holds the server).
     # Only errors are logged, not every request.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    srv = make_server("127.0.0.1", port, app, threaded=False)
+    srv = make_server(
+        "127.0.0.1", port, Faults(app, ignore_conditions, fail_every), threaded=False
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv.serve_forever()
 

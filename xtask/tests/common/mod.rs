@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses a subset
 
+pub mod s3;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
