@@ -245,6 +245,7 @@ impl Error {
     /// This error as the core crate's, for a [`cuda_aot::source::RegistrySource`] read of
     /// `path` that a remote store failed: a core error stays itself, any other is an I/O
     /// error of `path`.
+    #[cfg(feature = "net")]
     pub(crate) fn into_core(self, path: &str) -> cuda_aot::Error {
         match self {
             Error::Core(c) => c,
