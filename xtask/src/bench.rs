@@ -20,6 +20,7 @@ use crate::toolchain::ToolchainOptions;
 use crate::{devkeys, paths, publish, sign};
 
 mod report;
+mod shared;
 
 use report::{Figures, Header, Load, Scale, Stats};
 
@@ -76,6 +77,20 @@ pub struct Args {
     /// Print the figures only; write no document.
     #[arg(long)]
     no_doc: bool,
+    /// Only the shared build cache rows (issue 20) on a generated heavy corpus: a cold build
+    /// into a shared cache, a second machine, one SM added, 2, 3 and 4 shards with a final
+    /// build, remote fetch against a plain copy. Writes docs/shared-cache-bench.md (or
+    /// --doc). About ten minutes on 2 cores.
+    #[arg(long)]
+    shared_cache: bool,
+    /// Modules of the heavy corpus of --shared-cache (two SMs each, then a third).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 12,
+        requires = "shared_cache"
+    )]
+    heavy_modules: usize,
     #[command(flatten)]
     toolkit: ToolkitArgs,
 }
@@ -122,6 +137,14 @@ impl Args {
         };
         if let Some(j) = self.jobs {
             base.jobs = j.max(1);
+        }
+        if self.shared_cache {
+            let doc = (!self.no_doc).then(|| {
+                self.doc
+                    .clone()
+                    .unwrap_or_else(|| paths::repo_root().join("docs/shared-cache-bench.md"))
+            });
+            return shared::run(&base, self.heavy_modules.max(1), doc.as_deref());
         }
         let runs = self.noop_runs.max(1);
         let repeat = self.repeat.max(1);

@@ -43,6 +43,7 @@ pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done, UnitDone, UnitHow};
 pub use nvcc::HostCompiler;
+pub use remote::{Remote, RemoteOptions};
 pub use report::JsonReport;
 use report::{emit_json, emit_plan, print_plan, print_report};
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
@@ -314,6 +315,10 @@ pub struct SharedCache {
     pub refused: Vec<remote::Refusal>,
     /// Entries this build added to it (read-write).
     pub added: usize,
+    /// Why adding stopped, when the store failed (the build's own output is complete).
+    pub add_failed: Option<String>,
+    /// The first failure to read the store (its jobs then compiled), if any.
+    pub read_failed: Option<String>,
 }
 
 /// One built (module, target).
@@ -684,6 +689,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let shared = match &remote {
         Some(r) => {
             let mut uploaded = 0;
+            let mut add_failed = None;
             if r.writes() {
                 for (m, (key, _)) in modules.iter().zip(&keyed) {
                     // The manifest as written beside the blob: a reader checks its bytes
@@ -691,26 +697,50 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                     // reader's build sets its own).
                     let blob = std::fs::read(&m.blob)
                         .with_context(|| format!("reading {}", m.blob.display()))?;
-                    if r.add(&cache, key, &m.manifest, &blob).with_context(|| {
-                        format!(
-                            "built, but adding {} to the shared cache {} failed (the local cache and {} are complete)",
-                            m.manifest.label(),
-                            r.url(),
-                            opts.out.display()
-                        )
-                    })? {
-                        uploaded += 1;
+                    match r.add(&cache, key, &m.manifest, &blob) {
+                        Ok(true) => uploaded += 1,
+                        Ok(false) => {}
+                        // A shard's whole purpose is its upload: without it the final
+                        // build would compile this part again.
+                        Err(e) if opts.shard.is_some() => {
+                            return Err(e.context(format!(
+                                "built, but adding {} to the shared cache {} failed (the local cache and {} are complete); run the shard again",
+                                m.manifest.label(),
+                                r.url(),
+                                opts.out.display()
+                            )));
+                        }
+                        Err(e) => {
+                            add_failed = Some(format!(
+                                "adding {} failed, the rest not tried: {e:#}",
+                                m.manifest.label()
+                            ));
+                            break;
+                        }
                     }
                 }
             }
-            if r.writes() && opts.shard.is_none() {
+            if r.writes() && opts.shard.is_none() && add_failed.is_none() {
                 let times: Vec<(Digest, u64)> = keyed
                     .iter()
                     .filter_map(|(k, _)| cache.records(k).first().map(|r| (*k, r.compile_ms)))
                     .collect();
-                r.put_timings(&times).with_context(|| {
-                    format!("writing the shard timings of the shared cache {}", r.url())
-                })?;
+                if let Err(e) = r.put_timings(&times) {
+                    add_failed = Some(format!("writing the shard timings failed: {e:#}"));
+                }
+            }
+            if let Some(why) = &add_failed {
+                progress.warn(&format!(
+                    "shared cache {}: {why}. This build's output and local cache are complete and verified; the shared cache only misses what was not added (an entry is visible to readers only once its signed entry.json is written, so nothing half-added is taken). Fix: check the store, then build again with --remote-cache-mode read-write: the build is a no-op and adds what is missing",
+                    r.url()
+                ));
+            }
+            let read_failed = r.read_failed();
+            if let Some(why) = &read_failed {
+                progress.warn(&format!(
+                    "shared cache {} could not be read ({why}); the jobs it might have given were compiled instead. Fix: check the store's address and credentials",
+                    r.url()
+                ));
             }
             let refused = r.refused();
             for f in &refused {
@@ -731,6 +761,8 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
                 taken: shared_taken,
                 refused,
                 added: uploaded,
+                add_failed,
+                read_failed,
             })
         }
         None => None,

@@ -540,3 +540,72 @@ fn issue_20_a_5xx_storm_on_the_s3_shared_cache_is_retried_through() {
     assert_eq!(shared(&second)["refused"].as_array().map(Vec::len), Some(0));
     assert_eq!(blobs(&second), blobs(&first));
 }
+
+/// Issue 20, item 6: a store that fails every request (503 on each, after the client's
+/// retries), then one that is gone (killed). The build's reads are refused with the reason
+/// and compiled; its adds stop with a warning and the reason in the report; the build
+/// itself succeeds with every job, and its output is what a build without a shared cache
+/// makes.
+#[test]
+fn issue_20_a_failing_or_dead_s3_store_never_breaks_the_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let plain = Ws::new().build(&[]).ok();
+    let url = "s3://cache/down";
+    let run = |s3: &S3, key: Option<&Path>| {
+        let args = shared_args_at(url, &keys, key);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        Ws::new().build_with(&refs, |c| {
+            s3.env(c);
+        })
+    };
+
+    let failing = S3::start(&["cache"], &["--fail-every", "1"]);
+    let b = run(&failing, Some(&keys.key("builder"))).ok();
+    assert_eq!(b.nvcc_runs(), 6, "{}", b.stderr);
+    assert_eq!(blobs(&b), blobs(&plain));
+    assert_eq!(shared(&b)["added"], 0);
+    let why = shared(&b)["add_failed"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.contains("failed"), "{why}");
+    assert!(
+        b.stderr
+            .contains("output and local cache are complete and verified")
+            && b.stderr.contains("Fix: check the store"),
+        "{}",
+        b.stderr
+    );
+    drop(failing);
+
+    let dead = S3::start(&["cache"], &[]);
+    let addr = dead.addr;
+    drop(dead);
+    let mut c = Ws::new().build_with(
+        &shared_args_at(url, &keys, None)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        |c| {
+            c.env("AWS_ENDPOINT_URL", format!("http://{addr}"))
+                .env("AWS_ACCESS_KEY_ID", "k")
+                .env("AWS_SECRET_ACCESS_KEY", "s")
+                .env("AWS_REGION", "us-east-1");
+        },
+    );
+    c = c.ok();
+    assert_eq!(c.nvcc_runs(), 6, "{}", c.stderr);
+    assert_eq!(blobs(&c), blobs(&plain));
+    assert_eq!(shared(&c)["taken"], 0);
+    // Neither store gave anything, and both builds said why.
+    for run in [&b, &c] {
+        let said = shared(run)["read_failed"].as_str().unwrap_or_default();
+        assert!(said.contains("v1/"), "{}", run.stderr);
+        assert!(
+            run.stderr.contains("could not be read") && run.stderr.contains("compiled instead"),
+            "{}",
+            run.stderr
+        );
+    }
+}

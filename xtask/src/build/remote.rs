@@ -161,6 +161,8 @@ pub struct Remote {
     root: VerifiedRoot,
     key: Option<SecretKey>,
     refused: Mutex<Vec<Refusal>>,
+    /// The first failure to read the store (records, sets, timings), if any.
+    read_failed: Mutex<Option<String>>,
 }
 
 fn entry_dir(id: &Digest) -> String {
@@ -217,6 +219,7 @@ impl Remote {
             root,
             key,
             refused: Mutex::new(Vec::new()),
+            read_failed: Mutex::new(None),
         })
     }
 
@@ -233,12 +236,28 @@ impl Remote {
     /// The dependency records the shared cache has under `key` (none when it has none, or
     /// they cannot be read: the build then only misses the chance of a hit).
     pub fn records(&self, key: &Digest) -> Vec<StoredRecord> {
-        self.store
-            .get(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT)
-            .ok()
-            .flatten()
+        self.read(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT)
             .and_then(|b| Cache::parse_records(&b))
             .unwrap_or_default()
+    }
+
+    /// A best-effort read: `None` when there is nothing, or when the store failed (the
+    /// first failure is kept for [`Remote::read_failed`]).
+    fn read(&self, rel: &str, limit: u64) -> Option<Vec<u8>> {
+        match self.store.get(rel, limit) {
+            Ok(b) => b,
+            Err(e) => {
+                let mut first = self.read_failed.lock().expect("read failure");
+                first.get_or_insert_with(|| format!("{rel}: {e:#}"));
+                None
+            }
+        }
+    }
+
+    /// The first failure to read the store, if any: the jobs it might have given were
+    /// compiled instead.
+    pub fn read_failed(&self) -> Option<String> {
+        self.read_failed.lock().expect("read failure").clone()
     }
 
     /// Copies the file set `id` into `local` when the shared cache has it intact (its
@@ -247,10 +266,7 @@ impl Remote {
         if local.set(id).is_some() {
             return;
         }
-        let Ok(Some(bytes)) = self
-            .store
-            .get(&format!("v1/sets/{}.json", id.hex()), RECORDS_LIMIT)
-        else {
+        let Some(bytes) = self.read(&format!("v1/sets/{}.json", id.hex()), RECORDS_LIMIT) else {
             return;
         };
         if let Some(set) = Cache::parse_set(&bytes, id) {
@@ -286,7 +302,9 @@ impl Remote {
         };
         let Some(envelope) = get("entry.json", ENTRY_LIMIT)? else {
             return match get("manifest.json", MANIFEST_LIMIT)? {
-                Some(_) => Err("unsigned: it has a manifest but no entry.json".into()),
+                Some(_) => Err(
+                    "unsigned: it has a manifest but no entry.json (an upload that did not finish, or a removed signature)".into(),
+                ),
                 None => Ok(None),
             };
         };
@@ -422,10 +440,7 @@ impl Remote {
     /// has none, or no readable timings at all).
     pub fn timings(&self, keys: &[Digest]) -> Vec<Option<u64>> {
         let t: Timings = self
-            .store
-            .get(TIMINGS, RECORDS_LIMIT)
-            .ok()
-            .flatten()
+            .read(TIMINGS, RECORDS_LIMIT)
             .and_then(|b| cuda_aot::json::parse(&b, RECORDS_LIMIT, "shard timings").ok())
             .filter(|t: &Timings| t.schema == TIMINGS_SCHEMA)
             .unwrap_or_default();

@@ -176,6 +176,12 @@ fn cache_line(r: &BuildReport, explained: bool) -> String {
             s.refused.len(),
             s.added
         );
+        if s.read_failed.is_some() {
+            line += " (reading failed: see the warning)";
+        }
+        if s.add_failed.is_some() {
+            line += " (adding failed: see the warning)";
+        }
     }
     if let Some(ev) = r.eviction.filter(|e| e.entries > 0 || e.over()) {
         line += &format!(
@@ -241,6 +247,12 @@ struct JsonShared<'a> {
     added: usize,
     /// Entries refused (each job compiled instead): `what` (module, target), `reason`.
     refused: Vec<serde_json::Value>,
+    /// Why adding to it stopped (read-write, the store failed); absent when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    add_failed: Option<&'a str>,
+    /// The first failure to read it (its jobs compiled instead); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_failed: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -288,6 +300,8 @@ impl<'a> JsonReport<'a> {
                 url: &s.url,
                 taken: s.taken,
                 added: s.added,
+                add_failed: s.add_failed.as_deref(),
+                read_failed: s.read_failed.as_deref(),
                 refused: s
                     .refused
                     .iter()
