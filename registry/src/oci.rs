@@ -394,6 +394,12 @@ impl OciRemote {
         })
     }
 
+    /// The sha256 digest (`sha256:…`) of the artifact's `timestamp.json` layer: which
+    /// release the tag points at, for a publisher that checks the tag did not move.
+    pub fn timestamp_digest(&self) -> &str {
+        &self.layers[layout::TIMESTAMP].digest
+    }
+
     /// Like [`OciRemote::open`], but `None` when the registry knows no such tag (the first
     /// publish to a repository).
     pub fn open_existing(reference: &str, opts: OciOptions) -> Result<Option<OciRemote>> {

@@ -159,6 +159,14 @@ pub struct CacheArgs {
     /// (bytes, or with a K, M or G suffix: powers of 1024) [default: 2G].
     #[arg(long, value_name = "SIZE", env = "CUDA_AOT_CACHE_MAX_SIZE", value_parser = parse_size)]
     pub cache_max_size: Option<u64>,
+    #[command(flatten)]
+    pub remote: RemoteCacheArgs,
+}
+
+/// `--remote-cache URL` and how a build uses it, shared by `build`, `release`, `repro` and
+/// `promote`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RemoteCacheArgs {
     /// A shared build cache several machines build into and take from, after the local
     /// one: `file:///path` (a folder every builder reaches) or `s3://BUCKET/PREFIX` (S3 or an
     /// S3-compatible store; credentials and endpoint in the AWS variables, as every AWS tool
@@ -201,9 +209,10 @@ pub struct CacheArgs {
 }
 
 /// How a build uses the shared build cache (`--remote-cache-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum RemoteCacheMode {
     /// Take entries; never write (no private key needed).
+    #[default]
     Read,
     /// Take entries, and after a build that succeeded add every entry, record and set the
     /// shared cache lacks, signed with a builder key.

@@ -80,14 +80,14 @@ pub struct Args {
     /// Only the shared build cache rows (issue 20) on a generated heavy corpus: a cold build
     /// into a shared cache, a second machine, one SM added, 2, 3 and 4 shards with a final
     /// build, remote fetch against a plain copy. Writes docs/shared-cache-bench.md (or
-    /// --doc). About ten minutes on 2 cores.
+    /// --doc). About twelve minutes on 2 cores.
     #[arg(long)]
     shared_cache: bool,
     /// Modules of the heavy corpus of --shared-cache (two SMs each, then a third).
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 12,
+        default_value_t = 24,
         requires = "shared_cache"
     )]
     heavy_modules: usize,

@@ -43,7 +43,7 @@ pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done, UnitDone, UnitHow};
 pub use nvcc::HostCompiler;
-pub use remote::{Remote, RemoteOptions};
+pub use remote::{Remote, RemoteOptions, check_url as remote_check_url};
 pub use report::JsonReport;
 use report::{emit_json, emit_plan, print_plan, print_report};
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
@@ -265,15 +265,7 @@ impl BuildOptions {
         if let Some(m) = cache.cache_max_size {
             o.cache_max = m;
         }
-        o.remote = cache
-            .remote_cache
-            .as_ref()
-            .map(|url| remote::RemoteOptions {
-                url: url.clone(),
-                mode: cache.remote_cache_mode,
-                trust: cache.remote_cache_trust.clone(),
-                key: cache.remote_cache_key.clone(),
-            });
+        o.remote = cache.remote.options();
         o.modules = a.modules.clone();
         o.targets = a.targets.clone();
         o.toolkit = ToolchainOptions::from_args(&a.toolkit);

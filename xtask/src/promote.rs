@@ -71,6 +71,8 @@ pub struct Args {
     /// The build cache (default: .cuda-aot/cache).
     #[arg(long, value_name = "DIR", env = "CUDA_AOT_BUILD_CACHE")]
     cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    remote: crate::args::RemoteCacheArgs,
     /// The parity report the parity runner wrote on the GPU host. Without it, promote stops
     /// after step 1 and prints the commands for the GPU host.
     #[arg(long, value_name = "FILE")]
@@ -242,6 +244,7 @@ impl Args {
         if let Some(c) = &self.cache_dir {
             opts.cache = c.clone();
         }
+        opts.remote = self.remote.options();
         let report = match self.reuse_build {
             true => None,
             false => Some(

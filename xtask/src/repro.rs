@@ -7,7 +7,7 @@ use cuda_aot::Digest;
 use std::collections::BTreeMap;
 
 use crate::advice::fail;
-use crate::args::{CacheArgs, FormatArgs, SelectArgs};
+use crate::args::{CacheArgs, FormatArgs, RemoteCacheArgs, RemoteCacheMode, SelectArgs};
 use crate::build::{self, BuildOptions, BuildReport};
 use crate::files::copy_tree;
 use crate::message;
@@ -24,13 +24,20 @@ use crate::message;
 Copies the sources into two temporary folders at different paths and depths, builds the release
 set in each with its own empty build cache (both really compile; the nvcc run counts are
 printed), and prints per module and target whether the blob digests and the identity digests
-match. Exits non-zero on any blob mismatch; --keep leaves both folders for inspection.")]
+match. Exits non-zero on any blob mismatch; --keep leaves both folders for inspection.
+
+With --remote-cache URL (read only), it also audits the shared build cache: every entry the
+cache holds for these identities, signature and content checked as a build would take it,
+must have the bytes the two rebuilds produced. An entry that passes every check but differs
+was signed by a builder key for bytes these sources do not build: repro names it and fails.")]
 pub struct Args {
     #[command(flatten)]
     select: SelectArgs,
     /// Keep the two temporary folders (their paths are printed) for inspection.
     #[arg(long)]
     keep: bool,
+    #[command(flatten)]
+    remote: RemoteCacheArgs,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
 }
@@ -39,16 +46,23 @@ impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         self.select.select_project()?;
+        let audit = self.remote.options();
+        if let Some(r) = &audit {
+            if r.mode != RemoteCacheMode::Read {
+                return Err(fail(
+                    "repro audits a shared cache and never writes to it",
+                    "drop --remote-cache-mode read-write (repro reads the shared cache only)",
+                ));
+            }
+            build::remote_check_url(&r.url)?;
+        }
         let base = BuildOptions::from_select(
             &self.select,
             // Two builds from nothing: no local and no shared cache, so nvcc builds each.
             &CacheArgs {
                 cache_dir: None,
                 cache_max_size: None,
-                remote_cache: None,
-                remote_cache_mode: crate::args::RemoteCacheMode::Read,
-                remote_cache_trust: None,
-                remote_cache_key: None,
+                remote: Default::default(),
             },
         );
         let sources = build::spec::load(&base.spec, None)?.sources;
@@ -79,6 +93,10 @@ impl Args {
         }
         let rows = compare(&reports[0], &reports[1]);
         let mismatches = rows.iter().filter(|r| !r.blob_match).count();
+        let shared = audit
+            .as_ref()
+            .map(|r| audit_shared(r, &reports[0]))
+            .transpose()?;
         let mut kept = Vec::new();
         if self.keep {
             for d in dirs {
@@ -95,6 +113,7 @@ impl Args {
                     "nvcc_runs": [reports[0].nvcc_runs, reports[1].nvcc_runs],
                     "kept": kept,
                     "modules": rows,
+                    "shared_cache": shared,
                 }),
             );
         } else {
@@ -102,12 +121,39 @@ impl Args {
             for k in &kept {
                 println!("kept {}", k.display());
             }
+            if let Some(a) = &shared {
+                for d in &a.differ {
+                    println!("shared cache: {d}: its signed entry is NOT what these sources build");
+                }
+                for r in &a.refused {
+                    println!("shared cache: {r}");
+                }
+                println!(
+                    "shared cache {}: {} equal to the rebuilds, {} differ, {} refused, {} absent",
+                    a.url,
+                    entries(a.matched),
+                    a.differ.len(),
+                    a.refused.len(),
+                    a.absent
+                );
+            }
         }
         if mismatches > 0 {
             return Err(fail(
                 format!("{mismatches} module(s) did not build reproducibly"),
                 "find the input that differs between the two builds (absolute paths, timestamps, \
                  -lineinfo, __FILE__/__DATE__ in the sources); rerun with --keep to compare the blobs",
+            ));
+        }
+        if let Some(a) = shared.filter(|a| !a.differ.is_empty()) {
+            return Err(fail(
+                format!(
+                    "the shared cache {} holds {} signed by a builder key whose bytes these sources do not build: {}",
+                    a.url,
+                    entries(a.differ.len()),
+                    a.differ.join("; ")
+                ),
+                "a builder key the trust root lists signed them: treat that key as compromised (rotate it out of the trust root with cargo xtask trust-root --previous), remove those entries from the shared cache, and rebuild every release that took them",
             ));
         }
         Ok(())
@@ -192,4 +238,62 @@ fn print_rows(rows: &[Row], a: &BuildReport, b: &BuildReport) {
         a.nvcc_runs,
         b.nvcc_runs
     );
+}
+
+/// `1 entry`, `5 entries`.
+fn entries(n: usize) -> String {
+    match n {
+        1 => "1 entry".into(),
+        n => format!("{n} entries"),
+    }
+}
+
+/// What `repro --remote-cache` found in the shared cache.
+#[derive(serde::Serialize)]
+struct Audit {
+    url: String,
+    /// Entries that pass every check and equal the rebuilt bytes.
+    matched: usize,
+    /// `module target (kind)` of entries that pass every check but differ.
+    differ: Vec<String>,
+    /// Entries the checks refused, with why (a build would compile those).
+    refused: Vec<String>,
+    /// Identities the shared cache has no entry for.
+    absent: usize,
+}
+
+/// Takes every job's entry from the shared cache as a build would (every check) and
+/// compares its blob with the rebuilt one.
+fn audit_shared(opts: &build::RemoteOptions, built: &BuildReport) -> Result<Audit> {
+    let remote = build::Remote::open(opts)?;
+    let mut a = Audit {
+        url: remote.url().to_string(),
+        matched: 0,
+        differ: Vec::new(),
+        refused: Vec::new(),
+        absent: 0,
+    };
+    for m in &built.modules {
+        let label = m.manifest.label();
+        match remote.fetch(&m.manifest.identity, &label) {
+            Some(t) if Digest::of(&t.blob) == m.manifest.module_digest => a.matched += 1,
+            Some(t) => a.differ.push(format!(
+                "{label}: entry blob {} vs rebuilt {}",
+                Digest::of(&t.blob).short(),
+                m.manifest.module_digest.short()
+            )),
+            None => a.absent += 1,
+        }
+    }
+    for r in remote.refused() {
+        a.absent -= 1;
+        a.refused.push(format!("{}: refused: {}", r.what, r.reason));
+    }
+    if let Some(why) = remote.read_failed() {
+        return Err(fail(
+            format!("the shared cache {} could not be read: {why}", a.url),
+            "check the store's address and credentials, then run repro again",
+        ));
+    }
+    Ok(a)
 }

@@ -357,7 +357,7 @@ fn issue_22_doctor_names_a_module_without_promotion_under_production() {
             .arg(keys.key("builder")),
     )
     .ok();
-    let reviewer = read_key(&keys.key("reviewer"));
+    let reviewer = common::read_key(&keys.key("reviewer"));
     let mut publish = xtask();
     publish
         .args(["publish", "--registry"])
@@ -389,7 +389,7 @@ fn issue_22_doctor_names_a_module_without_promotion_under_production() {
     // gamma served without its promotion record.
     serve_without_promotion(
         &ws.path("registry"),
-        &read_key(&keys.key("publisher")),
+        &common::read_key(&keys.key("publisher")),
         "gamma",
     );
     let gamma_manifest = Digest::of(
@@ -576,18 +576,6 @@ fn issue_22_doctor_refuses_an_expired_frozen_or_rolled_back_registry_as_a_whole(
             .any(|c| c.as_str() == Some(rollback)),
         "{err}"
     );
-}
-
-/// A key file written by `xtask keygen` (its `seed:` line).
-fn read_key(path: &Path) -> SecretKey {
-    let text = std::fs::read_to_string(path).unwrap();
-    let seed = text
-        .lines()
-        .find_map(|l| l.strip_prefix("seed: "))
-        .expect("a seed line");
-    let mut bytes = [0u8; 32];
-    hex::decode_to_slice(seed.trim(), &mut bytes).unwrap();
-    SecretKey::from_seed(bytes)
 }
 
 /// A promotion record of `module` covering every manifest of the signed build output

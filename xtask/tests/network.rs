@@ -279,17 +279,22 @@ fn issue_18_cargo_xtask_sync_updates_the_state_file_the_runtime_reads() {
     );
 }
 
+/// `servers oci` with its storage and work folders in `dir`.
+fn oci_server(dir: &Path) -> Server {
+    Server::start(
+        &["servers", "oci", "--storage"],
+        &[
+            &dir.join("oci-storage"),
+            Path::new("--work"),
+            &dir.join("oci-work"),
+        ],
+    )
+}
+
 #[test]
 fn a_release_round_trips_through_an_oci_registry() {
     let tmp = tempfile::tempdir().unwrap();
-    let oci = Server::start(
-        &["servers", "oci", "--storage"],
-        &[
-            &tmp.path().join("oci-storage"),
-            Path::new("--work"),
-            &tmp.path().join("oci-work"),
-        ],
-    );
+    let oci = oci_server(tmp.path());
     let reference = format!("oci://{}/cuda-aot/release:stable", oci.addr);
     let out = release().join("out");
     let publish = |out: &Path| {
@@ -798,4 +803,57 @@ fn s3_without_conditional_writes_is_refused_and_a_5xx_storm_is_retried_through()
     let (synced, table) = sync_and_verify_with(url, tmp.path(), "storm", &mut s3.xtask());
     assert!(synced.starts_with("synced "), "{synced}");
     assert!(table.starts_with("registry OK: index v1"), "{table}");
+}
+
+/// Issue 20, item 4, for OCI: tags have no compare-and-swap, so a publisher reads the tag
+/// again just before pushing. One that prepared on a release the tag no longer holds (another
+/// publisher pushed meanwhile) pushes nothing and is told to retry; the tag keeps the other
+/// release, and the retry builds on it.
+#[test]
+fn an_oci_publisher_whose_tag_moved_while_it_prepared_pushes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = oci_server(tmp.path());
+    let reference = format!("oci://{}/cuda-aot/race:stable", oci.addr);
+    let publish = |out: &Path| {
+        let o = run_ok(xtask().args(["publish", "--registry", &reference]).arg(out));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let first = publish(&release().join("out"));
+    assert!(first.contains("published index v1 "), "{first}");
+    let merkle = module_output(tmp.path(), "merkle");
+    let ntt = module_output(tmp.path(), "ntt");
+
+    // A prepares on v1 and waits; B publishes v2 meanwhile; then A goes on.
+    let pause = tmp.path().join("pause");
+    std::fs::create_dir_all(&pause).unwrap();
+    let a = xtask()
+        .args(["publish", "--registry", &reference])
+        .arg(&merkle)
+        .env(
+            "CUDA_AOT_PUBLISH_PAUSE",
+            format!("manifests:{}", pause.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_paused(&pause, 1);
+    let b = publish(&ntt);
+    assert!(b.contains("published index v2 "), "{b}");
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let a = a.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&a.stderr);
+    assert_eq!(a.status.code(), Some(1), "{err}");
+    assert!(err.contains("publish conflict"), "{err}");
+    assert!(
+        err.contains("Fix: another release was published at the same time"),
+        "{err}"
+    );
+    assert!(!err.contains("pushed "), "A pushed nothing: {err}");
+    let (synced, table) = sync_and_verify(&reference, tmp.path(), "after-race");
+    assert!(synced.contains("index v2"), "{synced}");
+    assert!(table.starts_with("registry OK: index v2"), "{table}");
+
+    let retried = publish(&merkle);
+    assert!(retried.contains("published index v3 "), "{retried}");
 }

@@ -49,6 +49,18 @@ pub struct RemoteOptions {
     pub key: Option<PathBuf>,
 }
 
+impl crate::args::RemoteCacheArgs {
+    /// The shared cache these arguments name, if any.
+    pub fn options(&self) -> Option<RemoteOptions> {
+        self.remote_cache.as_ref().map(|url| RemoteOptions {
+            url: url.clone(),
+            mode: self.remote_cache_mode,
+            trust: self.remote_cache_trust.clone(),
+            key: self.remote_cache_key.clone(),
+        })
+    }
+}
+
 /// What a shared cache holds, by path below its root.
 trait Store: Send + Sync {
     /// The bytes at `rel`, at most `limit` of them; `None` when there is nothing there.

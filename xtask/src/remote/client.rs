@@ -67,9 +67,14 @@ impl RemoteArgs {
     /// result is verified and pushed as the tag's new artifact. A build the tag already
     /// holds pushes nothing (`None`).
     ///
-    /// OCI tags have no compare-and-swap: two publishers racing for one tag both succeed
-    /// and the last push wins (clients stay safe: every artifact verifies on its own and
-    /// rollback protection refuses an older one). Serialize publishers per repository.
+    /// OCI tags have no compare-and-swap (the distribution spec has no conditional
+    /// manifest PUT), so this does the safest thing it allows: just before pushing, it reads
+    /// the tag again and refuses to push (a publish conflict, told to retry) when another
+    /// release was pushed since this publish read it; after pushing it reads the tag back
+    /// and reports a conflict when it no longer holds this release (another publisher
+    /// pushed in between: the tag holds theirs, a complete release that verifies on its
+    /// own, and rollback protection keeps clients from going back). Two pushes in the same
+    /// instant can still both pass: serialize publishers per repository.
     pub fn publish_oci(
         &self,
         reference: &str,
@@ -83,15 +88,42 @@ impl RemoteArgs {
             .prefix("publish-")
             .tempdir_in(&base)?;
         let work = tmp.path();
-        if let Some(remote) = OciRemote::open_existing(reference, oci.clone())? {
-            sync(&remote, work, anchor, &SyncOptions::default())
-                .with_context(|| format!("bringing {reference} into {}", work.display()))?;
-        }
+        let tag_now = || -> Result<Option<String>> {
+            Ok(OciRemote::open_existing(reference, oci.clone())?
+                .map(|r| r.timestamp_digest().to_string()))
+        };
+        let based_on = match OciRemote::open_existing(reference, oci.clone())? {
+            Some(remote) => {
+                sync(&remote, work, anchor, &SyncOptions::default())
+                    .with_context(|| format!("bringing {reference} into {}", work.display()))?;
+                Some(remote.timestamp_digest().to_string())
+            }
+            None => None,
+        };
         let published = publish_into(work)?;
         if published.unchanged {
             return Ok((published, None));
         }
+        let conflict = || cuda_aot_registry::Error::Conflict {
+            version: published.index_version,
+            base: published.index_version.saturating_sub(1),
+        };
+        if tag_now()? != based_on {
+            return Err(conflict().into());
+        }
         let pushed = push(work, anchor, reference, &Options::default(), &oci)?;
+        let ours = format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+                std::fs::read(work.join(cuda_aot::source::layout::TIMESTAMP))
+                    .context("reading the pushed timestamp.json")?
+            ))
+        );
+        if tag_now()?.as_deref() != Some(ours.as_str()) {
+            return Err(anyhow::Error::from(conflict()).context(format!(
+                "{reference}: pushed, but the tag no longer holds this release: another publisher pushed at the same time"
+            )));
+        }
         Ok((published, Some(pushed)))
     }
 }

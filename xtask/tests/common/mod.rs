@@ -663,3 +663,15 @@ pub fn record_provenance(out: &Path, channel: cuda_aot::Channel) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(cuda_aot::Digest::of(spec_bytes).hex()), spec_bytes).unwrap();
 }
+
+/// A key file written by `xtask keygen` (its `seed:` line).
+pub fn read_key(path: &Path) -> cuda_aot::SecretKey {
+    let text = std::fs::read_to_string(path).unwrap();
+    let seed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("seed: "))
+        .expect("a seed line");
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(seed.trim(), &mut bytes).unwrap();
+    cuda_aot::SecretKey::from_seed(bytes)
+}
