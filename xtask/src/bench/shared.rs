@@ -325,7 +325,7 @@ multiplication over 12- and 8-limb fields, unrolled chains of 4 to 7 rounds), ea
 own geometry, for {} and then {ADDED} as well. The shared cache is a folder\n\
 (`file://`); every build runs in process with its own local cache. Every compared figure\n\
 is a ratio of two measurements of this run.\n\n\
-Run: {} UTC, {cores} cores, load average before the run: {}\n\n{table}\n\
+Run: {}, {cores} cores, load average at the end of the run (its own nvcc jobs): {}\n\n{table}\n\
 How to read it: the second machine takes every entry after the checks `verify` makes and\n\
 runs no nvcc; adding an SM compiles only that SM's jobs, because each job's identity is its\n\
 own (module, target, kind); each shard builds the part the timings of the cold build give\n\
