@@ -33,8 +33,8 @@ use crate::error::{Error, Result};
 use crate::publish::{Commit, Step, Store, pause_point};
 use crate::remote::{Fetched, Remote};
 
-/// Where the conditional-write probe lives, below the prefix (no registry or cache path
-/// starts with a dot).
+/// The conditional-write probes live below the prefix under this name and a random suffix
+/// (no registry or cache path starts with a dot), one per check, removed after it.
 const PROBE: &str = ".cuda-aot-probe";
 
 /// Transport settings of an [`S3Client`]. Its `Debug` shows `<redacted>` for the secret.
@@ -339,13 +339,37 @@ impl S3Client {
             .is_some())
     }
 
+    /// Removes the object at `rel` (nothing when there is none).
+    pub fn delete(&self, rel: &str) -> Result<()> {
+        let key = self.key(rel)?;
+        self.rt.block_on(async {
+            match self.store.delete(&key).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(self.failed(rel, e)),
+            }
+        })
+    }
+
     /// Checks that the store honours `If-None-Match: *` and `If-Match` (a store that
-    /// ignores them would let two publishers both "win"): writes a probe object, then
-    /// asks to create it again and to replace it under an ETag it does not have. Both
-    /// must be refused. [`Error::NoConditionalWrites`] otherwise.
+    /// ignores them would let two publishers both "win"): writes a probe object of its own
+    /// (a random name, so concurrent checks never meet), then asks to create it again and
+    /// to replace it under an ETag it does not have. Both must be refused.
+    /// [`Error::NoConditionalWrites`] otherwise. The probe is removed after.
     pub fn check_conditional_writes(&self) -> Result<()> {
-        self.put(PROBE, b"cuda-aot conditional-write probe\n")?;
-        if self.create(PROBE, b"second create\n")? {
+        let mut r = [0u8; 8];
+        getrandom::fill(&mut r).map_err(|e| Error::ObjectStore {
+            url: self.url.clone(),
+            reason: format!("no randomness for the probe's name: {e}"),
+        })?;
+        let probe = format!("{PROBE}-{}", hex_of(&r));
+        let verdict = self.probe(&probe);
+        let _ = self.delete(&probe);
+        verdict
+    }
+
+    fn probe(&self, probe: &str) -> Result<()> {
+        self.put(probe, b"cuda-aot conditional-write probe\n")?;
+        if self.create(probe, b"second create\n")? {
             return Err(Error::NoConditionalWrites {
                 url: self.url.clone(),
                 what: "it accepted `If-None-Match: *` on an object that exists".into(),
@@ -355,7 +379,7 @@ impl S3Client {
             e_tag: Some("\"cuda-aot-stale-etag\"".into()),
             version: None,
         };
-        if self.replace(PROBE, b"stale replace\n", stale)? {
+        if self.replace(probe, b"stale replace\n", stale)? {
             return Err(Error::NoConditionalWrites {
                 url: self.url.clone(),
                 what: "it accepted `If-Match` with an ETag the object does not have".into(),
@@ -363,6 +387,10 @@ impl S3Client {
         }
         Ok(())
     }
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl RegistrySource for S3Client {

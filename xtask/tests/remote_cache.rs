@@ -403,8 +403,8 @@ fn entry_key(id: &str, file: &str) -> String {
 
 /// Issue 20, items 1 and 2 on object storage: the shared cache in a bucket of the S3 test
 /// server (`s3://`). A checkout fills it (read-write); another, empty, takes every job and
-/// runs no nvcc; entries forged, altered, replayed and truncated inside the bucket are
-/// refused and compiled instead, with the same bytes as the shared ones.
+/// runs no nvcc; entries forged, altered, replayed, truncated and deleted half-way inside the
+/// bucket are refused and compiled instead, with the same bytes as the shared ones.
 #[test]
 fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entries() {
     let tmp = tempfile::tempdir().unwrap();
@@ -453,7 +453,8 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
         c.get(&entry_key(id, f), 16 << 20).unwrap().unwrap()
     };
     let id = |k: &str| ids[k].clone();
-    // Forged, altered, replayed, truncated: four entries attacked in the bucket.
+    // Forged, altered, replayed, truncated, deleted half-way: five entries attacked in the
+    // bucket.
     bucket
         .put(
             &entry_key(&id("alpha sm_80"), "entry.json"),
@@ -472,6 +473,10 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
             .put(&entry_key(&id("beta sm_80"), f), &bytes)
             .unwrap();
     }
+    // Deleted between two reads: beta sm_90's signed entry is there, its blob is gone.
+    bucket
+        .delete(&entry_key(&id("beta sm_90"), "blob"))
+        .unwrap();
     let manifest = get(&bucket, &id("gamma sm_80"), "manifest.json");
     bucket
         .put(
@@ -481,8 +486,8 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
         .unwrap();
 
     let third = build(&Ws::new(), url, &keys, None).ok();
-    assert_eq!(third.nvcc_runs(), 4, "{}", third.stderr);
-    assert_eq!(shared(&third)["taken"], 2, "{}", third.stderr);
+    assert_eq!(third.nvcc_runs(), 5, "{}", third.stderr);
+    assert_eq!(shared(&third)["taken"], 1, "{}", third.stderr);
     assert_eq!(
         blobs(&third),
         blobs(&first),
@@ -500,9 +505,10 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
             )
         })
         .collect();
-    assert_eq!(refused.len(), 4, "{refused:?}");
+    assert_eq!(refused.len(), 5, "{refused:?}");
     for (module, target, reason) in [
         ("alpha", "sm_80", "signature:"),
+        ("beta", "sm_90", "the signed entry has no blob"),
         ("alpha", "sm_90", "blob is not the signed one"),
         ("beta", "sm_80", "replayed under another identity"),
         ("gamma", "sm_80", "manifest.json is not the signed one"),
