@@ -86,6 +86,22 @@ impl Args {
             .registry
             .clone()
             .unwrap_or_else(paths::default_registry);
+        if !matches!(
+            crate::remote::Target::of(&registry),
+            crate::remote::Target::Dir(_)
+        ) {
+            return Err(fail(
+                format!(
+                    "release publishes into a registry folder, and {} is a remote registry",
+                    registry.display()
+                ),
+                format!(
+                    "release into a folder (the default, or --registry DIR), then publish its build output there: {} publish --registry {}",
+                    crate::advice::tool(),
+                    registry.display()
+                ),
+            ));
+        }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
         let mut opts = BuildOptions::from_select(&self.select, &self.cache);
         opts.out = out.clone();

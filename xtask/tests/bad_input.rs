@@ -192,3 +192,31 @@ fn a_tampered_wheel_is_refused_with_both_digests() {
     );
     assert!(std::fs::read_dir(&toolkits).map_or(true, |mut d| d.next().is_none()));
 }
+
+/// `release` publishes into a folder: a remote `--registry` is refused before anything is
+/// built, with the publish command that does reach it, and no folder named after the URL
+/// appears where the command ran.
+#[test]
+fn a_release_into_a_remote_registry_is_refused_with_the_publish_command() {
+    let ws = Ws::new();
+    for url in [
+        "s3://bucket/cuda-aot",
+        "oci://registry.example/r:t",
+        "https://r.example/x/",
+    ] {
+        let out = xtask()
+            .current_dir(ws.dir.path())
+            .args(["release", "--spec"])
+            .arg(ws.spec_path())
+            .args(["--registry", url])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("is a remote registry"), "{err}");
+        assert!(err.contains(&format!("publish --registry {url}")), "{err}");
+        let scheme = url.split(':').next().unwrap();
+        assert!(!ws.path(&format!("{scheme}:")).exists(), "{url}");
+    }
+    assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+}
