@@ -86,6 +86,10 @@ enum Run {
         /// (a 5xx storm a client must retry through; 0: none).
         #[arg(long, value_name = "N", default_value_t = 0)]
         fail_every: u32,
+        /// Wait N milliseconds before answering each request (a slow store; requests are
+        /// served one at a time, so the waits add up; 0: none).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        delay_ms: u32,
     },
 }
 
@@ -141,12 +145,14 @@ impl Args {
                 work,
                 ignore_conditions,
                 fail_every,
+                delay_ms,
             }) => {
                 let work = work_dir(work)?;
                 let port = pick_port(port)?;
                 let faults = s3::Faults {
                     ignore_conditions,
                     fail_every,
+                    delay_ms,
                 };
                 let cmd = s3::command(port, &buckets, &work, faults)?;
                 exec_announced(cmd, "s3", port, &work)

@@ -90,6 +90,8 @@ pub struct Faults {
     pub ignore_conditions: bool,
     /// Answer every Nth object request with 503 (0: never).
     pub fail_every: u32,
+    /// Wait this long before answering each request (0: no wait).
+    pub delay_ms: u32,
 }
 
 /// The S3 server on 127.0.0.1:`port` with `buckets` created, its launcher written into
@@ -117,6 +119,9 @@ pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Re
     }
     if faults.fail_every > 0 {
         cmd.arg(format!("--fail-every={}", faults.fail_every));
+    }
+    if faults.delay_ms > 0 {
+        cmd.arg(format!("--delay-ms={}", faults.delay_ms));
     }
     cmd.arg(port.to_string()).args(buckets).stdin(Stdio::null());
     Ok(cmd)

@@ -3,16 +3,18 @@ one request at a time (so a conditional write, If-None-Match: * or If-Match, is 
 applied with no other request between: atomic under concurrent writers), the buckets given
 created first. Run by `cargo xtask servers s3` with the venv of manifests/s3-server.txt.
 
-usage: s3_server.py [--ignore-conditions] [--fail-every=N] PORT [BUCKET...]
+usage: s3_server.py [--ignore-conditions] [--fail-every=N] [--delay-ms=N] PORT [BUCKET...]
 
 --ignore-conditions drops If-None-Match and If-Match from every request (a store without
 conditional writes); --fail-every=N answers every Nth request for an object with 503 Slow
-Down before moto sees it (a 5xx storm).
+Down before moto sees it (a 5xx storm); --delay-ms=N waits N ms before answering each
+request (a slow store; one request at a time, so the delays add up).
 """
 
 import logging
 import signal
 import sys
+import time
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
@@ -27,13 +29,16 @@ SLOW_DOWN = (
 class Faults:
     """WSGI middleware: the faults the command line asked for, around moto's app."""
 
-    def __init__(self, app, ignore_conditions: bool, fail_every: int) -> None:
+    def __init__(self, app, ignore_conditions: bool, fail_every: int, delay_ms: int) -> None:
         self.app = app
         self.ignore_conditions = ignore_conditions
         self.fail_every = fail_every
+        self.delay = delay_ms / 1000.0
         self.seen = 0
 
     def __call__(self, environ, start_response):
+        if self.delay:
+            time.sleep(self.delay)
         if self.ignore_conditions:
             environ.pop("HTTP_IF_NONE_MATCH", None)
             environ.pop("HTTP_IF_MATCH", None)
@@ -54,9 +59,12 @@ def main() -> None:
     args = sys.argv[1:]
     ignore_conditions = "--ignore-conditions" in args
     fail_every = 0
+    delay_ms = 0
     for a in args:
         if a.startswith("--fail-every="):
             fail_every = int(a.split("=", 1)[1])
+        if a.startswith("--delay-ms="):
+            delay_ms = int(a.split("=", 1)[1])
     args = [a for a in args if not a.startswith("--")]
     port = int(args[0])
     app = DomainDispatcherApplication(create_backend_app)
@@ -69,7 +77,7 @@ def main() -> None:
     # Only errors are logged, not every request.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     srv = make_server(
-        "127.0.0.1", port, Faults(app, ignore_conditions, fail_every), threaded=False
+        "127.0.0.1", port, Faults(app, ignore_conditions, fail_every, delay_ms), threaded=False
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv.serve_forever()
