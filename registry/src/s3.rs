@@ -247,9 +247,18 @@ impl S3Client {
     }
 
     fn failed(&self, rel: &str, e: object_store::Error) -> Error {
+        let said = e.to_string();
+        // With no credentials in the environment the client asks the EC2 instance metadata
+        // service, and its failure names only that address.
+        let reason = match said.contains("169.254.169.254") {
+            true => format!(
+                "no AWS credentials were found (none in AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, and the instance metadata service the client then asked did not give any): {said}"
+            ),
+            false => said,
+        };
         Error::ObjectStore {
             url: format!("{}/{rel}", self.url),
-            reason: e.to_string(),
+            reason,
         }
     }
 
