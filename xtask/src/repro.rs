@@ -104,18 +104,19 @@ impl Args {
             }
         }
         if message::json() {
-            message::emit(
-                "repro-finished",
-                serde_json::json!({
-                    "spec": base.spec,
-                    "reproducible": mismatches == 0,
-                    "mismatches": mismatches,
-                    "nvcc_runs": [reports[0].nvcc_runs, reports[1].nvcc_runs],
-                    "kept": kept,
-                    "modules": rows,
-                    "shared_cache": shared,
-                }),
-            );
+            let mut fields = serde_json::json!({
+                "spec": base.spec,
+                "reproducible": mismatches == 0,
+                "mismatches": mismatches,
+                "nvcc_runs": [reports[0].nvcc_runs, reports[1].nvcc_runs],
+                "kept": kept,
+                "modules": rows,
+            });
+            // Only with --remote-cache: what the audit of the shared cache found.
+            if let Some(a) = &shared {
+                fields["shared_cache"] = serde_json::json!(a);
+            }
+            message::emit("repro-finished", fields);
         } else {
             print_rows(&rows, &reports[0], &reports[1]);
             for k in &kept {
