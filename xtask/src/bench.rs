@@ -20,6 +20,8 @@ use crate::toolchain::ToolchainOptions;
 use crate::{devkeys, paths, publish, sign};
 
 mod report;
+// With the network part: its S3 row runs the pinned S3 server and its client.
+#[cfg(feature = "net")]
 mod shared;
 
 use report::{Figures, Header, Load, Scale, Stats};
@@ -139,12 +141,20 @@ impl Args {
             base.jobs = j.max(1);
         }
         if self.shared_cache {
-            let doc = (!self.no_doc).then(|| {
-                self.doc
-                    .clone()
-                    .unwrap_or_else(|| paths::repo_root().join("docs/shared-cache-bench.md"))
-            });
-            return shared::run(&base, self.heavy_modules.max(1), doc.as_deref());
+            #[cfg(not(feature = "net"))]
+            {
+                crate::features::rerun("bench --shared-cache (its S3 row)", "net")?;
+                bail!("the tool did not run again with its network part");
+            }
+            #[cfg(feature = "net")]
+            {
+                let doc = (!self.no_doc).then(|| {
+                    self.doc
+                        .clone()
+                        .unwrap_or_else(|| paths::repo_root().join("docs/shared-cache-bench.md"))
+                });
+                return shared::run(&base, self.heavy_modules.max(1), doc.as_deref());
+            }
         }
         let runs = self.noop_runs.max(1);
         let repeat = self.repeat.max(1);

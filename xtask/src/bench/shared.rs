@@ -164,6 +164,9 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         &shared,
     )?;
 
+    eprintln!("bench: shared cache: the same entries from an S3 server (moto, loopback)");
+    let s3 = s3_row(dir, &spec, &shared, base, &cold.report)?;
+
     let timings = shared.join("v1/timings.json");
     let mut shards = Vec::new();
     for n in [2usize, 3, 4] {
@@ -260,12 +263,139 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         mbps(copy),
         fetch.as_secs_f64() / copy.as_secs_f64()
     );
+    t += &format!(
+        "| second machine with the shared cache in an S3 bucket (the same entries, moto on loopback, `xtask build` process) vs a plain GET of the same {:.1} MB from the same server | build {:.2} s ({} nvcc), GETs {:.2} s: **{:.2}×** | 0 nvcc | {} |\n",
+        s3.bytes as f64 / 1e6,
+        s3.build.as_secs_f64(),
+        s3.nvcc,
+        s3.get.as_secs_f64(),
+        s3.build.as_secs_f64() / s3.get.as_secs_f64(),
+        pass(s3.nvcc == 0)
+    );
     println!("{t}");
     if let Some(doc) = doc {
         write_doc(doc, &t, modules)?;
         println!("wrote {}", doc.display());
     }
     Ok(())
+}
+
+/// The S3 row's figures.
+struct S3Row {
+    build: Duration,
+    nvcc: usize,
+    get: Duration,
+    bytes: u64,
+}
+
+/// Starts the pinned S3 server, copies the shared folder's entries into a bucket, then
+/// times a second-machine `xtask build` process reading the bucket (every check; its
+/// planning included) and a plain GET of the same objects from the same server.
+fn s3_row(
+    dir: &Path,
+    spec: &Path,
+    shared: &Path,
+    base: &BuildOptions,
+    cold: &BuildReport,
+) -> Result<S3Row> {
+    use cuda_aot_registry::s3::{S3Client, S3Options};
+    let port = crate::servers::pick_port(0)?;
+    let work = dir.join("s3-work");
+    std::fs::create_dir_all(&work)?;
+    let mut server = crate::servers::s3::command(
+        port,
+        &["cache".to_string()],
+        &work,
+        crate::servers::s3::Faults::default(),
+    )?
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .context("starting the S3 server")?;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = server.kill();
+            bail!("the S3 server did not listen on {endpoint}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let row = (|| -> Result<S3Row> {
+        let (id, secret) = ("cuda-aot-bench", "cuda-aot-bench-secret");
+        let client = S3Client::open(
+            "s3://cache/bench",
+            &S3Options {
+                endpoint: Some(endpoint.clone()),
+                access_key: Some((id.into(), secret.into())),
+                ..S3Options::default()
+            },
+        )?;
+        for f in crate::files::files_under(shared)?
+            .into_iter()
+            .filter(|f| f.regular)
+        {
+            client.put(&f.rel, &std::fs::read(&f.path)?)?;
+        }
+        // The objects of the entries this build takes (the cold build's jobs).
+        let entries: Vec<String> = cold
+            .modules
+            .iter()
+            .flat_map(|m| {
+                let id = m.manifest.identity.digest().hex();
+                ["entry.json", "manifest.json", "blob"].map(|f| format!("v1/entries/{id}/{f}"))
+            })
+            .collect();
+        let out = dir.join("out-s3");
+        let report = dir.join("s3.report.json");
+        let mut cmd = std::process::Command::new(std::env::current_exe()?);
+        cmd.arg("build")
+            .arg("--spec")
+            .arg(spec)
+            .arg("--cache-dir")
+            .arg(dir.join("cache-s3"))
+            .arg("--out")
+            .arg(&out)
+            .arg("--report-json")
+            .arg(&report)
+            .arg("-j")
+            .arg(base.jobs.to_string())
+            .args(["--remote-cache", "s3://cache/bench"])
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_ACCESS_KEY_ID", id)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("AWS_REGION", "us-east-1")
+            .env("CUDA_AOT_TOOLKIT_DIR", &base.toolkit.toolkit_dir)
+            .stdout(std::process::Stdio::null());
+        let t = Instant::now();
+        let status = cmd.status().context("running xtask build")?;
+        let build = t.elapsed();
+        if !status.success() {
+            bail!("the build over S3 failed ({status})");
+        }
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report)?)?;
+        let nvcc = r["nvcc_runs"].as_u64().unwrap_or(u64::MAX) as usize;
+        let mut gets = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            bytes = 0;
+            for rel in &entries {
+                bytes += client.get(rel, 64 << 20)?.map_or(0, |b| b.len() as u64);
+            }
+            gets.push(t.elapsed());
+        }
+        gets.sort();
+        Ok(S3Row {
+            build,
+            nvcc,
+            get: gets[2],
+            bytes,
+        })
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    row
 }
 
 fn pass(ok: bool) -> &'static str {
@@ -323,8 +453,9 @@ Written by `cargo xtask bench --shared-cache` (issue 20); do not edit by hand. T
 generated: {modules} modules of `xtask/src/bench/heavy.cu` (prover-style Montgomery\n\
 multiplication over 12- and 8-limb fields, unrolled chains of 4 to 7 rounds), each with its\n\
 own geometry, for {} and then {ADDED} as well. The shared cache is a folder\n\
-(`file://`); every build runs in process with its own local cache. Every compared figure\n\
-is a ratio of two measurements of this run.\n\n\
+(`file://`), and for one row the same entries in a bucket of the pinned S3 server\n\
+(`cargo xtask servers s3`) on loopback; every build runs with its own local cache. Every\n\
+compared figure is a ratio of two measurements of this run.\n\n\
 Run: {}, {cores} cores, load average at the end of the run (its own nvcc jobs): {}\n\n{table}\n\
 How to read it: the second machine takes every entry after the checks `verify` makes and\n\
 runs no nvcc; adding an SM compiles only that SM's jobs, because each job's identity is its\n\
