@@ -693,3 +693,59 @@ fn issue_20_repro_finds_a_validly_signed_shared_entry_that_the_sources_do_not_bu
         caught.stderr
     );
 }
+
+/// Issue 20, item 6: a build taking from the shared cache is killed part-way through a
+/// write (a file-size limit of 4 KiB: the first larger write, the toolkit's header set it
+/// imports from the shared cache, gets SIGXFSZ, as a writer stops at a full disk). What it
+/// left is only temporary files, never taken: the next build of the same checkout runs no
+/// nvcc and has exactly the shared cache's bytes.
+#[test]
+fn issue_20_a_build_killed_while_storing_shared_entries_leaves_nothing_half_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let remote = tmp.path().join("shared");
+    let first = build(&Ws::new(), &remote, &keys, Some(&keys.key("builder"))).ok();
+    let b = Ws::new();
+    let killed = b.build_with(
+        &shared_args(&remote, &keys, None)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        |c| {
+            // `ulimit -f` is in 1024-byte blocks; the shell then becomes the tool.
+            let program = c.get_program().to_owned();
+            let args: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+            let mut sh = std::process::Command::new("bash");
+            sh.arg("-c")
+                .arg("ulimit -f 4; exec \"$0\" \"$@\"")
+                .arg(program)
+                .args(args);
+            for (k, v) in c.get_envs() {
+                match v {
+                    Some(v) => sh.env(k, v),
+                    None => sh.env_remove(k),
+                };
+            }
+            *c = sh;
+        },
+    );
+    assert!(!killed.ok, "the limit stopped the build: {}", killed.stderr);
+    let left: Vec<PathBuf> = snapshot(&b.path("cache")).into_keys().collect();
+    assert!(!left.is_empty(), "killed part-way through a write");
+    assert!(
+        left.iter().all(|p| p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(".tmp."))),
+        "only temporary files: {left:?}"
+    );
+    let again = b
+        .build(
+            &shared_args(&remote, &keys, None)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .ok();
+    assert_eq!(again.nvcc_runs(), 0, "{}", again.stderr);
+    assert_eq!(blobs(&again), blobs(&first));
+}
