@@ -236,7 +236,7 @@ impl Error {
             Error::BadUrl { .. } => "give an http://, https://, s3://BUCKET/PREFIX or oci://HOST/REPOSITORY:TAG address".into(),
             Error::Oci { .. } => "check the OCI reference and that the registry is reachable and accepts this user; see the message above".into(),
             Error::ObjectStore { .. } => "check the bucket name and the store's credentials and address in the standard AWS variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION; AWS_ENDPOINT_URL for an S3-compatible store); what was written before the failure is content-addressed and harmless, and running the command again continues".into(),
-            Error::NoConditionalWrites { .. } => "publish to a store with S3 conditional writes (If-None-Match and If-Match on PUT: Amazon S3, MinIO, Ceph RGW, Cloudflare R2), or publish into a folder (--registry DIR) and upload it with timestamp.json last from one machine at a time".into(),
+            Error::NoConditionalWrites { .. } => "publish to a store with S3 conditional writes (If-None-Match and If-Match on PUT, as Amazon S3 has), or publish into a folder (--registry DIR) and upload it with timestamp.json last from one machine at a time".into(),
             Error::Busy { .. } => "wait for the other sync into this folder to finish, then run again".into(),
             Error::Serve { .. } => "choose a free address (--addr) and a readable registry folder (--root)".into(),
         }

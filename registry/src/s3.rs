@@ -9,11 +9,12 @@
 //! `http://` endpoints are refused unless they are this machine or `AWS_ALLOW_HTTP=true`.
 //!
 //! Publishing keeps the directory store's guarantees with two conditional writes, which
-//! S3 has had since 2024 (and MinIO, Ceph RGW and others): the next index is created with
-//! `If-None-Match: *`, and `timestamp.json` is replaced with `If-Match` on the ETag of
-//! the timestamp the publish was prepared on. Of two racing publishers exactly one wins;
-//! the other gets [`Error::Conflict`]. A store that ignores those headers is found out
-//! before anything is written ([`S3Client::check_conditional_writes`]) and refused.
+//! Amazon S3 has had since 2024 (for other stores a probe decides, below): the next index
+//! is created with `If-None-Match: *`, and `timestamp.json` is replaced with `If-Match` on
+//! the ETag of the timestamp the publish was prepared on. Of two racing publishers exactly
+//! one wins; the other gets [`Error::Conflict`]. A store that ignores those headers is
+//! found out before anything is written ([`S3Client::check_conditional_writes`]) and
+//! refused.
 
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -480,13 +481,14 @@ impl S3Store {
             (Some(d), Some((now, version))) if Digest::of(&now) == d => {
                 self.client.replace(layout::TIMESTAMP, bytes, version)?
             }
-            // A retried commit whose first attempt went through.
-            (_, Some((now, _))) if now == bytes => true,
             _ => false,
         };
         if written {
             return Ok(());
         }
+        // Not written: another publisher's timestamp is there, or ours already is (an
+        // earlier attempt of this commit went through, or the client retried a PUT whose
+        // answer was lost and got 412 for its own write).
         match self.client.get(layout::TIMESTAMP, bytes.len() as u64)? {
             Some(now) if now == bytes => Ok(()),
             _ => Err(conflict()),

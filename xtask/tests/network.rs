@@ -464,14 +464,7 @@ fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
     };
     let a = spawn(&out);
     let b = spawn(&out2);
-    let t = Instant::now();
-    while std::fs::read_dir(&pause).unwrap().count() < 2 {
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "publishers did not reach the pause"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_paused(&pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let won: Vec<bool> = results.iter().map(|r| r.status.success()).collect();
@@ -618,6 +611,12 @@ fn publish_s3(s3: &S3, url: &str, out: &Path, pause: Option<String>) -> Command 
     c
 }
 
+/// `xtask publish --registry URL OUT` against `s3`, which must succeed: what it printed.
+fn published_s3(s3: &S3, url: &str, out: &Path) -> String {
+    let o = run_ok(&mut publish_s3(s3, url, out, None));
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
 /// Waits until `n` publishers announced the pause in `dir`.
 fn wait_paused(dir: &Path, n: usize) {
     let t = Instant::now();
@@ -648,21 +647,10 @@ fn a_release_published_to_s3_syncs_verifies_and_racing_publishers_get_one_winner
     let tmp = tempfile::tempdir().unwrap();
     let s3 = S3::start(&["registry"], &[]);
     let url = "s3://registry/cuda-aot/release";
-    let text = |o: Output| String::from_utf8_lossy(&o.stderr).to_string();
-    let first = text(run_ok(&mut publish_s3(
-        &s3,
-        url,
-        &release().join("out"),
-        None,
-    )));
+    let first = published_s3(&s3, url, &release().join("out"));
     assert!(first.contains("published index v1 "), "{first}");
     assert!(first.contains(url), "{first}");
-    let again = text(run_ok(&mut publish_s3(
-        &s3,
-        url,
-        &release().join("out"),
-        None,
-    )));
+    let again = published_s3(&s3, url, &release().join("out"));
     assert!(again.contains("unchanged: index v1"), "{again}");
     let (synced, table) = sync_and_verify_with(url, tmp.path(), "from-s3", &mut s3.xtask());
     assert!(synced.starts_with("synced "), "{synced}");
@@ -752,7 +740,7 @@ fn a_release_published_to_s3_syncs_verifies_and_racing_publishers_get_one_winner
     let (synced, _) = sync_and_verify_with(url, tmp.path(), "after-kill", &mut s3.xtask());
     assert!(synced.contains("index v2"), "{synced}");
     let loser = if lost == 0 { &merkle } else { &ntt };
-    let retried = text(run_ok(&mut publish_s3(&s3, url, loser, None)));
+    let retried = published_s3(&s3, url, loser);
     let next = orphaned + 1;
     assert!(
         retried.contains(&format!("published index v{next} ")),
@@ -797,8 +785,8 @@ fn s3_without_conditional_writes_is_refused_and_a_5xx_storm_is_retried_through()
         }
     }
     let s3 = S3::start(&["registry"], &["--fail-every", "3"]);
-    let o = run_ok(&mut publish_s3(&s3, url, &release().join("out"), None));
-    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(s3.fails_requests(url), "the storm is on");
+    let text = published_s3(&s3, url, &release().join("out"));
     assert!(text.contains("published index v1 "), "{text}");
     let (synced, table) = sync_and_verify_with(url, tmp.path(), "storm", &mut s3.xtask());
     assert!(synced.starts_with("synced "), "{synced}");

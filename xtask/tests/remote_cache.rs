@@ -17,14 +17,9 @@ fn url(dir: &Path) -> String {
     format!("file://{}", dir.display())
 }
 
-/// The shared-cache arguments for `dir`: read-write signing with `key` when given, else
-/// read-only; entries checked against `keys`' root.
-fn shared_args(dir: &Path, keys: &Keys, key: Option<&Path>) -> Vec<String> {
-    shared_args_at(&url(dir), keys, key)
-}
-
-/// [`shared_args`] for the shared cache at `url`.
-fn shared_args_at(url: &str, keys: &Keys, key: Option<&Path>) -> Vec<String> {
+/// The shared-cache arguments for the shared cache at `url`: read-write signing with `key`
+/// when given, else read-only; entries checked against `keys`' root.
+fn shared_args(url: &str, keys: &Keys, key: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--remote-cache".into(),
         url.into(),
@@ -43,12 +38,25 @@ fn shared_args_at(url: &str, keys: &Keys, key: Option<&Path>) -> Vec<String> {
     args
 }
 
-/// A build of `ws` with the shared cache `dir` ([`shared_args`]) and `extra`.
+/// A build of `ws` with the shared cache folder `dir` and `extra`.
 fn build_with(ws: &Ws, dir: &Path, keys: &Keys, key: Option<&Path>, extra: &[&str]) -> Run {
-    let args = shared_args(dir, keys, key);
+    build_at(ws, &url(dir), keys, key, extra, |_| {})
+}
+
+/// A build of `ws` with the shared cache at `url` ([`shared_args`]) and `extra`, its
+/// command adjusted by `f` (the environment of an S3 store, a wrapper).
+fn build_at(
+    ws: &Ws,
+    url: &str,
+    keys: &Keys,
+    key: Option<&Path>,
+    extra: &[&str],
+    f: impl FnOnce(&mut std::process::Command),
+) -> Run {
+    let args = shared_args(url, keys, key);
     let mut refs: Vec<&str> = args.iter().map(String::as_str).collect();
     refs.extend(extra);
-    ws.build(&refs)
+    ws.build_with(&refs, f)
 }
 
 /// [`build_with`] and nothing else.
@@ -412,9 +420,7 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
     let keys = Keys::new(&tmp.path().join("keys"), "dev");
     let url = "s3://cache/team/ci";
     let build = |ws: &Ws, url: &str, keys: &Keys, key: Option<&Path>| {
-        let args = shared_args_at(url, keys, key);
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        ws.build_with(&refs, |c| {
+        build_at(ws, url, keys, key, &[], |c| {
             s3.env(c);
         })
     };
@@ -532,10 +538,9 @@ fn issue_20_a_slow_store_in_a_5xx_storm_is_retried_through() {
     let s3 = S3::start(&["cache"], &["--fail-every", "3", "--delay-ms", "100"]);
     let keys = Keys::new(&tmp.path().join("keys"), "dev");
     let url = "s3://cache/storm";
+    assert!(s3.fails_requests(url), "the storm is on");
     let build = |key: Option<&Path>| {
-        let args = shared_args_at(url, &keys, key);
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        Ws::new().build_with(&refs, |c| {
+        build_at(&Ws::new(), url, &keys, key, &[], |c| {
             s3.env(c);
         })
     };
@@ -560,14 +565,13 @@ fn issue_20_a_failing_or_dead_s3_store_never_breaks_the_build() {
     let plain = Ws::new().build(&[]).ok();
     let url = "s3://cache/down";
     let run = |s3: &S3, key: Option<&Path>| {
-        let args = shared_args_at(url, &keys, key);
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        Ws::new().build_with(&refs, |c| {
+        build_at(&Ws::new(), url, &keys, key, &[], |c| {
             s3.env(c);
         })
     };
 
     let failing = S3::start(&["cache"], &["--fail-every", "1"]);
+    assert!(failing.fails_requests(url));
     let b = run(&failing, Some(&keys.key("builder"))).ok();
     assert_eq!(b.nvcc_runs(), 6, "{}", b.stderr);
     assert_eq!(blobs(&b), blobs(&plain));
@@ -589,19 +593,10 @@ fn issue_20_a_failing_or_dead_s3_store_never_breaks_the_build() {
     let dead = S3::start(&["cache"], &[]);
     let addr = dead.addr;
     drop(dead);
-    let mut c = Ws::new().build_with(
-        &shared_args_at(url, &keys, None)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        |c| {
-            c.env("AWS_ENDPOINT_URL", format!("http://{addr}"))
-                .env("AWS_ACCESS_KEY_ID", "k")
-                .env("AWS_SECRET_ACCESS_KEY", "s")
-                .env("AWS_REGION", "us-east-1");
-        },
-    );
-    c = c.ok();
+    let c = build_at(&Ws::new(), url, &keys, None, &[], |c| {
+        common::s3::point_at(c, &format!("http://{addr}"));
+    })
+    .ok();
     assert_eq!(c.nvcc_runs(), 6, "{}", c.stderr);
     assert_eq!(blobs(&c), blobs(&plain));
     assert_eq!(shared(&c)["taken"], 0);
@@ -706,29 +701,23 @@ fn issue_20_a_build_killed_while_storing_shared_entries_leaves_nothing_half_writ
     let remote = tmp.path().join("shared");
     let first = build(&Ws::new(), &remote, &keys, Some(&keys.key("builder"))).ok();
     let b = Ws::new();
-    let killed = b.build_with(
-        &shared_args(&remote, &keys, None)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        |c| {
-            // `ulimit -f` is in 1024-byte blocks; the shell then becomes the tool.
-            let program = c.get_program().to_owned();
-            let args: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
-            let mut sh = std::process::Command::new("bash");
-            sh.arg("-c")
-                .arg("ulimit -f 4; exec \"$0\" \"$@\"")
-                .arg(program)
-                .args(args);
-            for (k, v) in c.get_envs() {
-                match v {
-                    Some(v) => sh.env(k, v),
-                    None => sh.env_remove(k),
-                };
-            }
-            *c = sh;
-        },
-    );
+    let killed = build_at(&b, &url(&remote), &keys, None, &[], |c| {
+        // `ulimit -f` is in 1024-byte blocks; the shell then becomes the tool.
+        let program = c.get_program().to_owned();
+        let args: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+        let mut sh = std::process::Command::new("bash");
+        sh.arg("-c")
+            .arg("ulimit -f 4; exec \"$0\" \"$@\"")
+            .arg(program)
+            .args(args);
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        *c = sh;
+    });
     assert!(!killed.ok, "the limit stopped the build: {}", killed.stderr);
     let left: Vec<PathBuf> = snapshot(&b.path("cache")).into_keys().collect();
     assert!(!left.is_empty(), "killed part-way through a write");
@@ -738,14 +727,7 @@ fn issue_20_a_build_killed_while_storing_shared_entries_leaves_nothing_half_writ
             .is_some_and(|n| n.to_string_lossy().starts_with(".tmp."))),
         "only temporary files: {left:?}"
     );
-    let again = b
-        .build(
-            &shared_args(&remote, &keys, None)
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        )
-        .ok();
+    let again = build(&b, &remote, &keys, None).ok();
     assert_eq!(again.nvcc_runs(), 0, "{}", again.stderr);
     assert_eq!(blobs(&again), blobs(&first));
 }

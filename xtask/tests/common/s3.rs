@@ -53,12 +53,7 @@ impl S3 {
 
     /// The AWS variables that point `cmd` at this server (any key is accepted).
     pub fn env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
-        cmd.env("AWS_ENDPOINT_URL", self.endpoint())
-            .env("AWS_ACCESS_KEY_ID", KEY_ID)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET)
-            .env("AWS_REGION", "us-east-1")
-            .env_remove("AWS_ENDPOINT_URL_S3")
-            .env_remove("AWS_SESSION_TOKEN")
+        point_at(cmd, &self.endpoint())
     }
 
     /// `xtask` with [`S3::env`].
@@ -70,16 +65,40 @@ impl S3 {
 
     /// A client of `url` (`s3://BUCKET/PREFIX`) on this server, with the test key.
     pub fn client(&self, url: &str) -> S3Client {
+        self.client_retrying(url, S3Options::default().retries)
+    }
+
+    /// [`S3::client`] with `retries` retries of a failed request (0: none).
+    pub fn client_retrying(&self, url: &str, retries: usize) -> S3Client {
         S3Client::open(
             url,
             &S3Options {
                 endpoint: Some(self.endpoint()),
                 access_key: Some((KEY_ID.into(), SECRET.into())),
+                retries,
                 ..S3Options::default()
             },
         )
         .unwrap()
     }
+
+    /// Whether this server answers requests with errors: a client that never retries meets
+    /// one within six reads (what a storm test needs to be a storm).
+    pub fn fails_requests(&self, url: &str) -> bool {
+        let bare = self.client_retrying(url, 0);
+        (0..6).any(|_| bare.get("v1/probe-of-the-storm", 16).is_err())
+    }
+}
+
+/// The AWS variables that point `cmd` at the S3 endpoint `endpoint` (`http://ADDR`) with the
+/// test key.
+pub fn point_at<'a>(cmd: &'a mut Command, endpoint: &str) -> &'a mut Command {
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .env_remove("AWS_SESSION_TOKEN")
 }
 
 impl Drop for S3 {
