@@ -58,6 +58,8 @@ mod error;
 pub mod http_store;
 #[cfg(feature = "net")]
 pub mod oci;
+#[cfg(feature = "net")]
+pub mod oci_cache;
 pub mod publish;
 #[cfg(feature = "net")]
 pub mod remote;

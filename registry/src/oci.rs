@@ -101,7 +101,7 @@ fn plain_http(reference: &Reference, opts: &OciOptions) -> bool {
     opts.plain_http || is_loopback(reference.resolve_registry())
 }
 
-fn client(reference: &Reference, opts: &OciOptions) -> Client {
+pub(crate) fn client(reference: &Reference, opts: &OciOptions) -> Client {
     crate::remote::install_tls_provider();
     let registry = reference.resolve_registry().to_string();
     let protocol = if plain_http(reference, opts) {
@@ -117,7 +117,7 @@ fn client(reference: &Reference, opts: &OciOptions) -> Client {
     })
 }
 
-fn auth(opts: &OciOptions) -> RegistryAuth {
+pub(crate) fn auth(opts: &OciOptions) -> RegistryAuth {
     match &opts.basic_auth {
         Some((u, p)) => RegistryAuth::Basic(u.clone(), p.clone()),
         None => RegistryAuth::Anonymous,
@@ -149,7 +149,7 @@ pub const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
 /// any size and follows redirects to any host): authenticated as `oci-client` would
 /// (its token exchange, or basic auth), redirects followed only on the registry's own
 /// host, the body cut at [`MAX_MANIFEST`]. `None` when the registry knows no such tag.
-async fn pull_manifest(
+pub(crate) async fn pull_manifest(
     client: &Client,
     reference: &Reference,
     opts: &OciOptions,
@@ -374,6 +374,64 @@ pub fn push(
     })
 }
 
+/// Streams the layer `desc` of `reference` into `sink`, at most `cap` bytes of it (the
+/// caller tells a longer layer by getting `cap`); `oci-client` checks its sha256 when the
+/// whole layer is read. Errors say whether trying again may help (a digest mismatch will
+/// not). Returns the bytes given to `sink`.
+pub(crate) async fn pull_layer(
+    client: &Client,
+    reference: &Reference,
+    desc: &OciDescriptor,
+    cap: u64,
+    mut sink: impl FnMut(&[u8]) -> std::result::Result<(), (Failure, bool)>,
+) -> std::result::Result<u64, (Failure, bool)> {
+    let mut stream = client
+        .pull_blob_stream(reference, desc)
+        .await
+        .map_err(|e| (Failure::Other(e.to_string()), true))?;
+    let mut got = 0u64;
+    while got < cap {
+        let Some(chunk) = stream.next().await else {
+            break;
+        };
+        let chunk = chunk.map_err(|e| {
+            let digest = e
+                .get_ref()
+                .is_some_and(|i| i.is::<oci_client::errors::DigestError>());
+            (Failure::Other(e.to_string()), !digest)
+        })?;
+        let take = usize::try_from(cap - got)
+            .unwrap_or(usize::MAX)
+            .min(chunk.len());
+        sink(&chunk[..take])?;
+        got += take as u64;
+    }
+    Ok(got)
+}
+
+/// Runs `attempt` until it succeeds, fails for good (its `false`), or the attempts of
+/// `http` are spent, waiting the policy's backoff between: the retry loop of every OCI
+/// transfer. `Ok` has the value and the retries made; `Err` the last failure and the
+/// attempts made.
+pub(crate) fn with_retries<T>(
+    http: &HttpOptions,
+    mut attempt: impl FnMut() -> std::result::Result<T, (Failure, bool)>,
+) -> std::result::Result<(T, u32), (Failure, u32)> {
+    let mut retries = 0;
+    loop {
+        match attempt() {
+            Ok(v) => return Ok((v, retries)),
+            Err((failure, transient)) => {
+                if !transient || retries + 1 >= http.attempts.max(1) {
+                    return Err((failure, retries + 1));
+                }
+                retries += 1;
+                std::thread::sleep(http.backoff_for(retries, None));
+            }
+        }
+    }
+}
+
 /// A cuda-aot artifact in an OCI registry, read as a [`Remote`]: `fetch(path)` downloads
 /// the layer titled `path` (digest checked by oci-client, size capped here).
 pub struct OciRemote {
@@ -476,11 +534,6 @@ impl OciRemote {
         dest: &Path,
     ) -> std::result::Result<u64, (Failure, bool)> {
         let io = |e: std::io::Error| (Failure::Other(format!("{}: {e}", dest.display())), false);
-        let mut stream = self
-            .client
-            .pull_blob_stream(&self.reference, desc)
-            .await
-            .map_err(|e| (Failure::Other(e.to_string()), true))?;
         if let Some(dir) = dest.parent() {
             fs::create_dir_all(dir).map_err(io)?;
         }
@@ -490,23 +543,10 @@ impl OciRemote {
             .truncate(true)
             .open(dest)
             .map_err(io)?;
-        let mut got = 0u64;
-        while got < cap {
-            let Some(chunk) = stream.next().await else {
-                break;
-            };
-            let chunk = chunk.map_err(|e| {
-                let digest = e
-                    .get_ref()
-                    .is_some_and(|i| i.is::<oci_client::errors::DigestError>());
-                (Failure::Other(e.to_string()), !digest)
-            })?;
-            let take = usize::try_from(cap - got)
-                .unwrap_or(usize::MAX)
-                .min(chunk.len());
-            file.write_all(&chunk[..take]).map_err(io)?;
-            got += take as u64;
-        }
+        let got = pull_layer(&self.client, &self.reference, desc, cap, |chunk| {
+            file.write_all(chunk).map_err(io)
+        })
+        .await?;
         file.sync_all().map_err(io)?;
         Ok(got)
     }
@@ -519,29 +559,19 @@ impl Remote for OciRemote {
             return Ok(Fetched::default());
         };
         let cap = max.saturating_add(1);
-        let mut retries = 0;
-        loop {
-            match self.rt.block_on(self.download(desc, cap, dest)) {
-                Ok(n) => {
-                    return Ok(Fetched {
-                        found: true,
-                        transferred: n,
-                        resumed: 0,
-                        retries,
-                    });
-                }
-                Err((failure, transient)) => {
-                    if !transient || retries + 1 >= self.opts.http.attempts.max(1) {
-                        return Err(Error::Transfer {
-                            url: format!("{} {path}", self.describe()),
-                            attempts: retries + 1,
-                            failure,
-                        });
-                    }
-                    retries += 1;
-                    std::thread::sleep(self.opts.http.backoff_for(retries, None));
-                }
-            }
+        let attempt = || self.rt.block_on(self.download(desc, cap, dest));
+        match with_retries(&self.opts.http, attempt) {
+            Ok((n, retries)) => Ok(Fetched {
+                found: true,
+                transferred: n,
+                resumed: 0,
+                retries,
+            }),
+            Err((failure, attempts)) => Err(Error::Transfer {
+                url: format!("{} {path}", self.describe()),
+                attempts,
+                failure,
+            }),
         }
     }
 

@@ -168,9 +168,11 @@ pub struct CacheArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RemoteCacheArgs {
     /// A shared build cache several machines build into and take from, after the local
-    /// one: `file:///path` (a folder every builder reaches) or `s3://BUCKET/PREFIX` (S3 or an
+    /// one: `file:///path` (a folder every builder reaches), `s3://BUCKET/PREFIX` (S3 or an
     /// S3-compatible store; credentials and endpoint in the AWS variables, as every AWS tool
-    /// reads them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL).
+    /// reads them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL) or
+    /// `oci://HOST/REPOSITORY` (an OCI registry; credentials in CUDA_AOT_OCI_USERNAME and
+    /// CUDA_AOT_OCI_PASSWORD).
     /// Every entry it serves must be
     /// signed by a builder key of the trust root and pass the checks `verify` makes
     /// (identity, digests, content); a refused one is reported and compiled instead.

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "net")]
-mod client;
+pub mod client;
 
 /// Where a `--registry` value points.
 #[cfg_attr(not(feature = "net"), allow(dead_code))] // without `net`, only Dir is opened

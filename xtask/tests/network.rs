@@ -5,14 +5,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::s3::S3;
+use common::server::{Server, oci_server};
 use common::xtask;
 
 fn run_ok(cmd: &mut Command) -> Output {
@@ -24,68 +23,6 @@ fn run_ok(cmd: &mut Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-/// A server process started through xtask; SIGTERM and reaped on drop.
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    /// Runs `xtask <args>` and waits for its first JSON line naming `addr`, then for the
-    /// port to accept connections.
-    fn start(args: &[&str], extra: &[&Path]) -> Server {
-        let mut cmd = xtask();
-        cmd.args(args).args(extra).stdout(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("a first line").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
-        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
-        // Keep draining the rest (serve's access log) so the pipe never fills.
-        std::thread::spawn(move || for _ in lines {});
-        let t = Instant::now();
-        while TcpStream::connect(addr).is_err() {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "{args:?} not listening"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server { child, addr }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-}
-
-impl Server {
-    /// Sends SIGTERM and waits (10 s at most, then SIGKILL) for the exit status.
-    fn stop(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let t = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if t.elapsed() > Duration::from_secs(10) {
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if self.child.try_wait().unwrap().is_none() {
-            self.stop();
-        }
-    }
 }
 
 fn files_under(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -277,18 +214,6 @@ fn issue_18_cargo_xtask_sync_updates_the_state_file_the_runtime_reads() {
         !out.status.success() && err.contains("rollback refused"),
         "{err}"
     );
-}
-
-/// `servers oci` with its storage and work folders in `dir`.
-fn oci_server(dir: &Path) -> Server {
-    Server::start(
-        &["servers", "oci", "--storage"],
-        &[
-            &dir.join("oci-storage"),
-            Path::new("--work"),
-            &dir.join("oci-work"),
-        ],
-    )
 }
 
 #[test]

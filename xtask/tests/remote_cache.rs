@@ -149,10 +149,8 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
     let before = snapshot(&remote);
     let b = Ws::new();
     let second = build(&b, &remote, &keys, None).ok();
-    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
-    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
+    assert_shared(&second, 0, 6, &first);
     assert_eq!(shared(&second)["added"], 0);
-    assert_eq!(blobs(&second), blobs(&first));
     let said = format!("{}{}", second.stdout, second.stderr);
     assert!(
         said.contains("shared cache: 6 taken, 0 refused, 0 added"),
@@ -216,13 +214,7 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
     let c = Ws::new();
     let third = build(&c, &attacked, &keys, None).ok();
     println!("{}", third.stderr);
-    assert_eq!(third.nvcc_runs(), 5, "{}", third.stderr);
-    assert_eq!(shared(&third)["taken"], 1, "{}", third.stderr);
-    assert_eq!(
-        blobs(&third),
-        blobs(&first),
-        "what compiled equals what was shared"
-    );
+    assert_shared(&third, 5, 1, &first);
     let refused: BTreeMap<String, String> = shared(&third)["refused"]
         .as_array()
         .unwrap()
@@ -303,36 +295,35 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
         "{}",
         run.stderr
     );
-    // A URL of a kind not supported (yet), and a bucket name S3 would refuse.
-    let out = Out::of(
-        xtask()
-            .args(["build", "--spec"])
-            .arg(ws.spec_path())
-            .args(["--remote-cache", "oci://registry.example/cache"]),
-    )
-    .failed();
-    assert!(
-        out.stderr.contains("not a shared cache this tool can use"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("Fix: give file:///") && out.stderr.contains("s3://BUCKET/PREFIX"),
-        "{}",
-        out.stderr
-    );
-    let out = Out::of(
-        xtask()
-            .args(["build", "--spec"])
-            .arg(ws.spec_path())
-            .args(["--remote-cache", "s3://Not_A_Bucket/prefix"]),
-    )
-    .failed();
-    assert!(
-        out.stderr.contains("bucket name must be 3 to 63"),
-        "{}",
-        out.stderr
-    );
+    // A URL of a kind not supported, an OCI tag where a repository is meant, and a bucket
+    // name S3 would refuse: each refused, saying what to give.
+    for (url, said) in [
+        (
+            "https://cache.example/team",
+            &[
+                "not a shared cache this tool can use",
+                "Fix: give file:///",
+                "s3://BUCKET/PREFIX",
+                "oci://HOST/REPOSITORY",
+            ][..],
+        ),
+        (
+            "oci://registry.example/team/cache:v1",
+            &["without a :TAG or @DIGEST"],
+        ),
+        ("s3://Not_A_Bucket/prefix", &["bucket name must be 3 to 63"]),
+    ] {
+        let out = Out::of(
+            xtask()
+                .args(["build", "--spec"])
+                .arg(ws.spec_path())
+                .args(["--remote-cache", url]),
+        )
+        .failed();
+        for s in said {
+            assert!(out.stderr.contains(s), "{url}: {}", out.stderr);
+        }
+    }
     assert!(!remote.exists(), "nothing was written");
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
 }
@@ -439,9 +430,7 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
         }
     }
     let second = build(&Ws::new(), url, &keys, None).ok();
-    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
-    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
-    assert_eq!(blobs(&second), blobs(&first));
+    assert_shared(&second, 0, 6, &first);
 
     // Another trust root's builder fills another prefix: well-formed entries for the same
     // identities, signed by a key this root does not list.
@@ -492,14 +481,35 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
         .unwrap();
 
     let third = build(&Ws::new(), url, &keys, None).ok();
-    assert_eq!(third.nvcc_runs(), 5, "{}", third.stderr);
-    assert_eq!(shared(&third)["taken"], 1, "{}", third.stderr);
+    assert_shared(&third, 5, 1, &first);
+    assert_refused(
+        &third,
+        &[
+            ("alpha", "sm_80", "signature:"),
+            ("beta", "sm_90", "the signed entry has no blob"),
+            ("alpha", "sm_90", "blob is not the signed one"),
+            ("beta", "sm_80", "replayed under another identity"),
+            ("gamma", "sm_80", "manifest.json is not the signed one"),
+        ],
+    );
+}
+
+/// Asserts that `run` ran `nvcc` jobs and took `taken` from the shared cache, and that its
+/// blobs are those of `first` (what compiled equals what was shared).
+fn assert_shared(run: &Run, nvcc: u64, taken: u64, first: &Run) {
+    assert_eq!(run.nvcc_runs(), nvcc, "{}", run.stderr);
+    assert_eq!(shared(run)["taken"], taken, "{}", run.stderr);
     assert_eq!(
-        blobs(&third),
-        blobs(&first),
+        blobs(run),
+        blobs(first),
         "what compiled equals what was shared"
     );
-    let refused: Vec<String> = shared(&third)["refused"]
+}
+
+/// Asserts that `run` refused exactly `cases` (module, target, a part of the reason), each
+/// named in the report's `shared_cache.refused`.
+fn assert_refused(run: &Run, cases: &[(&str, &str, &str)]) {
+    let refused: Vec<String> = shared(run)["refused"]
         .as_array()
         .unwrap()
         .iter()
@@ -511,14 +521,8 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
             )
         })
         .collect();
-    assert_eq!(refused.len(), 5, "{refused:?}");
-    for (module, target, reason) in [
-        ("alpha", "sm_80", "signature:"),
-        ("beta", "sm_90", "the signed entry has no blob"),
-        ("alpha", "sm_90", "blob is not the signed one"),
-        ("beta", "sm_80", "replayed under another identity"),
-        ("gamma", "sm_80", "manifest.json is not the signed one"),
-    ] {
+    assert_eq!(refused.len(), cases.len(), "{refused:?}");
+    for (module, target, reason) in cases {
         assert!(
             refused
                 .iter()
@@ -526,6 +530,121 @@ fn issue_20_a_shared_cache_in_an_s3_bucket_round_trips_and_refuses_poisoned_entr
             "{module} {target}: {refused:?}"
         );
     }
+}
+
+/// Issue 20, items 1 and 2 in an OCI registry (`oci://HOST/REPOSITORY`, the pinned
+/// distribution registry of `cargo xtask servers oci` on loopback): a checkout fills the
+/// repository (read-write), another, empty, takes every job and runs no nvcc while leaving
+/// the registry's storage as it was; entries signed by another root, altered, swapped under
+/// another tag, truncated and with a tag deleted half-way are refused and compiled instead.
+#[test]
+fn issue_20_a_shared_cache_in_an_oci_repository_round_trips_and_refuses_poisoned_entries() {
+    use cuda_aot_registry::oci_cache::{OciCache, tag_of};
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = common::server::oci_server(tmp.path());
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let url = format!("oci://{}/team/cache", oci.addr);
+    let build = |ws: &Ws, url: &str, keys: &Keys, key: Option<&Path>| {
+        build_at(ws, url, keys, key, &[], |c| {
+            c.env_remove("CUDA_AOT_OCI_USERNAME");
+        })
+    };
+    let first = build(&Ws::new(), &url, &keys, Some(&keys.key("builder"))).ok();
+    assert_eq!(first.nvcc_runs(), 6, "{}", first.stderr);
+    assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
+    let ids = identities(&first);
+    let repo = OciCache::open(&url, Default::default()).unwrap();
+    let get = |c: &OciCache, id: &str, f: &str| c.get(&entry_key(id, f), 16 << 20).unwrap();
+    for id in ids.values() {
+        for f in ["entry.json", "manifest.json", "blob"] {
+            assert!(get(&repo, id, f).is_some(), "{id}/{f}");
+        }
+    }
+
+    let storage = tmp.path().join("oci-storage");
+    let before = snapshot(&storage);
+    let second = build(&Ws::new(), &url, &keys, None).ok();
+    assert_shared(&second, 0, 6, &first);
+    assert!(
+        snapshot(&storage) == before,
+        "a read-only build changed the registry's storage"
+    );
+
+    // Another trust root's builder fills another repository of the same registry.
+    let other_keys = Keys::new(&tmp.path().join("other-keys"), "dev");
+    let other_url = format!("oci://{}/other/cache", oci.addr);
+    build(
+        &Ws::new(),
+        &other_url,
+        &other_keys,
+        Some(&other_keys.key("builder")),
+    )
+    .ok();
+    let other = OciCache::open(&other_url, Default::default()).unwrap();
+    let id = |k: &str| ids[k].clone();
+    let put = |id: &str, f: &str, bytes: &[u8]| repo.put(&entry_key(id, f), bytes).unwrap();
+    put(
+        &id("alpha sm_80"),
+        "entry.json",
+        &get(&other, &id("alpha sm_80"), "entry.json").unwrap(),
+    );
+    let mut blob = get(&repo, &id("alpha sm_90"), "blob").unwrap();
+    let mid = blob.len() / 2;
+    blob[mid] ^= 1;
+    put(&id("alpha sm_90"), "blob", &blob);
+    let manifest = get(&repo, &id("gamma sm_80"), "manifest.json").unwrap();
+    put(
+        &id("gamma sm_80"),
+        "manifest.json",
+        &manifest[..manifest.len() / 2],
+    );
+    // In the registry's storage, as one with write access to it could: beta sm_80's
+    // entry.json tag made to point at gamma sm_90's entry.json artifact (a valid object
+    // under another name), and beta sm_90's blob tag removed.
+    let tags = storage.join("docker/registry/v2/repositories/team/cache/_manifests/tags");
+    let link = |id: &str, f: &str| {
+        tags.join(tag_of(&entry_key(id, f)).unwrap())
+            .join("current/link")
+    };
+    std::fs::copy(
+        link(&id("gamma sm_90"), "entry.json"),
+        link(&id("beta sm_80"), "entry.json"),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(tags.join(tag_of(&entry_key(&id("beta sm_90"), "blob")).unwrap()))
+        .unwrap();
+
+    let third = build(&Ws::new(), &url, &keys, None).ok();
+    assert_shared(&third, 5, 1, &first);
+    assert_refused(
+        &third,
+        &[
+            ("alpha", "sm_80", "signature:"),
+            ("beta", "sm_90", "the signed entry has no blob"),
+            ("alpha", "sm_90", "blob is not the signed one"),
+            ("beta", "sm_80", "the tag holds another object"),
+            ("gamma", "sm_80", "manifest.json is not the signed one"),
+        ],
+    );
+
+    // The registry gone: a read-write build still completes with the same bytes, and says
+    // that the shared cache could not be read or added to.
+    let mut oci = oci;
+    oci.stop();
+    let gone = build(&Ws::new(), &url, &keys, Some(&keys.key("builder"))).ok();
+    assert_eq!(gone.nvcc_runs(), 6, "{}", gone.stderr);
+    assert_eq!(blobs(&gone), blobs(&first));
+    let said = shared(&gone)["read_failed"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("v1/") && said.contains("attempt"),
+        "{}",
+        gone.stderr
+    );
+    assert!(
+        shared(&gone)["add_failed"].as_str().is_some(),
+        "{}",
+        gone.stderr
+    );
 }
 
 /// Issue 20, item 6: a slow store (every request waits 100 ms, one at a time) answering
@@ -547,10 +666,8 @@ fn issue_20_a_slow_store_in_a_5xx_storm_is_retried_through() {
     let first = build(Some(&keys.key("builder"))).ok();
     assert_eq!(shared(&first)["added"], 6, "{}", first.stderr);
     let second = build(None).ok();
-    assert_eq!(second.nvcc_runs(), 0, "{}", second.stderr);
-    assert_eq!(shared(&second)["taken"], 6, "{}", second.stderr);
+    assert_shared(&second, 0, 6, &first);
     assert_eq!(shared(&second)["refused"].as_array().map(Vec::len), Some(0));
-    assert_eq!(blobs(&second), blobs(&first));
 }
 
 /// Issue 20, item 6: a store that fails every request (503 on each, after the client's

@@ -38,7 +38,8 @@ const RECORDS_LIMIT: u64 = 4 << 20;
 /// Where the shared cache is and how a build uses it.
 #[derive(Debug, Clone)]
 pub struct RemoteOptions {
-    /// `file:///path` (a folder, e.g. on a shared file system) or `s3://BUCKET/PREFIX`.
+    /// `file:///path` (a folder, e.g. on a shared file system), `s3://BUCKET/PREFIX` or
+    /// `oci://HOST/REPOSITORY`.
     pub url: String,
     /// Read, or read-write.
     pub mode: Mode,
@@ -110,22 +111,47 @@ impl Store for S3Cache {
     }
 }
 
+/// A shared cache in an OCI repository (`oci://HOST/REPOSITORY`), each object a tag;
+/// credentials in `CUDA_AOT_OCI_USERNAME` and `CUDA_AOT_OCI_PASSWORD`.
+#[cfg(feature = "net")]
+struct OciStore(cuda_aot_registry::oci_cache::OciCache);
+
+#[cfg(feature = "net")]
+impl Store for OciStore {
+    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        match self.0.get(rel, limit)? {
+            Some(b) if b.len() as u64 > limit => {
+                bail!("{} {rel} is larger than {limit} bytes", self.0.url())
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        Ok(self.0.put(rel, bytes)?)
+    }
+}
+
 /// Checks that `url` names a shared cache this tool can use, before a build does any
-/// work: an `s3://` cache under a build without the network stack runs the command again
-/// with it (`cargo run --features net`).
+/// work: an `s3://` or `oci://` cache under a build without the network stack runs the
+/// command again with it (`cargo run --features net`).
 pub fn check_url(url: &str) -> Result<()> {
     match url.split_once("://").map(|(scheme, _)| scheme) {
         Some("file") if url["file://".len()..].starts_with('/') => Ok(()),
         #[cfg(feature = "net")]
         Some("s3") => Ok(()),
+        #[cfg(feature = "net")]
+        Some("oci") => cuda_aot_registry::oci_cache::OciCache::open(url, Default::default())
+            .map(drop)
+            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix())),
         #[cfg(not(feature = "net"))]
-        Some("s3") => {
-            crate::features::rerun("--remote-cache s3://…", "net")?;
+        Some(scheme @ ("s3" | "oci")) => {
+            crate::features::rerun(&format!("--remote-cache {scheme}://…"), "net")?;
             bail!("the tool did not run again with its network part")
         }
         _ => Err(crate::advice::fail(
             format!("--remote-cache {url:?}: not a shared cache this tool can use"),
-            "give file:///absolute/path of a folder every builder can reach (a shared file system), or s3://BUCKET/PREFIX of an S3 or S3-compatible store (credentials and endpoint in the AWS variables: docs/build.md, \"Shared build cache\"); oci:// is not supported yet",
+            "give file:///absolute/path of a folder every builder can reach (a shared file system), or s3://BUCKET/PREFIX of an S3 or S3-compatible store (credentials and endpoint in the AWS variables), or oci://HOST/REPOSITORY of an OCI registry (credentials in CUDA_AOT_OCI_USERNAME and CUDA_AOT_OCI_PASSWORD): docs/build.md, \"Shared build cache\"",
         )),
     }
 }
@@ -144,7 +170,15 @@ fn open_store(url: &str) -> Result<Box<dyn Store>> {
             .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
         return Ok(Box::new(S3Cache(client)));
     }
-    unreachable!("check_url accepts file:// and s3:// only")
+    #[cfg(feature = "net")]
+    if url.starts_with("oci://") {
+        let user = std::env::var("CUDA_AOT_OCI_USERNAME").ok();
+        let opts = crate::remote::client::oci_options(user.as_deref(), false)?;
+        let cache = cuda_aot_registry::oci_cache::OciCache::open(url, opts)
+            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
+        return Ok(Box::new(OciStore(cache)));
+    }
+    unreachable!("check_url accepts file://, s3:// and oci:// only")
 }
 
 /// Why a build did not take an entry the shared cache has: what a user reads in the

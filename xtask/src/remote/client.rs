@@ -15,26 +15,33 @@ use super::RemoteArgs;
 use crate::advice::fail;
 use crate::paths;
 
+/// The OCI options of user `username` (anonymous when `None`), whose password is in
+/// `CUDA_AOT_OCI_PASSWORD`: for publishing (`--oci-username`) and for a shared build cache
+/// in an OCI repository (`CUDA_AOT_OCI_USERNAME`).
+pub fn oci_options(username: Option<&str>, plain_http: bool) -> Result<OciOptions> {
+    let basic_auth = match username {
+        Some(u) => {
+            let p = std::env::var("CUDA_AOT_OCI_PASSWORD").map_err(|_| {
+                fail(
+                    format!("the OCI user {u:?} needs a password"),
+                    "put the OCI registry's password or token in CUDA_AOT_OCI_PASSWORD",
+                )
+            })?;
+            Some((u.to_string(), p))
+        }
+        None => None,
+    };
+    Ok(OciOptions {
+        basic_auth,
+        plain_http,
+        ..OciOptions::default()
+    })
+}
+
 impl RemoteArgs {
     /// The OCI options these arguments and the environment select.
     pub fn oci_options(&self) -> Result<OciOptions> {
-        let basic_auth = match &self.oci_username {
-            Some(u) => {
-                let p = std::env::var("CUDA_AOT_OCI_PASSWORD").map_err(|_| {
-                    fail(
-                        "--oci-username needs a password",
-                        "put the OCI registry's password or token in CUDA_AOT_OCI_PASSWORD",
-                    )
-                })?;
-                Some((u.clone(), p))
-            }
-            None => None,
-        };
-        Ok(OciOptions {
-            basic_auth,
-            plain_http: self.oci_plain_http,
-            ..OciOptions::default()
-        })
+        oci_options(self.oci_username.as_deref(), self.oci_plain_http)
     }
 
     /// The publishing HTTP server at `url`, with the token of `--token-file`.

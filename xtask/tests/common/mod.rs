@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a subset
 
 pub mod s3;
+pub mod server;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

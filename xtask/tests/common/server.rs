@@ -1,0 +1,97 @@
+//! Servers the tests start through `xtask` (`serve`, `servers nginx`, `servers oci`) on
+//! loopback: started, waited for, stopped with SIGTERM on drop.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::xtask;
+
+/// A server process started through xtask; SIGTERM and reaped on drop.
+pub struct Server {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl Server {
+    /// Runs `xtask <args>` and waits for its first JSON line naming `addr`, then for the
+    /// port to accept connections.
+    pub fn start(args: &[&str], extra: &[&Path]) -> Server {
+        Self::start_logging(args, extra, Stdio::inherit())
+    }
+
+    /// [`Server::start`] with the server's stderr (its log) going to `log`.
+    pub fn start_logging(args: &[&str], extra: &[&Path], log: impl Into<Stdio>) -> Server {
+        let mut cmd = xtask();
+        cmd.args(args)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(log);
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
+        // Keep draining the rest (serve's access log) so the pipe never fills.
+        std::thread::spawn(move || for _ in lines {});
+        let t = Instant::now();
+        while TcpStream::connect(addr).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "{args:?} not listening"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, addr }
+    }
+
+    /// `http://ADDR/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Server {
+    /// Sends SIGTERM and waits (10 s at most, then SIGKILL) for the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            self.stop();
+        }
+    }
+}
+
+/// `servers oci` with its storage and work folders in `dir`, its log (every 404 a line at
+/// error level) in `dir/oci.log`.
+pub fn oci_server(dir: &Path) -> Server {
+    let log = std::fs::File::create(dir.join("oci.log")).unwrap();
+    Server::start_logging(
+        &["servers", "oci", "--storage"],
+        &[
+            &dir.join("oci-storage"),
+            Path::new("--work"),
+            &dir.join("oci-work"),
+        ],
+        log,
+    )
+}
