@@ -78,18 +78,8 @@ enum Run {
         /// Folder for its launcher (default: a new folder under .cuda-aot/servers/run/).
         #[arg(long, value_name = "DIR")]
         work: Option<PathBuf>,
-        /// Behave like a store without conditional writes: drop If-None-Match and If-Match
-        /// from every request (what a publisher must detect and refuse).
-        #[arg(long)]
-        ignore_conditions: bool,
-        /// Answer every Nth object request with 503 Slow Down before it reaches the store
-        /// (a 5xx storm a client must retry through; 0: none).
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        fail_every: u32,
-        /// Wait N milliseconds before answering each request (a slow store; requests are
-        /// served one at a time, so the waits add up; 0: none).
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        delay_ms: u32,
+        #[command(flatten)]
+        faults: s3::Faults,
     },
 }
 
@@ -143,17 +133,10 @@ impl Args {
                 port,
                 buckets,
                 work,
-                ignore_conditions,
-                fail_every,
-                delay_ms,
+                faults,
             }) => {
                 let work = work_dir(work)?;
                 let port = pick_port(port)?;
-                let faults = s3::Faults {
-                    ignore_conditions,
-                    fail_every,
-                    delay_ms,
-                };
                 let cmd = s3::command(port, &buckets, &work, faults)?;
                 exec_announced(cmd, "s3", port, &work)
             }

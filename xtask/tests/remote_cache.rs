@@ -729,6 +729,78 @@ fn issue_20_a_failing_or_dead_s3_store_never_breaks_the_build() {
     }
 }
 
+/// Issue 20, item 6: the store's connection cut half-way through a blob's upload and
+/// through a blob's download (the store serving on), then the store killed mid-upload and,
+/// filled, killed mid-download. Each build completes with the bytes a build without a shared
+/// cache makes, never takes or leaves half an entry, and says what failed; the cuts are
+/// retried through, and the shared cache then holds every entry whole.
+#[test]
+fn issue_20_a_store_cut_or_killed_mid_transfer_leaves_correct_output_and_no_half_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let plain = Ws::new().build(&[]).ok();
+    let url = "s3://cache/cut";
+    let run = |ws: &Ws, s3: &S3, key: Option<&Path>| {
+        build_at(ws, url, &keys, key, &[], |c| {
+            s3.env(c);
+        })
+        .ok()
+    };
+    let builder = keys.key("builder");
+
+    // Cut once mid-upload and once mid-download: the client (object_store) retries both.
+    let cut = S3::start(
+        &["cache"],
+        &["--cut-on", "PUT:/blob", "--cut-on", "GET:/blob"],
+    );
+    let filled = run(&Ws::new(), &cut, Some(&builder));
+    assert_shared(&filled, 6, 0, &plain);
+    assert_eq!(shared(&filled)["added"], 6, "{}", filled.stderr);
+    // The cut download was retried too: every entry is whole in the shared cache.
+    let read = run(&Ws::new(), &cut, None);
+    assert_shared(&read, 0, 6, &plain);
+    drop(cut);
+
+    // Killed mid-upload: the build completes, its local cache whole, and says what failed.
+    let killed = S3::start(&["cache"], &["--die-on", "PUT:/blob"]);
+    let ws = Ws::new();
+    let b = run(&ws, &killed, Some(&builder));
+    assert_shared(&b, 6, 0, &plain);
+    let why = shared(&b)["add_failed"].as_str().unwrap_or_default();
+    assert!(why.contains("v1/entries/"), "{}", b.stderr);
+    assert!(
+        b.stderr.contains("nothing half-added is taken"),
+        "{}",
+        b.stderr
+    );
+    let local = ws.build(&[]).ok();
+    assert_eq!(
+        local.nvcc_runs(),
+        0,
+        "the local cache is whole: {}",
+        local.stderr
+    );
+    drop(killed);
+
+    // Filled, then killed mid-download of the first blob: the build compiles what it could
+    // not take, and says the store failed.
+    let dying = S3::start(&["cache"], &["--die-on", "GET:/blob"]);
+    run(&Ws::new(), &dying, Some(&builder));
+    let d = run(&Ws::new(), &dying, None);
+    assert_eq!(blobs(&d), blobs(&plain));
+    assert_eq!(shared(&d)["taken"], 0, "{}", d.stderr);
+    assert_eq!(d.nvcc_runs(), 6, "{}", d.stderr);
+    let refused = shared(&d)["refused"].as_array().unwrap();
+    assert!(
+        !refused.is_empty()
+            && refused
+                .iter()
+                .all(|r| r["reason"].as_str().unwrap().contains("cannot be read")),
+        "{}",
+        d.stderr
+    );
+}
+
 /// Issue 20: `repro --remote-cache` audits the shared cache. A clean cache: every entry
 /// equals what two fresh rebuilds make. Then a builder key signs, under alpha sm_80's
 /// identity, a well-formed entry of other bytes (the same kernel built with another block

@@ -84,14 +84,39 @@ pub fn ensure() -> Result<PathBuf> {
 }
 
 /// What the S3 server does wrong on purpose, for the fault tests.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct Faults {
-    /// Drop the conditional-write headers (a store without conditional writes).
+    /// Behave like a store without conditional writes: drop If-None-Match and If-Match
+    /// from every request (what a publisher must detect and refuse).
+    #[arg(long)]
     pub ignore_conditions: bool,
-    /// Answer every Nth object request with 503 (0: never).
+    /// Answer every Nth object request with 503 Slow Down before it reaches the store
+    /// (a 5xx storm a client must retry through; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub fail_every: u32,
-    /// Wait this long before answering each request (0: no wait).
+    /// Wait N milliseconds before answering each request (a slow store; requests are
+    /// served one at a time, so the waits add up; 0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub delay_ms: u32,
+    /// Cut the connection half-way through the first METHOD request for a key ending in
+    /// SUFFIX (`PUT:/blob`: half the body read and the object not stored; `GET:/blob`: half
+    /// the object sent), then serve on (repeat for several).
+    #[arg(long, value_name = "METHOD:SUFFIX", value_parser = break_point)]
+    pub cut_on: Vec<String>,
+    /// Like --cut-on, but the server process ends there: a store killed mid-upload or
+    /// mid-download.
+    #[arg(long, value_name = "METHOD:SUFFIX", value_parser = break_point)]
+    pub die_on: Vec<String>,
+}
+
+/// `GET:SUFFIX` or `PUT:SUFFIX`.
+fn break_point(s: &str) -> std::result::Result<String, String> {
+    match s.split_once(':') {
+        Some(("GET" | "PUT", suffix)) if !suffix.is_empty() => Ok(s.to_string()),
+        _ => Err(
+            "expected GET:SUFFIX or PUT:SUFFIX (the end of an object key, e.g. PUT:/blob)".into(),
+        ),
+    }
 }
 
 /// The S3 server on 127.0.0.1:`port` with `buckets` created, its launcher written into
@@ -122,6 +147,12 @@ pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Re
     }
     if faults.delay_ms > 0 {
         cmd.arg(format!("--delay-ms={}", faults.delay_ms));
+    }
+    for at in &faults.cut_on {
+        cmd.arg(format!("--cut-on={at}"));
+    }
+    for at in &faults.die_on {
+        cmd.arg(format!("--die-on={at}"));
     }
     cmd.arg(port.to_string()).args(buckets).stdin(Stdio::null());
     Ok(cmd)

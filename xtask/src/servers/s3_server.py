@@ -3,16 +3,25 @@ one request at a time (so a conditional write, If-None-Match: * or If-Match, is 
 applied with no other request between: atomic under concurrent writers), the buckets given
 created first. Run by `cargo xtask servers s3` with the venv of manifests/s3-server.txt.
 
-usage: s3_server.py [--ignore-conditions] [--fail-every=N] [--delay-ms=N] PORT [BUCKET...]
+usage: s3_server.py [--ignore-conditions] [--fail-every=N] [--delay-ms=N]
+                    [--cut-on=METHOD:SUFFIX] [--die-on=METHOD:SUFFIX] PORT [BUCKET...]
 
 --ignore-conditions drops If-None-Match and If-Match from every request (a store without
 conditional writes); --fail-every=N answers every Nth request for an object with 503 Slow
 Down before moto sees it (a 5xx storm); --delay-ms=N waits N ms before answering each
 request (a slow store; one request at a time, so the delays add up).
+
+--cut-on=METHOD:SUFFIX cuts the connection half-way through the first request of METHOD
+whose key ends with SUFFIX (PUT: half the body read, the object not written, as a store
+does with a body that never arrived whole; GET: half the object sent), then serves on;
+--die-on=METHOD:SUFFIX does the same but ends the process there (a store killed
+mid-upload or mid-download).
 """
 
 import logging
+import os
 import signal
+import socket
 import sys
 import time
 
@@ -29,14 +38,64 @@ SLOW_DOWN = (
 class Faults:
     """WSGI middleware: the faults the command line asked for, around moto's app."""
 
-    def __init__(self, app, ignore_conditions: bool, fail_every: int, delay_ms: int) -> None:
+    def __init__(
+        self, app, ignore_conditions: bool, fail_every: int, delay_ms: int, cut_on, die_on
+    ) -> None:
         self.app = app
         self.ignore_conditions = ignore_conditions
         self.fail_every = fail_every
         self.delay = delay_ms / 1000.0
         self.seen = 0
+        # (METHOD, SUFFIX, die) of the one request to break half-way, until it happened.
+        self.break_on = [(m, s, False) for m, s in cut_on] + [(m, s, True) for m, s in die_on]
+
+    def broken(self, environ):
+        """Whether this request is the one to break; if so, how (die or cut)."""
+        for i, (method, suffix, die) in enumerate(self.break_on):
+            if environ.get("REQUEST_METHOD") == method and environ.get("PATH_INFO", "").endswith(
+                suffix
+            ):
+                del self.break_on[i]
+                return (die,)
+        return None
+
+    @staticmethod
+    def end(environ, die: bool) -> None:
+        sys.stderr.write(f"s3_server: breaking {environ['REQUEST_METHOD']} {environ['PATH_INFO']}\n")
+        sys.stderr.flush()
+        if die:
+            os._exit(1)
+        environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)
 
     def __call__(self, environ, start_response):
+        how = self.broken(environ)
+        if how is not None:
+            (die,) = how
+            if environ["REQUEST_METHOD"] == "GET":
+                return self.half_response(environ, start_response, die)
+            environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0) // 2)
+            self.end(environ, die)
+            start_response("500 Cut", [("Content-Length", "0")])
+            return [b""]
+        return self.faults(environ, start_response)
+
+    def half_response(self, environ, start_response, die: bool):
+        """The whole response's status and headers, half its body, then the cut."""
+        got = {}
+
+        def keep(status, headers, exc_info=None):
+            got["status"], got["headers"] = status, headers
+
+        body = b"".join(self.faults(environ, keep))
+        start_response(got["status"], got["headers"])
+
+        def stream():
+            yield body[: len(body) // 2]
+            self.end(environ, die)
+
+        return stream()
+
+    def faults(self, environ, start_response):
         if self.delay:
             time.sleep(self.delay)
         if self.ignore_conditions:
@@ -60,7 +119,12 @@ def main() -> None:
     ignore_conditions = "--ignore-conditions" in args
     fail_every = 0
     delay_ms = 0
+    cut_on, die_on = [], []
     for a in args:
+        for flag, into in (("--cut-on=", cut_on), ("--die-on=", die_on)):
+            if a.startswith(flag):
+                method, suffix = a[len(flag) :].split(":", 1)
+                into.append((method, suffix))
         if a.startswith("--fail-every="):
             fail_every = int(a.split("=", 1)[1])
         if a.startswith("--delay-ms="):
@@ -77,7 +141,10 @@ def main() -> None:
     # Only errors are logged, not every request.
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     srv = make_server(
-        "127.0.0.1", port, Faults(app, ignore_conditions, fail_every, delay_ms), threaded=False
+        "127.0.0.1",
+        port,
+        Faults(app, ignore_conditions, fail_every, delay_ms, cut_on, die_on),
+        threaded=False,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     srv.serve_forever()
