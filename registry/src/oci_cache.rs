@@ -119,26 +119,39 @@ impl OciCache {
         ))
     }
 
-    fn transfer(&self, rel: &str, (failure, attempts): (Failure, u32)) -> Error {
-        Error::Transfer {
-            url: format!("{} {rel}", self.url),
-            attempts,
-            failure,
+    /// The error of a request that failed: [`Error::Transfer`] when the store failed (its
+    /// attempts spent), [`Error::Oci`] when what it served is wrong (`bad`), which trying
+    /// again would not change.
+    fn failed(&self, rel: &str, (failure, attempts): (Failure, u32), bad: bool) -> Error {
+        match bad {
+            true => Error::Oci {
+                reference: format!("{} {rel}", self.url),
+                reason: failure.to_string(),
+            },
+            false => Error::Transfer {
+                url: format!("{} {rel}", self.url),
+                attempts,
+                failure,
+            },
         }
     }
 
     /// The object at `rel`, at most `max + 1` bytes of it (a longer one is larger than
     /// `max`: the caller refuses it); `None` when the repository has no such tag. An
-    /// artifact under the tag that is not this object (another type, title or layer count)
-    /// is an error, never bytes.
+    /// artifact under the tag that is not this object (another type, title or layer count,
+    /// a layer too large or not matching its digest) is an [`Error::Oci`], never bytes; a
+    /// registry that failed every attempt an [`Error::Transfer`].
     pub fn get(&self, rel: &str, max: u64) -> Result<Option<Vec<u8>>> {
         let reference = self.reference(rel)?;
+        let bad = std::cell::Cell::new(false);
         let attempt = || -> std::result::Result<Option<Vec<u8>>, (Failure, bool)> {
-            self.rt.block_on(self.pull(&reference, rel, max))
+            self.rt
+                .block_on(self.pull(&reference, rel, max))
+                .inspect_err(|(_, transient)| bad.set(!transient))
         };
         oci::with_retries(&self.opts.http, attempt)
             .map(|(bytes, _)| bytes)
-            .map_err(|e| self.transfer(rel, e))
+            .map_err(|e| self.failed(rel, e, bad.get()))
     }
 
     async fn pull(
@@ -229,7 +242,7 @@ impl OciCache {
         };
         oci::with_retries(&self.opts.http, attempt)
             .map(drop)
-            .map_err(|e| self.transfer(rel, e))
+            .map_err(|e| self.failed(rel, e, false))
     }
 }
 

@@ -208,6 +208,18 @@ pub struct RemoteCacheArgs {
         requires = "remote_cache"
     )]
     pub remote_cache_key: Option<PathBuf>,
+    /// How long one request to the shared cache may wait for the store, in seconds, before
+    /// it counts as failed (S3: its retries included; OCI: each of its 5 attempts). After a
+    /// request that failed, the build asks the store nothing more and compiles what it
+    /// would have taken.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "CUDA_AOT_REMOTE_CACHE_TIMEOUT_SECS",
+        default_value_t = crate::build::REMOTE_TIMEOUT.as_secs(),
+        requires = "remote_cache"
+    )]
+    pub remote_cache_timeout_secs: u64,
 }
 
 /// How a build uses the shared build cache (`--remote-cache-mode`).

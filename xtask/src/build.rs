@@ -43,7 +43,9 @@ pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done, UnitDone, UnitHow};
 pub use nvcc::HostCompiler;
-pub use remote::{Remote, RemoteOptions, check_url as remote_check_url};
+pub use remote::{
+    DEFAULT_TIMEOUT as REMOTE_TIMEOUT, Remote, RemoteOptions, check_url as remote_check_url,
+};
 pub use report::JsonReport;
 use report::{emit_json, emit_plan, print_plan, print_report};
 pub use spec::{Job, ModuleSpec, ReleaseSpec};
@@ -729,8 +731,12 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             }
             let read_failed = r.read_failed();
             if let Some(why) = &read_failed {
+                let after = match r.down() {
+                    Some(_) => " and was asked nothing more in this build",
+                    None => "",
+                };
                 progress.warn(&format!(
-                    "shared cache {} could not be read ({why}); the jobs it might have given were compiled instead. Fix: check the store's address and credentials",
+                    "shared cache {} could not be read ({why}){after}; the jobs it might have given were compiled instead. Fix: check the store's address and credentials (--remote-cache-timeout-secs N if it is only slow)",
                     r.url()
                 ));
             }

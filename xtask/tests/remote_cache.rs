@@ -801,6 +801,54 @@ fn issue_20_a_store_cut_or_killed_mid_transfer_leaves_correct_output_and_no_half
     );
 }
 
+/// Issue 20, item 6: a store that hangs (the first blob read held for an hour, and every
+/// request after it, as the one-at-a-time server queues them). With
+/// `--remote-cache-timeout-secs 2` the request fails, the build asks the store nothing more
+/// (only the reads already waiting fail; no other job's entry is asked for), compiles every
+/// job with the bytes a plain build makes, and says so.
+#[test]
+fn issue_20_a_store_that_hangs_costs_one_timeout_and_the_build_compiles_instead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let plain = Ws::new().build(&[]).ok();
+    let url = "s3://cache/hang";
+    let hangs = S3::start(&["cache"], &["--stall-on", "GET:/blob"]);
+    let run = |key: Option<&Path>| {
+        build_at(
+            &Ws::new(),
+            url,
+            &keys,
+            key,
+            &["--remote-cache-timeout-secs", "2"],
+            |c| {
+                hangs.env(c);
+            },
+        )
+        .ok()
+    };
+    // Filling it reads no blob (there is none yet).
+    assert_shared(&run(Some(&keys.key("builder"))), 6, 0, &plain);
+    let b = run(None);
+    assert_shared(&b, 6, 0, &plain);
+    let refused = shared(&b)["refused"].as_array().unwrap();
+    assert!(
+        !refused.is_empty() && refused.len() <= 2,
+        "the first blob read, and at most the other job's request (the tests build with -j 2) already waiting behind it: {refused:?}"
+    );
+    assert!(
+        refused
+            .iter()
+            .all(|r| r["reason"].as_str().unwrap().contains("cannot be read")),
+        "{refused:?}"
+    );
+    assert!(
+        b.stderr.contains("asked nothing more in this build")
+            && b.stderr.contains("--remote-cache-timeout-secs"),
+        "{}",
+        b.stderr
+    );
+}
+
 /// Issue 20: `repro --remote-cache` audits the shared cache. A clean cache: every entry
 /// equals what two fresh rebuilds make. Then a builder key signs, under alpha sm_80's
 /// identity, a well-formed entry of other bytes (the same kernel built with another block

@@ -116,6 +116,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         mode,
         trust: None,
         key: None,
+        timeout: build::REMOTE_TIMEOUT,
     };
     let build = |spec: &Path, name: &str, at: &Path, mode, shard| -> Result<Measured> {
         let opts = BuildOptions {

@@ -24,6 +24,7 @@ use cuda_aot::trust::VerifiedRoot;
 use cuda_aot::{Digest, Identity, Manifest, SecretKey};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::cache::{Cache, StoredRecord};
 use crate::args::RemoteCacheMode as Mode;
@@ -48,7 +49,13 @@ pub struct RemoteOptions {
     /// The builder key that signs added entries (read-write) [default: the dev builder key
     /// when the trust root is the project's dev root].
     pub key: Option<PathBuf>,
+    /// How long one request may wait for the store before it counts as failed (S3: its
+    /// retries included; OCI: each attempt).
+    pub timeout: Duration,
 }
+
+/// [`RemoteOptions::timeout`] unless given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl crate::args::RemoteCacheArgs {
     /// The shared cache these arguments name, if any.
@@ -58,13 +65,15 @@ impl crate::args::RemoteCacheArgs {
             mode: self.remote_cache_mode,
             trust: self.remote_cache_trust.clone(),
             key: self.remote_cache_key.clone(),
+            timeout: Duration::from_secs(self.remote_cache_timeout_secs.max(1)),
         })
     }
 }
 
 /// What a shared cache holds, by path below its root.
 trait Store: Send + Sync {
-    /// The bytes at `rel`, at most `limit` of them; `None` when there is nothing there.
+    /// The bytes at `rel`, at most `limit + 1` of them (more than `limit`: the object is
+    /// too large, which [`Remote::get`] refuses); `None` when there is nothing there.
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>>;
     /// Writes `bytes` at `rel`, replacing what was there in one step.
     fn put(&self, rel: &str, bytes: &[u8]) -> Result<()>;
@@ -77,13 +86,7 @@ struct DirStore {
 
 impl Store for DirStore {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let path = self.root.join(rel);
-        match cuda_aot::fs::read_at_most(&path, limit)? {
-            Some(b) if b.len() as u64 > limit => {
-                bail!("{} is larger than {limit} bytes", path.display())
-            }
-            other => Ok(other),
-        }
+        Ok(cuda_aot::fs::read_at_most(&self.root.join(rel), limit)?)
     }
 
     fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
@@ -98,12 +101,7 @@ struct S3Cache(cuda_aot_registry::s3::S3Client);
 #[cfg(feature = "net")]
 impl Store for S3Cache {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        match self.0.get(rel, limit)? {
-            Some(b) if b.len() as u64 > limit => {
-                bail!("{}/{rel} is larger than {limit} bytes", self.0.url())
-            }
-            other => Ok(other),
-        }
+        Ok(self.0.get(rel, limit)?)
     }
 
     fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
@@ -119,16 +117,30 @@ struct OciStore(cuda_aot_registry::oci_cache::OciCache);
 #[cfg(feature = "net")]
 impl Store for OciStore {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        match self.0.get(rel, limit)? {
-            Some(b) if b.len() as u64 > limit => {
-                bail!("{} {rel} is larger than {limit} bytes", self.0.url())
-            }
-            other => Ok(other),
-        }
+        Ok(self.0.get(rel, limit)?)
     }
 
     fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
         Ok(self.0.put(rel, bytes)?)
+    }
+}
+
+/// Whether `e` says the store itself failed (unreachable, erroring or too slow after the
+/// client's retries), not that one object it served is bad: only that stops a build asking
+/// it. A folder's errors concern one file, and never stop it.
+fn store_failed(e: &anyhow::Error) -> bool {
+    #[cfg(feature = "net")]
+    {
+        use cuda_aot_registry::Error as E;
+        matches!(
+            e.downcast_ref::<E>(),
+            Some(E::Transfer { .. } | E::ObjectStore { .. })
+        )
+    }
+    #[cfg(not(feature = "net"))]
+    {
+        let _ = e;
+        false
     }
 }
 
@@ -156,8 +168,9 @@ pub fn check_url(url: &str) -> Result<()> {
     }
 }
 
-/// Opens the store `url` names (see [`check_url`]).
-fn open_store(url: &str) -> Result<Box<dyn Store>> {
+/// Opens the store `url` names (see [`check_url`]), its requests allowed `timeout`.
+#[cfg_attr(not(feature = "net"), allow(unused_variables))]
+fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn Store>> {
     check_url(url)?;
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Box::new(DirStore {
@@ -166,14 +179,22 @@ fn open_store(url: &str) -> Result<Box<dyn Store>> {
     }
     #[cfg(feature = "net")]
     if url.starts_with("s3://") {
-        let client = cuda_aot_registry::s3::S3Client::open(url, &Default::default())
+        let opts = cuda_aot_registry::s3::S3Options {
+            connect_timeout: timeout.min(Duration::from_secs(5)),
+            request_timeout: timeout,
+            retry_timeout: timeout,
+            ..Default::default()
+        };
+        let client = cuda_aot_registry::s3::S3Client::open(url, &opts)
             .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
         return Ok(Box::new(S3Cache(client)));
     }
     #[cfg(feature = "net")]
     if url.starts_with("oci://") {
         let user = std::env::var("CUDA_AOT_OCI_USERNAME").ok();
-        let opts = crate::remote::client::oci_options(user.as_deref(), false)?;
+        let mut opts = crate::remote::client::oci_options(user.as_deref(), false)?;
+        opts.http.connect_timeout = timeout.min(opts.http.connect_timeout);
+        opts.http.read_timeout = timeout;
         let cache = cuda_aot_registry::oci_cache::OciCache::open(url, opts)
             .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
         return Ok(Box::new(OciStore(cache)));
@@ -209,6 +230,10 @@ pub struct Remote {
     refused: Mutex<Vec<Refusal>>,
     /// The first failure to read the store (records, sets, timings), if any.
     read_failed: Mutex<Option<String>>,
+    /// The first request that failed after the client's own retries because the store
+    /// failed ([`store_failed`]): the rest of the build asks the store nothing more (a store
+    /// that is down or hangs costs one request's timeout, not one per object).
+    down: Mutex<Option<String>>,
 }
 
 fn entry_dir(id: &Digest) -> String {
@@ -219,7 +244,7 @@ impl Remote {
     /// Opens the shared cache `opts` names: reads and checks the trust root, and for
     /// read-write the builder key (which must be one of the root's builder keys).
     pub fn open(opts: &RemoteOptions) -> Result<Remote> {
-        let store = open_store(&opts.url)?;
+        let store = open_store(&opts.url, opts.timeout)?;
         let trust = anchor::trust_file(opts.trust.as_deref())?;
         let (_, root) = anchor::read(&trust)?;
         let key = match (opts.mode, &opts.key) {
@@ -266,6 +291,7 @@ impl Remote {
             key,
             refused: Mutex::new(Vec::new()),
             read_failed: Mutex::new(None),
+            down: Mutex::new(None),
         })
     }
 
@@ -287,10 +313,45 @@ impl Remote {
             .unwrap_or_default()
     }
 
+    /// The object at `rel`, refused when larger than `limit`; an error without asking the
+    /// store once a request to it failed in this build.
+    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let got = self.ask(rel, || self.store.get(rel, limit))?;
+        match got {
+            Some(b) if b.len() as u64 > limit => {
+                bail!("{} {rel} is larger than {limit} bytes", self.url)
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Writes `bytes` at `rel` (see [`Remote::get`] for a store that failed).
+    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
+        self.ask(rel, || self.store.put(rel, bytes))
+    }
+
+    /// Runs one request unless an earlier one failed; a failure marks the store down.
+    fn ask<T>(&self, rel: &str, request: impl FnOnce() -> Result<T>) -> Result<T> {
+        if let Some(why) = self.down() {
+            bail!("not asked: the store failed earlier in this build ({why})");
+        }
+        request().inspect_err(|e| {
+            if store_failed(e) {
+                let mut down = self.down.lock().expect("store down");
+                down.get_or_insert_with(|| format!("{rel}: {e:#}"));
+            }
+        })
+    }
+
+    /// Why the store is not asked any more in this build, if it failed.
+    pub fn down(&self) -> Option<String> {
+        self.down.lock().expect("store down").clone()
+    }
+
     /// A best-effort read: `None` when there is nothing, or when the store failed (the
     /// first failure is kept for [`Remote::read_failed`]).
     fn read(&self, rel: &str, limit: u64) -> Option<Vec<u8>> {
-        match self.store.get(rel, limit) {
+        match self.get(rel, limit) {
             Ok(b) => b,
             Err(e) => {
                 let mut first = self.read_failed.lock().expect("read failure");
@@ -324,6 +385,12 @@ impl Remote {
     /// refused one is noted (see [`Remote::refused`]) and `None` returned, so the job
     /// compiles.
     pub fn fetch(&self, identity: &Identity, what: &str) -> Option<Taken> {
+        // A store that failed is not an entry that failed: said once, in the read failure.
+        if self.down().is_some() {
+            let mut first = self.read_failed.lock().expect("read failure");
+            first.get_or_insert_with(|| self.down().unwrap_or_default());
+            return None;
+        }
         match self.check(identity) {
             Ok(taken) => taken,
             Err(reason) => {
@@ -342,8 +409,7 @@ impl Remote {
         let id = identity.digest();
         let dir = entry_dir(&id);
         let get = |name: &str, limit: u64| {
-            self.store
-                .get(&format!("{dir}/{name}"), limit)
+            self.get(&format!("{dir}/{name}"), limit)
                 .map_err(|e| format!("{name} cannot be read: {e:#}"))
         };
         let Some(envelope) = get("entry.json", ENTRY_LIMIT)? else {
@@ -434,19 +500,17 @@ impl Remote {
         for set in records.iter().filter_map(|r| r.set) {
             if let Some(s) = local.set(&set)
                 && self
-                    .store
                     .get(&format!("v1/sets/{}.json", set.hex()), RECORDS_LIMIT)?
                     .is_none()
             {
-                self.store.put(
+                self.put(
                     &format!("v1/sets/{}.json", set.hex()),
                     &cuda_aot::json::to_vec(&s),
                 )?;
             }
         }
         let bytes = Cache::records_file(&records);
-        self.store
-            .put(&format!("v1/deps/{}.json", key.hex()), &bytes)?;
+        self.put(&format!("v1/deps/{}.json", key.hex()), &bytes)?;
         if matches!(self.check(&manifest.identity), Ok(Some(_))) {
             return Ok(false);
         }
@@ -456,10 +520,9 @@ impl Remote {
         let envelope = cuda_aot::metadata::sign_doc(&entry, &[signer]);
         // The blob and manifest first, the signed entry last: a reader that sees the entry
         // finds what it names.
-        self.store.put(&format!("{dir}/blob"), blob)?;
-        self.store.put(&format!("{dir}/manifest.json"), &file)?;
-        self.store
-            .put(&format!("{dir}/entry.json"), &envelope.to_bytes())?;
+        self.put(&format!("{dir}/blob"), blob)?;
+        self.put(&format!("{dir}/manifest.json"), &file)?;
+        self.put(&format!("{dir}/entry.json"), &envelope.to_bytes())?;
         Ok(true)
     }
 }
@@ -496,7 +559,6 @@ impl Remote {
     /// Records these jobs' compile times (read-write builds of the whole release only).
     pub fn put_timings(&self, jobs: &[(Digest, u64)]) -> Result<()> {
         let mut t: Timings = self
-            .store
             .get(TIMINGS, RECORDS_LIMIT)?
             .and_then(|b| cuda_aot::json::parse(&b, RECORDS_LIMIT, "shard timings").ok())
             .filter(|t: &Timings| t.schema == TIMINGS_SCHEMA)
@@ -509,7 +571,7 @@ impl Remote {
             let first = t.jobs.keys().next().cloned().expect("non-empty");
             t.jobs.remove(&first);
         }
-        self.store.put(TIMINGS, &cuda_aot::json::to_vec(&t))
+        self.put(TIMINGS, &cuda_aot::json::to_vec(&t))
     }
 }
 

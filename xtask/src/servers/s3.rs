@@ -107,6 +107,10 @@ pub struct Faults {
     /// mid-download.
     #[arg(long, value_name = "METHOD:SUFFIX", value_parser = break_point)]
     pub die_on: Vec<String>,
+    /// Hold the first METHOD request for a key ending in SUFFIX for an hour before serving
+    /// it: a store that hangs (requests are served one at a time, so all later ones wait).
+    #[arg(long, value_name = "METHOD:SUFFIX", value_parser = break_point)]
+    pub stall_on: Vec<String>,
 }
 
 /// `GET:SUFFIX` or `PUT:SUFFIX`.
@@ -153,6 +157,9 @@ pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Re
     }
     for at in &faults.die_on {
         cmd.arg(format!("--die-on={at}"));
+    }
+    for at in &faults.stall_on {
+        cmd.arg(format!("--stall-on={at}"));
     }
     cmd.arg(port.to_string()).args(buckets).stdin(Stdio::null());
     Ok(cmd)

@@ -4,7 +4,8 @@ applied with no other request between: atomic under concurrent writers), the buc
 created first. Run by `cargo xtask servers s3` with the venv of manifests/s3-server.txt.
 
 usage: s3_server.py [--ignore-conditions] [--fail-every=N] [--delay-ms=N]
-                    [--cut-on=METHOD:SUFFIX] [--die-on=METHOD:SUFFIX] PORT [BUCKET...]
+                    [--cut-on=METHOD:SUFFIX] [--die-on=METHOD:SUFFIX]
+                    [--stall-on=METHOD:SUFFIX] PORT [BUCKET...]
 
 --ignore-conditions drops If-None-Match and If-Match from every request (a store without
 conditional writes); --fail-every=N answers every Nth request for an object with 503 Slow
@@ -15,7 +16,9 @@ request (a slow store; one request at a time, so the delays add up).
 whose key ends with SUFFIX (PUT: half the body read, the object not written, as a store
 does with a body that never arrived whole; GET: half the object sent), then serves on;
 --die-on=METHOD:SUFFIX does the same but ends the process there (a store killed
-mid-upload or mid-download).
+mid-upload or mid-download); --stall-on=METHOD:SUFFIX holds the first such request for an
+hour before serving it (a store that hangs: one request at a time, so every later request
+waits too).
 """
 
 import logging
@@ -39,7 +42,7 @@ class Faults:
     """WSGI middleware: the faults the command line asked for, around moto's app."""
 
     def __init__(
-        self, app, ignore_conditions: bool, fail_every: int, delay_ms: int, cut_on, die_on
+        self, app, ignore_conditions: bool, fail_every: int, delay_ms: int, cut_on, die_on, stall_on
     ) -> None:
         self.app = app
         self.ignore_conditions = ignore_conditions
@@ -48,6 +51,7 @@ class Faults:
         self.seen = 0
         # (METHOD, SUFFIX, die) of the one request to break half-way, until it happened.
         self.break_on = [(m, s, False) for m, s in cut_on] + [(m, s, True) for m, s in die_on]
+        self.stall_on = list(stall_on)
 
     def broken(self, environ):
         """Whether this request is the one to break; if so, how (die or cut)."""
@@ -68,6 +72,15 @@ class Faults:
         environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)
 
     def __call__(self, environ, start_response):
+        for i, (method, suffix) in enumerate(self.stall_on):
+            if environ.get("REQUEST_METHOD") == method and environ.get("PATH_INFO", "").endswith(
+                suffix
+            ):
+                del self.stall_on[i]
+                sys.stderr.write(f"s3_server: stalling {method} {environ['PATH_INFO']}\n")
+                sys.stderr.flush()
+                time.sleep(3600)
+                break
         how = self.broken(environ)
         if how is not None:
             (die,) = how
@@ -119,9 +132,9 @@ def main() -> None:
     ignore_conditions = "--ignore-conditions" in args
     fail_every = 0
     delay_ms = 0
-    cut_on, die_on = [], []
+    cut_on, die_on, stall_on = [], [], []
     for a in args:
-        for flag, into in (("--cut-on=", cut_on), ("--die-on=", die_on)):
+        for flag, into in (("--cut-on=", cut_on), ("--die-on=", die_on), ("--stall-on=", stall_on)):
             if a.startswith(flag):
                 method, suffix = a[len(flag) :].split(":", 1)
                 into.append((method, suffix))
@@ -143,7 +156,7 @@ def main() -> None:
     srv = make_server(
         "127.0.0.1",
         port,
-        Faults(app, ignore_conditions, fail_every, delay_ms, cut_on, die_on),
+        Faults(app, ignore_conditions, fail_every, delay_ms, cut_on, die_on, stall_on),
         threaded=False,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
