@@ -276,7 +276,7 @@ fn audit_shared(opts: &build::RemoteOptions, built: &BuildReport) -> Result<Audi
     };
     for m in &built.modules {
         let label = m.manifest.label();
-        match remote.fetch(&m.manifest.identity, &label) {
+        match remote.fetch(&m.manifest.identity, &label).unwrap_or(None) {
             Some(t) if Digest::of(&t.blob) == m.manifest.module_digest => a.matched += 1,
             Some(t) => a.differ.push(format!(
                 "{label}: entry blob {} vs rebuilt {}",

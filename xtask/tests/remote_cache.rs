@@ -212,9 +212,32 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
 
     let c = Ws::new();
-    let third = build(&c, &attacked, &keys, None).ok();
+    let third = build_with(&c, &attacked, &keys, None, &["--explain"]).ok();
     println!("{}", third.stderr);
     assert_shared(&third, 5, 1, &first);
+    // --explain says why each of the five compiled, first of all (and the JSON report too).
+    let explained: Vec<&str> = third
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("explain: "))
+        .collect();
+    assert_eq!(explained.len(), 5, "{}", third.stdout);
+    assert!(
+        explained
+            .iter()
+            .all(|l| l.contains("): the shared cache's entry was refused: ")),
+        "{explained:?}"
+    );
+    for m in third.report.as_ref().unwrap()["modules"]
+        .as_array()
+        .unwrap()
+    {
+        let first_change = &m["changed"][0];
+        match m["cached"].as_bool().unwrap() {
+            true => assert!(first_change.is_null(), "{m}"),
+            false => assert_eq!(first_change["input"], "shared_cache", "{m}"),
+        }
+    }
     let refused: BTreeMap<String, String> = shared(&third)["refused"]
         .as_array()
         .unwrap()

@@ -84,11 +84,17 @@ pub enum Change {
     NoRecord,
     /// The header set the record refers to is gone from the cache.
     SetMissing,
+    /// The shared cache had an entry for this identity, and it was refused.
+    SharedRefused {
+        /// What was wrong with it.
+        reason: String,
+    },
 }
 
 impl Change {
-    /// The kind of input: `source`, `header`, `flag`, `toolkit`, `host_compiler`, `spec`
-    /// or `cache` (nothing changed, the cache had nothing usable).
+    /// The kind of input: `source`, `header`, `flag`, `toolkit`, `host_compiler`, `spec`,
+    /// `cache` (nothing changed, the cache had nothing usable) or `shared_cache` (its entry
+    /// was refused).
     pub fn input(&self) -> &'static str {
         match self {
             Change::Source { .. } | Change::SourcePath { .. } => "source",
@@ -102,6 +108,7 @@ impl Change {
             | Change::Damaged
             | Change::NoRecord
             | Change::SetMissing => "cache",
+            Change::SharedRefused { .. } => "shared_cache",
         }
     }
 }
@@ -161,6 +168,9 @@ impl fmt::Display for Change {
                 f,
                 "the record's header set is gone from the cache (evicted, or removed)"
             ),
+            Change::SharedRefused { reason } => {
+                write!(f, "the shared cache's entry was refused: {reason}")
+            }
         }
     }
 }

@@ -172,6 +172,8 @@ impl Ctx<'_> {
     /// compile, with the reason it was needed.
     pub(super) fn run_job(&self, job: &Job, records: &[StoredRecord]) -> Result<Done> {
         let mut matched: Option<Identity> = None;
+        // Why the shared cache's entry was refused, when it had one.
+        let mut refused: Option<String> = None;
         for (i, rec) in records.iter().enumerate() {
             let Some(full) = self.inputs.unchanged(rec) else {
                 continue;
@@ -194,10 +196,15 @@ impl Ctx<'_> {
                     shared: false,
                 });
             }
-            if let Some(t) = self
-                .remote
-                .and_then(|r| r.fetch(&id, &self.plan.label(job)))
-            {
+            let shared = match self.remote.map(|r| r.fetch(&id, &self.plan.label(job))) {
+                Some(Ok(taken)) => taken,
+                Some(Err(reason)) => {
+                    refused.get_or_insert(reason);
+                    None
+                }
+                None => None,
+            };
+            if let Some(t) = shared {
                 kernels::check_entry_points(
                     &self.plan.label(job),
                     &self.plan.spec.modules[job.module].entry_points,
@@ -214,7 +221,10 @@ impl Ctx<'_> {
             }
             matched.get_or_insert(id);
         }
-        let changes = self.explain(job, records, matched.as_ref());
+        let mut changes = self.explain(job, records, matched.as_ref());
+        if let Some(reason) = refused {
+            changes.insert(0, Change::SharedRefused { reason });
+        }
         self.compile(job, changes)
     }
 

@@ -381,26 +381,27 @@ impl Remote {
         }
     }
 
-    /// The entry for `identity`, if the shared cache has one that passes every check; a
-    /// refused one is noted (see [`Remote::refused`]) and `None` returned, so the job
-    /// compiles.
-    pub fn fetch(&self, identity: &Identity, what: &str) -> Option<Taken> {
+    /// The entry for `identity`, if the shared cache has one that passes every check.
+    /// `Err` is why the entry it has was refused (also noted, see [`Remote::refused`]), so
+    /// the job compiles; `Ok(None)`: it has none, or the store failed (said once, in
+    /// [`Remote::read_failed`]).
+    pub fn fetch(
+        &self,
+        identity: &Identity,
+        what: &str,
+    ) -> std::result::Result<Option<Taken>, String> {
         // A store that failed is not an entry that failed: said once, in the read failure.
-        if self.down().is_some() {
+        if let Some(why) = self.down() {
             let mut first = self.read_failed.lock().expect("read failure");
-            first.get_or_insert_with(|| self.down().unwrap_or_default());
-            return None;
+            first.get_or_insert(why);
+            return Ok(None);
         }
-        match self.check(identity) {
-            Ok(taken) => taken,
-            Err(reason) => {
-                self.refused.lock().expect("refusals").push(Refusal {
-                    what: what.to_string(),
-                    reason,
-                });
-                None
-            }
-        }
+        self.check(identity).inspect_err(|reason| {
+            self.refused.lock().expect("refusals").push(Refusal {
+                what: what.to_string(),
+                reason: reason.clone(),
+            });
+        })
     }
 
     /// The checks of one entry, in the order `verify` makes them: signature, identity,
