@@ -163,6 +163,9 @@ pub struct CacheArgs {
     pub remote: RemoteCacheArgs,
 }
 
+/// `--remote-cache-timeout-secs` unless given.
+pub const REMOTE_CACHE_TIMEOUT_SECS: u64 = 60;
+
 /// `--remote-cache URL` and how a build uses it, shared by `build`, `release`, `repro` and
 /// `promote`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -216,7 +219,7 @@ pub struct RemoteCacheArgs {
         long,
         value_name = "N",
         env = "CUDA_AOT_REMOTE_CACHE_TIMEOUT_SECS",
-        default_value_t = crate::build::REMOTE_TIMEOUT.as_secs(),
+        default_value_t = REMOTE_CACHE_TIMEOUT_SECS,
         requires = "remote_cache"
     )]
     pub remote_cache_timeout_secs: u64,

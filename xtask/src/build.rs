@@ -43,9 +43,7 @@ pub use explain::Change;
 use inputs::{Inputs, Names};
 use job::{Ctx, Done, UnitDone, UnitHow};
 pub use nvcc::HostCompiler;
-pub use remote::{
-    DEFAULT_TIMEOUT as REMOTE_TIMEOUT, Remote, RemoteOptions, check_url as remote_check_url,
-};
+pub use remote::{Remote, RemoteOptions, check_url as remote_check_url};
 pub use report::JsonReport;
 use report::{emit_json, emit_plan, print_plan, print_report};
 pub use spec::{Job, ModuleSpec, ReleaseSpec};

@@ -116,7 +116,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         mode,
         trust: None,
         key: None,
-        timeout: build::REMOTE_TIMEOUT,
+        timeout: std::time::Duration::from_secs(crate::args::REMOTE_CACHE_TIMEOUT_SECS),
     };
     let build = |spec: &Path, name: &str, at: &Path, mode, shard| -> Result<Measured> {
         let opts = BuildOptions {

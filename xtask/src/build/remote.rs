@@ -54,9 +54,6 @@ pub struct RemoteOptions {
     pub timeout: Duration,
 }
 
-/// [`RemoteOptions::timeout`] unless given.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
 impl crate::args::RemoteCacheArgs {
     /// The shared cache these arguments name, if any.
     pub fn options(&self) -> Option<RemoteOptions> {
