@@ -67,22 +67,25 @@ pub fn tag_of(rel: &str) -> Result<String> {
     Ok(tag)
 }
 
+/// Parses a shared cache's `oci://HOST[:PORT]/REPOSITORY`, refusing a tag or digest (the
+/// cache's objects are the repository's tags). Makes no request and starts nothing.
+pub fn parse_url(url: &str) -> Result<Reference> {
+    let rest = url.strip_prefix("oci://").unwrap_or_default();
+    let last = rest.rsplit('/').next().unwrap_or_default();
+    if rest.contains('@') || last.contains(':') {
+        return Err(Error::BadUrl {
+            url: url.into(),
+            reason: "a shared cache is a whole repository, whose tags are its objects: give oci://HOST/REPOSITORY without a :TAG or @DIGEST".into(),
+        });
+    }
+    oci::parse_reference(url)
+}
+
 impl OciCache {
     /// Opens `oci://HOST[:PORT]/REPOSITORY` (no tag: the cache's objects are its tags).
     /// Nothing is sent until the first read or write.
     pub fn open(url: &str, opts: OciOptions) -> Result<OciCache> {
-        let bad = |reason: &str| Error::BadUrl {
-            url: url.into(),
-            reason: reason.into(),
-        };
-        let rest = url.strip_prefix("oci://").unwrap_or_default();
-        let last = rest.rsplit('/').next().unwrap_or_default();
-        if rest.contains('@') || last.contains(':') {
-            return Err(bad(
-                "a shared cache is a whole repository, whose tags are its objects: give oci://HOST/REPOSITORY without a :TAG or @DIGEST",
-            ));
-        }
-        let parsed = oci::parse_reference(url)?;
+        let parsed = parse_url(url)?;
         let (registry, repository) = (
             parsed.registry().to_string(),
             parsed.repository().to_string(),

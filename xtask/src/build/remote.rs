@@ -150,7 +150,7 @@ pub fn check_url(url: &str) -> Result<()> {
         #[cfg(feature = "net")]
         Some("s3") => Ok(()),
         #[cfg(feature = "net")]
-        Some("oci") => cuda_aot_registry::oci_cache::OciCache::open(url, Default::default())
+        Some("oci") => cuda_aot_registry::oci_cache::parse_url(url)
             .map(drop)
             .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix())),
         #[cfg(not(feature = "net"))]
