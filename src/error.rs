@@ -382,18 +382,17 @@ pub enum Error {
         /// The kernels it matches, by demangled signature.
         candidates: String,
     },
-    /// A CUDA driver call failed, or there is no driver on this host.
-    #[cfg(feature = "driver")]
+    /// A CUDA driver call failed, or there is no driver on this host (only the driver layer,
+    /// the `driver` feature, returns it; [`DriverFault::cuda`] has the driver's error).
     #[error(transparent)]
-    Cuda(#[from] crate::cuda::CudaError),
+    Cuda(DriverFault),
     /// The driver refused to load a verified module.
-    #[cfg(feature = "driver")]
     #[error("{what}: the driver could not load it: {source}")]
     Load {
         /// Module and target (PTX is labelled).
         what: String,
         /// The driver's error.
-        source: crate::cuda::CudaError,
+        source: DriverFault,
     },
     /// The registry has no binary for exactly this device's SM (and PTX is not an option).
     #[error("{module}: no cubin for this device's {device_sm} ({device}); the registry has {available}{}", if *.ptx_available { " (PTX exists: only in compatibility mode)" } else { "" })]
@@ -553,6 +552,64 @@ fn describe_foreign(foreign: &[ForeignSignature], role: RoleName) -> String {
     format!("; also signed by {}", parts.join(", "))
 }
 
+/// A failure of the CUDA driver layer, as [`Error::Cuda`] and [`Error::Load`] carry it.
+///
+/// It holds the driver layer's own error (`cuda::CudaError`, with the `driver` feature) behind
+/// a trait object, and only the driver layer makes one. So a program that verifies but never
+/// calls the driver (the registry's binary, `cargo xtask verify`) links none of the driver
+/// layer, even where a workspace build turns the feature on for every member
+/// (`registry/tests/no_cuda.rs` checks the built binary).
+pub struct DriverFault(Box<dyn Fault>);
+
+/// What [`DriverFault`] asks of the error it holds: the driver layer's error implements it.
+pub(crate) trait Fault: std::error::Error + Send + Sync + 'static {
+    /// What to do about it ([`Error::fix`]).
+    fn fix(&self) -> String;
+    /// Its kind ([`Error::kind`]).
+    fn kind(&self) -> ErrorKind;
+}
+
+impl DriverFault {
+    /// Holds a driver layer's error.
+    #[cfg_attr(not(feature = "driver"), allow(dead_code))]
+    pub(crate) fn new(fault: impl Fault) -> Self {
+        DriverFault(Box::new(fault))
+    }
+
+    /// The driver layer's error, with its evidence (entry point, driver status, message).
+    #[cfg(feature = "driver")]
+    pub fn cuda(&self) -> &crate::cuda::CudaError {
+        let fault: &(dyn std::error::Error + 'static) = &*self.0;
+        fault
+            .downcast_ref()
+            .expect("the driver layer's CudaError is the only Fault")
+    }
+
+    /// True when libcuda is not loadable on this host.
+    #[cfg(feature = "driver")]
+    pub fn is_driver_missing(&self) -> bool {
+        self.cuda().is_driver_missing()
+    }
+}
+
+impl std::fmt::Display for DriverFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Debug for DriverFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for DriverFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 impl std::fmt::Debug for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{self}\nFix: {}", self.fix())
@@ -627,8 +684,7 @@ impl Error {
             ),
             Error::GlobalsNotSigned { .. } => "rebuild and republish the module with this version of cuda-aot (cargo xtask release): its manifests (schema cuda-aot/manifest/v2) sign every global's size and memory space".into(),
             Error::AmbiguousGlobal { .. } => "name the global by its symbol, as listed above".into(),
-            #[cfg(feature = "driver")]
-            Error::Cuda(e) | Error::Load { source: e, .. } => e.fix(),
+            Error::Cuda(e) | Error::Load { source: e, .. } => e.0.fix(),
             Error::NoExactTarget { device_sm, ptx_available, .. } => {
                 let mut s = format!("add {device_sm} to the module's targets in its release spec (build.targets or the module's own; manifests/release.toml by default) and release again (cargo xtask release)");
                 if *ptx_available {
@@ -751,8 +807,7 @@ impl Error {
                 K::Policy
             }
             Error::NoExactTarget { .. } => K::NoTarget,
-            #[cfg(feature = "driver")]
-            Error::Cuda(e) | Error::Load { source: e, .. } => e.kind(),
+            Error::Cuda(e) | Error::Load { source: e, .. } => e.0.kind(),
             Error::DriverTooOld { .. } => K::Driver,
         }
     }

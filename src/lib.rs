@@ -76,7 +76,7 @@ pub mod trust;
 pub mod verify;
 
 pub use digest::Digest;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{DriverFault, Error, ErrorKind, Result};
 pub use identity::{
     Channel, DriverVersion, Function, Global, GlobalSpace, Identity, Kind, LaunchAbi, Manifest,
     Param, Toolkit,

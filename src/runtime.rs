@@ -576,7 +576,7 @@ impl Runtime {
         }
         let loaded = Arc::new(loaded.map_err(|source| Error::Load {
             what: manifest.label(),
-            source,
+            source: source.into(),
         })?);
         self.counters.modules_loaded.fetch_add(1, Ordering::Relaxed);
         *slot = Some(loaded.clone());
@@ -606,7 +606,7 @@ impl Runtime {
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let loaded = loaded.map_err(|source| Error::Load {
             what: format!("{} (research)", manifest.label()),
-            source,
+            source: source.into(),
         })?;
         self.counters.research_loads.fetch_add(1, Ordering::Relaxed);
         Ok(Module {

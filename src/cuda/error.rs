@@ -4,7 +4,8 @@
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
 
-use crate::ErrorKind;
+use crate::error::{DriverFault, Fault};
+use crate::{Error, ErrorKind};
 
 /// Everything the CUDA boundary can refuse or report.
 ///
@@ -409,6 +410,30 @@ impl CudaError {
     }
 }
 
+// The crate's Error holds a CudaError behind a trait object (error.rs `DriverFault`): code
+// that never makes one, such as the registry's verification, links none of this module.
+impl Fault for CudaError {
+    fn fix(&self) -> String {
+        CudaError::fix(self)
+    }
+
+    fn kind(&self) -> ErrorKind {
+        CudaError::kind(self)
+    }
+}
+
+impl From<CudaError> for DriverFault {
+    fn from(e: CudaError) -> Self {
+        DriverFault::new(e)
+    }
+}
+
+impl From<CudaError> for Error {
+    fn from(e: CudaError) -> Self {
+        Error::Cuda(e.into())
+    }
+}
+
 /// Advice for a driver status; `function` when the call was about one kernel.
 fn code_fix(code: CUresult, function: Option<&str>) -> String {
     use CUresult::*;
@@ -624,5 +649,25 @@ mod tests {
             assert!(!fix.starts_with("Fix:"), "the CLI adds the prefix: {fix}");
         }
         assert!(CudaError::DriverMissing.fix().contains("libcuda.so.1"));
+    }
+
+    #[test]
+    fn the_crate_error_carries_the_driver_error_whole() {
+        let driver = CudaError::driver("cuInit", DriverError(CUresult::CUDA_ERROR_NO_DEVICE));
+        let e: Error = driver.clone().into();
+        assert!(matches!(&e, Error::Cuda(f) if f.cuda() == &driver));
+        assert_eq!(e.to_string(), driver.to_string());
+        assert_eq!(e.fix(), driver.fix());
+        assert_eq!(e.kind(), driver.kind());
+
+        let load = Error::Load {
+            what: "ntt sm_90".into(),
+            source: CudaError::DriverMissing.into(),
+        };
+        assert!(matches!(&load, Error::Load { source, .. } if source.is_driver_missing()));
+        assert_eq!(load.fix(), CudaError::DriverMissing.fix());
+        assert_eq!(load.kind(), ErrorKind::Driver);
+        let source = std::error::Error::source(&load).expect("the driver's error is the source");
+        assert_eq!(source.to_string(), CudaError::DriverMissing.to_string());
     }
 }
