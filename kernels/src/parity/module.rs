@@ -1,41 +1,12 @@
 //! A module's section of a spec file (`manifests/release.toml`, `research/research.toml`)
 //! as the parity runner needs it: source, geometry, flags, include folders and the parity
-//! spec, read without the build system (the runner runs on the GPU host).
+//! spec. The file is read by the one spec reader (`cuda_aot_spec`) the build uses too, so
+//! the runner on the GPU host refuses what the build refuses.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use super::spec::ParitySpec;
-
-#[derive(Deserialize)]
-struct File {
-    build: Build,
-    module: Vec<toml::Value>,
-}
-
-#[derive(Deserialize)]
-struct Build {
-    sources: String,
-    #[serde(default)]
-    nvcc_flags: Vec<String>,
-    #[serde(default)]
-    include_dirs: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct ModuleFields {
-    source: String,
-    protocol: String,
-    schedule_version: u32,
-    #[serde(default)]
-    geometry: BTreeMap<String, u64>,
-    #[serde(default)]
-    nvcc_flags: Vec<String>,
-    #[serde(default)]
-    include_dirs: Vec<String>,
-}
 
 /// One module of a spec file, with its parity spec.
 #[derive(Debug, Clone)]
@@ -63,32 +34,26 @@ pub struct ParityModule {
 impl ParityModule {
     /// Reads module `name` of the spec file `spec` (paths relative to the spec file).
     pub fn load(spec: &Path, name: &str) -> Result<ParityModule, String> {
-        let text = std::fs::read_to_string(spec)
-            .map_err(|e| format!("reading {}: {e}", spec.display()))?;
-        let file: File =
-            toml::from_str(&text).map_err(|e| format!("parsing {}: {e}", spec.display()))?;
+        let file = cuda_aot_spec::read(spec).map_err(|e| e.to_string())?;
         let dir = spec.parent().unwrap_or(Path::new("."));
-        let module = file
-            .module
-            .iter()
-            .find(|m| m.get("name").and_then(|n| n.as_str()) == Some(name))
-            .ok_or_else(|| {
-                let names: Vec<&str> = file
-                    .module
-                    .iter()
-                    .filter_map(|m| m.get("name").and_then(|n| n.as_str()))
-                    .collect();
-                format!(
-                    "{}: no module `{name}` (modules: {})",
+        let module = file.module(name).ok_or_else(|| {
+            format!(
+                "{}: no module `{name}` (modules: {})",
+                spec.display(),
+                file.module_names().join(", ")
+            )
+        })?;
+        let source = match module.source.files().as_slice() {
+            [one] => one.to_string(),
+            many => {
+                return Err(format!(
+                    "{}: module `{name}` has {} sources; the parity runner builds modules of one source file with NVRTC",
                     spec.display(),
-                    names.join(", ")
-                )
-            })?;
-        let fields: ModuleFields = module
-            .clone()
-            .try_into()
-            .map_err(|e: toml::de::Error| format!("{}: module `{name}`: {e}", spec.display()))?;
-        let parity = module.get("parity").ok_or_else(|| {
+                    many.len()
+                ));
+            }
+        };
+        let parity = module.parity.as_ref().ok_or_else(|| {
             format!(
                 "{}: module `{name}` has no [module.parity] section: write its parity spec (kernels/src/parity/spec.rs)",
                 spec.display()
@@ -99,16 +64,16 @@ impl ParityModule {
         let sources = dir.join(&file.build.sources);
         let mut include_dirs = vec![sources.clone()];
         include_dirs.extend(file.build.include_dirs.iter().map(|d| dir.join(d)));
-        include_dirs.extend(fields.include_dirs.iter().map(|d| dir.join(d)));
+        include_dirs.extend(module.include_dirs.iter().map(|d| dir.join(d)));
         let mut flags = file.build.nvcc_flags.clone();
-        flags.extend(fields.nvcc_flags.iter().cloned());
+        flags.extend(module.nvcc_flags.iter().cloned());
         Ok(ParityModule {
             name: name.to_string(),
-            source: sources.join(&fields.source),
-            source_name: fields.source,
-            protocol: fields.protocol,
-            schedule_version: fields.schedule_version,
-            geometry: fields.geometry,
+            source: sources.join(&source),
+            source_name: source,
+            protocol: module.protocol.clone(),
+            schedule_version: module.schedule_version,
+            geometry: module.geometry.clone(),
             flags,
             include_dirs,
             parity,
@@ -201,5 +166,21 @@ mod tests {
         assert_eq!(m.spec_digest(), m.spec_digest());
         let err = ParityModule::load(&spec, "nope").unwrap_err();
         assert!(err.contains("modules: ntt_fused"), "{err}");
+    }
+
+    /// The runner reads a spec as the build does: a misspelled field is refused with its
+    /// name, not ignored (the runner once read specs leniently).
+    #[test]
+    fn a_spec_the_build_refuses_is_refused_here_too() {
+        let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("research/research.toml");
+        let text = std::fs::read_to_string(&spec).unwrap();
+        let bad = text.replacen("schedule_version", "schedule_versoin", 1);
+        assert_ne!(bad, text);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("research.toml");
+        std::fs::write(&path, bad).unwrap();
+        let err = ParityModule::load(&path, "ntt_fused").unwrap_err();
+        assert!(err.contains("schedule_versoin"), "{err}");
+        assert!(err.contains("parsing the release spec"), "{err}");
     }
 }

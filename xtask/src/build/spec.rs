@@ -4,73 +4,12 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::{KernelName, Kind, ModuleName, Target};
-use serde::Deserialize;
+use cuda_aot_spec::{SourceList, SpecError, SpecFile};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{Advise, fail};
 use crate::paths::is_relative_plain;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SpecFile {
-    build: BuildSection,
-    #[serde(rename = "module")]
-    modules: Vec<ModuleFile>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BuildSection {
-    sources: String,
-    targets: Vec<String>,
-    #[serde(default)]
-    nvcc_flags: Vec<String>,
-    #[serde(default)]
-    include_dirs: Vec<String>,
-    /// nvcc front-end warnings (by number, e.g. 177) that fail every module's build.
-    #[serde(default)]
-    warnings_as_errors: Vec<u32>,
-}
-
-/// `source = "ntt.cu"` or `source = ["ntt.cu", "context.cu"]`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum SourceList {
-    One(String),
-    Many(Vec<String>),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ModuleFile {
-    name: String,
-    source: SourceList,
-    entry_points: Vec<String>,
-    protocol: String,
-    schedule_version: u32,
-    #[serde(default)]
-    geometry: BTreeMap<String, u64>,
-    #[serde(default)]
-    nvcc_flags: Vec<String>,
-    #[serde(default)]
-    targets: Option<Vec<String>>,
-    #[serde(default)]
-    ptx: Vec<String>,
-    #[serde(default)]
-    include_dirs: Vec<String>,
-    /// More warnings, by number, that fail this module's build.
-    #[serde(default)]
-    warnings_as_errors: Vec<u32>,
-    /// A module of several sources: compile each to LTO IR and optimise across them at the
-    /// device link (`-dlto`).
-    #[serde(default)]
-    link_time_optimisation: bool,
-    /// The module's parity spec (`[module.parity]`), read by `promote` and the parity
-    /// runner (`cuda_aot_kernels::parity::spec`); not a build input.
-    #[serde(default)]
-    parity: Option<toml::Value>,
-}
 
 /// An include folder (`-I`) of a module: as written in the spec (relative to the spec
 /// file; this is what the identity records) and where it is on this machine.
@@ -266,14 +205,18 @@ const OWNED_FLAGS: &[(&str, &str)] = &[
 
 /// Loads and validates a spec; `sources` overrides the spec's `build.sources` folder.
 pub fn load(path: &Path, sources: Option<&Path>) -> Result<ReleaseSpec> {
-    let text = std::fs::read_to_string(path).advise(
-        || format!("reading the release spec {}", path.display()),
-        || "pass --spec FILE, or run from a checkout with manifests/release.toml".into(),
-    )?;
-    let file: SpecFile = toml::from_str(&text).advise(
-        || format!("parsing the release spec {}", path.display()),
-        || "fix the spec; docs/build.md describes every field".into(),
-    )?;
+    let file = match cuda_aot_spec::read(path) {
+        Ok(file) => file,
+        Err(e @ SpecError::Read { .. }) => {
+            return Err(fail(
+                e,
+                "pass --spec FILE, or run from a checkout with manifests/release.toml",
+            ));
+        }
+        Err(e @ SpecError::Parse { .. }) => {
+            return Err(fail(e, "fix the spec; docs/build.md describes every field"));
+        }
+    };
     validate(path, file, sources)
 }
 
