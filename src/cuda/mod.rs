@@ -51,7 +51,9 @@
 
 mod device;
 mod error;
+mod global;
 mod image;
+mod kernel;
 mod module;
 #[cfg(feature = "research")]
 pub mod research;
@@ -62,11 +64,10 @@ pub use cudarc::driver::sys::CUdeviceptr;
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 pub use device::{Device, DeviceInfo, device_count, driver_version, need_driver};
 pub use error::CudaError;
+pub use global::DeviceGlobal;
 pub use image::{check_cubin, ptx_with_nul};
-pub use module::{
-    DeviceGlobal, ImageKind, Kernel, KernelArg, KernelAttributes, LoadApi, LoadedModule, ParamInfo,
-    SignedAbi,
-};
+pub use kernel::{Kernel, KernelArg, KernelAttributes, ParamInfo, SignedAbi};
+pub use module::{ImageKind, LoadApi, LoadedModule};
 
 /// Whether the CUDA driver library (libcuda) can be loaded on this host.
 ///
