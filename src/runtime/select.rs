@@ -1,0 +1,433 @@
+//! Choosing what a device loads, without a device: the registry's metadata verified under a
+//! policy, each module's binary picked for the device's exact SM, the driver floor checked;
+//! and [`Runtime::diagnose`], which reports that choice for every module.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::cuda::DeviceInfo;
+use crate::error::{Error, Result};
+use crate::identity::{DriverVersion, Kind, Manifest};
+use crate::metadata::{IndexEntry, Time};
+use crate::name::Target;
+use crate::source::{DirSource, RegistrySource};
+use crate::state::TrustState;
+use crate::verify::{Freshness, Options, Select, verify_metadata};
+
+use super::{Policy, Runtime};
+
+/// A device described without opening it: what [`Runtime::diagnose`] checks a registry
+/// against (`cargo xtask doctor --device sm_89 --driver 12.4`, or a probed device).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// How messages name it (`NVIDIA L40S`, or `sm_89 (--device)`).
+    pub name: String,
+    /// Compute capability (8, 9 for sm_89).
+    pub cc: (u32, u32),
+    /// The driver's CUDA version; `None`: not known, the driver floor is not checked.
+    pub driver: Option<DriverVersion>,
+}
+
+impl DeviceSpec {
+    /// An opened device as [`Runtime::open`] sees it: its name (as open's messages give
+    /// it), compute capability and this host's driver (what `cargo xtask doctor` probes
+    /// without `--device`).
+    pub fn of_device(info: &DeviceInfo) -> DeviceSpec {
+        DeviceSpec {
+            name: info.name.clone(),
+            cc: (info.cc_major, info.cc_minor),
+            driver: Some(DriverVersion::from_cuda(info.driver_version)),
+        }
+    }
+}
+
+/// What [`Runtime::open`] would do with one module of a registry on a device: the manifest
+/// of the blob it would load, or the error it would refuse the module with (the same error,
+/// from the same selection and checks).
+#[derive(Debug)]
+pub struct Diagnosis {
+    /// The module.
+    pub module: String,
+    /// Every (target, kind) the registry has for it.
+    pub available: Vec<(Target, Kind)>,
+    /// The verified manifest of the blob that would load, or why none would.
+    pub outcome: std::result::Result<Manifest, Error>,
+}
+
+impl Runtime {
+    /// For every module of `registry`, what [`Runtime::open`] under `policy` would load on
+    /// `device`, or why it would load nothing: no binary for the device (no exact cubin, a
+    /// family or arch-specific mismatch, PTX only and the policy refuses it), a driver below
+    /// the module's floor (for PTX, an ISA newer than the driver), or a module whose
+    /// manifest, promotion or blob fails verification. Needs no GPU and changes nothing (no
+    /// rollback state is saved). A registry whose metadata fails (bad signature, expired or
+    /// frozen timestamp, rollback, channel) is the `Err`, as `open` would fail as a whole.
+    pub fn diagnose(
+        registry: impl AsRef<Path>,
+        trust_root: &[u8],
+        policy: &Policy,
+        device: &DeviceSpec,
+    ) -> Result<Vec<Diagnosis>> {
+        Runtime::diagnose_at(registry, trust_root, policy, device, Time::now())
+    }
+
+    /// [`Runtime::diagnose`] with the verifier's clock at `at` (expiry and the freeze bound
+    /// are checked as of then): will the registry still load on the day of a deployment?
+    /// A time before now would accept what has already expired: callers pass now or later
+    /// (`cargo xtask doctor --at` refuses an earlier one, as `verify --at` does).
+    pub fn diagnose_at(
+        registry: impl AsRef<Path>,
+        trust_root: &[u8],
+        policy: &Policy,
+        device: &DeviceSpec,
+        at: Time,
+    ) -> Result<Vec<Diagnosis>> {
+        let registry = registry.as_ref();
+        let (index, _state, _) = verify_registry_metadata(registry, trust_root, policy, at)?;
+        let src = DirSource::new(registry);
+        let entries = &index.index().entries;
+        let mut out = Vec::new();
+        for (name, idx) in modules_of(entries) {
+            let available: Vec<(Target, Kind)> = idx
+                .iter()
+                .map(|i| (entries[*i].sm, entries[*i].kind))
+                .collect();
+            let outcome = select(name, &available, device.cc, &device.name, policy).and_then(|j| {
+                let i = idx[j];
+                let floor = |_: usize, m: &crate::verify::VerifiedManifest| match device.driver {
+                    Some(driver) => check_driver_floor(m.manifest(), driver),
+                    None => Ok(()),
+                };
+                let verified = index
+                    .clone()
+                    .complete(
+                        &src,
+                        Select::entries(vec![i]).before_blobs(&floor).keep_bytes(),
+                    )
+                    .map_err(|f| *f.error)?;
+                Ok(verified
+                    .module(i)
+                    .expect("complete keeps the selected module")
+                    .manifest()
+                    .clone())
+            });
+            out.push(Diagnosis {
+                module: name.to_string(),
+                available,
+                outcome,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The index's entries grouped by module name (positions in `entries`), in name order.
+pub(super) fn modules_of(entries: &[IndexEntry]) -> BTreeMap<&str, Vec<usize>> {
+    let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        by_module.entry(e.module.as_str()).or_default().push(i);
+    }
+    by_module
+}
+
+/// Steps 1-5 of verification for `registry` under `policy` with the clock at `now` (no
+/// device needed): the verified metadata, the rollback-state file to save once the blobs
+/// passed, and the time it took.
+pub(super) fn verify_registry_metadata(
+    registry: &Path,
+    trust_root: &[u8],
+    policy: &Policy,
+    now: Time,
+) -> Result<(crate::verify::VerifiedIndex, Option<PathBuf>, Duration)> {
+    let started = Instant::now();
+    let src = DirSource::new(registry);
+    let state_path = policy.state_path(registry)?;
+    let seen = match &state_path {
+        Some(p) => TrustState::load(p, policy.limits.state)?,
+        None => {
+            log::warn!(
+                "cuda-aot: rollback protection is OFF for {} (Policy::without_rollback_protection): an older release would be accepted",
+                src.describe()
+            );
+            TrustState::default()
+        }
+    }
+    .max(policy.minimum_versions);
+    let opts = Options {
+        now,
+        skew: policy.clock_skew,
+        offline_grace: policy.offline_grace,
+        limits: policy.limits,
+        required_channel: Some(policy.channel),
+        // A release awaiting its independent rebuild is never loadable.
+        awaiting_rebuild: false,
+    };
+    log::info!(
+        "cuda-aot: verifying {} (channel {}, clock skew allowance {}s, offline grace {}s)",
+        src.describe(),
+        policy.channel,
+        policy.clock_skew.as_secs(),
+        policy.offline_grace.as_secs()
+    );
+    let index = verify_metadata(&src, trust_root, seen, &opts)?;
+    if let Some(old) = index.discarded_state() {
+        log::warn!(
+            "cuda-aot: the trust root rotated the publisher keys: discarded saved timestamp v{} and index v{}",
+            old.timestamp,
+            old.index
+        );
+    }
+    if let Freshness::Grace { expired, deadline } = index.freshness() {
+        log::warn!(
+            "cuda-aot: {}: timestamp expired at {expired}; accepted in OFFLINE GRACE until {deadline} (last fresh verification {}). Sync the registry before then.",
+            src.describe(),
+            index
+                .last_fresh()
+                .map_or_else(|| "unknown".to_string(), |t| t.to_string())
+        );
+    }
+    Ok((index, state_path, started.elapsed()))
+}
+
+/// The index entries to load on a device of compute capability `cc`: one per module (see
+/// [`select`]).
+pub(super) fn pick_for_device(
+    entries: &[IndexEntry],
+    cc: (u32, u32),
+    device: &str,
+    policy: &Policy,
+) -> Result<Vec<usize>> {
+    modules_of(entries)
+        .iter()
+        .map(|(name, idx)| {
+            let cands: Vec<(Target, Kind)> = idx
+                .iter()
+                .map(|i| (entries[*i].sm, entries[*i].kind))
+                .collect();
+            select(name, &cands, cc, device, policy).map(|j| idx[j])
+        })
+        .collect()
+}
+
+/// Picks the binary of `module` for a device of compute capability `cc`: a cubin for
+/// exactly its SM (the `a` variant first when preferred); else a family cubin of the
+/// device's family (`sm_100f` on a 10.3 device; the closest, i.e. highest, minor first);
+/// else, only if the policy allows, the newest PTX the device can JIT. Never another SM's
+/// plain cubin. Returns an index into `candidates`.
+pub(super) fn select(
+    module: &str,
+    candidates: &[(Target, Kind)],
+    cc: (u32, u32),
+    device: &str,
+    policy: &Policy,
+) -> Result<usize> {
+    let (major, minor) = cc;
+    let device_sm = Target::sm(major, minor);
+    let ids = || candidates.iter().enumerate().map(|(i, (t, k))| (i, *t, *k));
+    let exact: Vec<(usize, Target)> = ids()
+        .filter(|(_, t, k)| *k == Kind::Cubin && t.is_exact_for(major, minor))
+        .map(|(i, t, _)| (i, t))
+        .collect();
+    if let Some((i, _)) = exact
+        .iter()
+        .find(|(_, t)| t.arch_specific == policy.prefer_arch_specific)
+        .or(exact.first())
+    {
+        return Ok(*i);
+    }
+    if let Some((i, _, _)) = ids()
+        .filter(|(_, t, k)| *k == Kind::Cubin && t.is_family_for(major, minor))
+        .max_by_key(|(_, t, _)| t.minor)
+    {
+        return Ok(i);
+    }
+    let ptx: Vec<(usize, Target)> = ids()
+        .filter(|(_, t, k)| *k == Kind::Ptx && t.can_jit_on(major, minor))
+        .map(|(i, t, _)| (i, t))
+        .collect();
+    if policy.allow_ptx
+        && let Some((i, _)) = ptx.iter().max_by_key(|(_, t)| t.number())
+    {
+        return Ok(*i);
+    }
+    let mut available: Vec<String> = candidates.iter().map(|(t, _)| t.to_string()).collect();
+    available.sort();
+    Err(Error::NoExactTarget {
+        module: module.to_string(),
+        device_sm: device_sm.to_string(),
+        device: device.to_string(),
+        available: available.join(" "),
+        ptx_available: !ptx.is_empty(),
+    })
+}
+
+/// Refuses a module whose driver floor is above the installed driver's CUDA version. For
+/// PTX the floor is its toolkit's major.minor, so this is also where PTX of an ISA newer
+/// than the driver's JIT is refused; the error names the toolkit whose PTX ISA it is.
+pub(super) fn check_driver_floor(man: &Manifest, driver: DriverVersion) -> Result<()> {
+    let id = &man.identity;
+    if id.driver_floor > driver {
+        return Err(Error::DriverTooOld {
+            what: man.label(),
+            need: id.driver_floor.to_string(),
+            have: driver.to_string(),
+            ptx_isa_of: (id.kind == Kind::Ptx).then(|| id.toolkit.nvcc.clone()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::tests::m;
+
+    #[test]
+    fn a_module_needing_a_newer_driver_is_refused_before_loading() {
+        let mut man = m("sm_90", Kind::Cubin);
+        man.identity.driver_floor = "13.1".parse().unwrap();
+        let err = check_driver_floor(&man, DriverVersion::from_cuda(13000)).unwrap_err();
+        assert!(
+            matches!(&err, Error::DriverTooOld { need, have, .. } if need == "13.1" && have == "13.0"),
+            "{err}"
+        );
+        assert!(err.fix().contains("13.1"), "{}", err.fix());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(13010)).is_ok());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(12080)).is_err());
+        assert_eq!(
+            err.to_string(),
+            "ntt sm_90: needs CUDA driver 13.1 or newer; this driver is 13.0"
+        );
+    }
+
+    /// Issue 22: PTX whose ISA is newer than the driver's JIT is refused at the driver floor
+    /// (the toolkit's major.minor), the one check `open` and `diagnose` share, naming the
+    /// toolkit whose PTX ISA it is and the driver.
+    #[test]
+    fn issue_22_ptx_of_an_isa_newer_than_the_driver_is_refused_naming_the_isa() {
+        let mut man = m("compute_80", Kind::Ptx);
+        man.identity.driver_floor = "13.0".parse().unwrap();
+        let err = check_driver_floor(&man, DriverVersion::from_cuda(12040)).unwrap_err();
+        assert!(
+            matches!(&err, Error::DriverTooOld { need, have, ptx_isa_of: Some(nvcc), .. }
+                if need == "13.0" && have == "12.4" && nvcc == "13.0.88"),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "ntt compute_80 (ptx, compatibility mode): needs CUDA driver 13.0 or newer to JIT its PTX (the PTX ISA of nvcc 13.0.88); this driver is 12.4"
+        );
+        assert!(err.fix().contains("CUDA 13.0 or newer"), "{}", err.fix());
+        assert!(check_driver_floor(&man, DriverVersion::from_cuda(13000)).is_ok());
+    }
+
+    fn pick(cands: &[Manifest], cc: (u32, u32), policy: &Policy) -> Result<String> {
+        let refs: Vec<(Target, Kind)> = cands
+            .iter()
+            .map(|m| (m.identity.sm, m.identity.kind))
+            .collect();
+        select("ntt", &refs, cc, "test GPU", policy).map(|i| cands[i].label())
+    }
+
+    #[test]
+    fn selection_takes_only_the_exact_sm() {
+        let set = [
+            m("sm_80", Kind::Cubin),
+            m("sm_90", Kind::Cubin),
+            m("sm_90a", Kind::Cubin),
+            m("sm_120", Kind::Cubin),
+        ];
+        let p = Policy::development();
+        assert_eq!(pick(&set, (9, 0), &p).unwrap(), "ntt sm_90a");
+        assert_eq!(
+            pick(
+                &set,
+                (9, 0),
+                &Policy {
+                    prefer_arch_specific: false,
+                    ..p.clone()
+                }
+            )
+            .unwrap(),
+            "ntt sm_90"
+        );
+        assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+        // An sm_86 device gets no sm_80 cubin, though it would run: exact SM only.
+        let err = pick(&set, (8, 6), &p).unwrap_err();
+        assert!(
+            matches!(&err, Error::NoExactTarget { device_sm, available, ptx_available: false, .. } if device_sm == "sm_86" && available == "sm_120 sm_80 sm_90 sm_90a"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_arch_specific_cubin_is_exact_only_on_its_own_device() {
+        let set = [m("sm_90a", Kind::Cubin)];
+        assert_eq!(
+            pick(&set, (9, 0), &Policy::development()).unwrap(),
+            "ntt sm_90a"
+        );
+        assert!(pick(&set, (10, 0), &Policy::development()).is_err());
+    }
+
+    #[test]
+    fn family_cubins_come_after_an_exact_cubin_and_only_in_their_family() {
+        let p = Policy::development();
+        let set = [
+            m("sm_100", Kind::Cubin),
+            m("sm_100f", Kind::Cubin),
+            m("sm_103f", Kind::Cubin),
+            m("sm_120f", Kind::Cubin),
+        ];
+        // Exact first: a 10.0 device takes sm_100, not sm_100f.
+        assert_eq!(pick(&set, (10, 0), &p).unwrap(), "ntt sm_100");
+        // A 10.3 device has no exact cubin: the closest family build, sm_103f.
+        assert_eq!(pick(&set, (10, 3), &p).unwrap(), "ntt sm_103f");
+        assert_eq!(pick(&set[..2], (10, 3), &p).unwrap(), "ntt sm_100f");
+        // sm_120f on 12.0 and 12.1; never on another family.
+        assert_eq!(pick(&set, (12, 1), &p).unwrap(), "ntt sm_120f");
+        assert!(pick(&set, (9, 0), &p).is_err());
+        assert!(pick(&set[1..3], (12, 0), &p).is_err());
+        // sm_103f does not run on 10.0.
+        let err = pick(&set[2..3], (10, 0), &p).unwrap_err();
+        assert!(
+            matches!(&err, Error::NoExactTarget { available, .. } if available == "sm_103f"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ptx_only_with_the_compatibility_policy() {
+        let set = [
+            m("sm_80", Kind::Cubin),
+            m("compute_80", Kind::Ptx),
+            m("compute_90", Kind::Ptx),
+        ];
+        let err = pick(&set, (9, 0), &Policy::development()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::NoExactTarget {
+                    ptx_available: true,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("only in compatibility mode")
+                && err.fix().contains("compatibility"),
+            "{err}"
+        );
+        let p = Policy::development().with_ptx_compatibility();
+        assert_eq!(
+            pick(&set, (9, 0), &p).unwrap(),
+            "ntt compute_90 (ptx, compatibility mode)"
+        );
+        // A device older than every PTX target cannot JIT it.
+        assert!(pick(&[m("compute_90", Kind::Ptx)], (8, 0), &p).is_err());
+        // An exact cubin always wins over PTX.
+        assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
+    }
+}
