@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 
 use crate::elf::GlobalInfo;
 use crate::error::{Error, Result};
-use crate::identity::{Function, Global, Kind, LaunchAbi, Manifest, describe_functions};
+use crate::identity::{Function, Global, Kind, LaunchAbi};
+use crate::lookup::describe_functions;
+use crate::manifest::Manifest;
 
 /// Checks that `bytes` is the kind of blob `manifest` signs, built for its target, with
 /// its kernels and their parameter layout.

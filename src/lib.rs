@@ -61,6 +61,8 @@ pub mod identity;
 pub mod json;
 pub mod keys;
 pub mod limits;
+pub mod lookup;
+pub mod manifest;
 pub mod metadata;
 pub mod name;
 pub mod parallel;
@@ -78,11 +80,12 @@ pub mod verify;
 pub use digest::Digest;
 pub use error::{DriverFault, Error, ErrorKind, Result};
 pub use identity::{
-    Channel, DriverVersion, Function, Global, GlobalSpace, Identity, Kind, LaunchAbi, Manifest,
-    Param, Toolkit,
+    Channel, DriverVersion, Function, Global, GlobalSpace, Identity, Kind, LaunchAbi, Param,
+    Toolkit,
 };
 pub use keys::{KeyId, PublicKey, SecretKey};
 pub use limits::Limits;
+pub use manifest::Manifest;
 pub use name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 #[cfg(feature = "driver")]
 pub use runtime::{Counters, DeviceSpec, Diagnosis, Module, Policy, Runtime};

@@ -363,7 +363,7 @@ impl CacheEntry {
 
     /// The statement over one built module: its manifest (whose identity names the entry)
     /// with the exact bytes of the manifest file, and the blob.
-    pub fn over(manifest: &crate::identity::Manifest, manifest_file: &[u8], blob: &[u8]) -> Self {
+    pub fn over(manifest: &crate::manifest::Manifest, manifest_file: &[u8], blob: &[u8]) -> Self {
         CacheEntry {
             schema: Self::SCHEMA.into(),
             identity: manifest.identity.digest(),
@@ -401,7 +401,7 @@ impl BuildStatement {
     /// statement, and the same signature).
     pub fn over<'a>(
         channel: Channel,
-        manifests: impl IntoIterator<Item = (&'a crate::identity::Manifest, &'a [u8])>,
+        manifests: impl IntoIterator<Item = (&'a crate::manifest::Manifest, &'a [u8])>,
     ) -> BuildStatement {
         let mut attested: Vec<Attested> = manifests
             .into_iter()

@@ -14,9 +14,8 @@ use std::sync::Arc;
 use crate::cuda::research::{self as nvrtc, Output};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
-use crate::identity::{
-    Channel, DriverVersion, Function, Global, Identity, Kind, Manifest, Toolkit,
-};
+use crate::identity::{Channel, DriverVersion, Function, Global, Identity, Kind, Toolkit};
+use crate::manifest::Manifest;
 use crate::name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 
 /// What to compile: the inputs that make up a research module's identity.

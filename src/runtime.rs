@@ -23,10 +23,9 @@ use std::time::Instant;
 
 use crate::cuda::{CudaStream, Device, DeviceGlobal, DeviceInfo, Kernel, LoadedModule, SignedAbi};
 use crate::error::{Error, Result};
-use crate::identity::{
-    DriverVersion, Kind, Manifest, describe_functions, describe_globals, resolve_function,
-    resolve_global,
-};
+use crate::identity::{DriverVersion, Kind};
+use crate::lookup::{describe_functions, describe_globals, resolve_function, resolve_global};
+use crate::manifest::Manifest;
 use crate::metadata::Time;
 use crate::source::DirSource;
 use crate::verify::{Select, VerifiedModule};

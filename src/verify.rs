@@ -20,9 +20,10 @@ use std::time::Duration;
 
 use crate::digest::Digest;
 use crate::error::{Error, Result, escape_untrusted};
-use crate::identity::{Channel, Manifest};
+use crate::identity::Channel;
 use crate::keys::KeyId;
 use crate::limits::Limits;
+use crate::manifest::Manifest;
 use crate::metadata::{Attested, Index, IndexEntry, Promotion, Time, Timestamp};
 use crate::provenance::Statement;
 use crate::source::{RegistrySource, layout, read_exact_signed, read_required};

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::cuda::LoadApi;
 use crate::error::{Error, Result};
-use crate::identity::{Channel, Manifest};
+use crate::identity::Channel;
 use crate::limits::Limits;
+use crate::manifest::Manifest;
 use crate::state::TrustState;
 
 /// Where the runtime keeps its rollback-protection state.

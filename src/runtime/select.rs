@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::cuda::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::identity::{DriverVersion, Kind, Manifest};
+use crate::identity::{DriverVersion, Kind};
+use crate::manifest::Manifest;
 use crate::metadata::{IndexEntry, Time};
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};

@@ -3,7 +3,7 @@
 //! name a prover looks up (`Runtime::kernel`, `Module::global`).
 
 use anyhow::Result;
-use cuda_aot::identity::cxxfilt_spelling;
+use cuda_aot::lookup::cxxfilt_spelling;
 use cuda_aot::{Function, Global, Manifest};
 use serde_json::json;
 

@@ -962,7 +962,7 @@ fn issue_19_kernels_lists_both_spellings_and_each_finds_the_kernel() {
         );
         differing += usize::from(theirs != format!("void {ours}"));
         for spelling in [symbol, ours, theirs.as_str(), &theirs["void ".len()..]] {
-            let found = cuda_aot::identity::resolve_function(&manifest, spelling)
+            let found = cuda_aot::lookup::resolve_function(&manifest, spelling)
                 .unwrap_or_else(|c| panic!("{spelling}: {} candidates", c.len()));
             assert_eq!(found.symbol.as_str(), symbol, "{spelling}");
         }

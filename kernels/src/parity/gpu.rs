@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use cuda_aot::cuda::{
     CudaSlice, CudaStream, DevicePtr, Kernel, KernelArg, LoadedModule, SignedAbi,
 };
-use cuda_aot::{Manifest, identity::resolve_function};
+use cuda_aot::{Manifest, lookup::resolve_function};
 
 use super::cpu::Buffers;
 use super::spec::{ArgValue, Launch};

@@ -4,7 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use cpp_demangle::{DemangleOptions, Symbol};
-use cuda_aot::identity::{describe_functions, resolve_function};
+use cuda_aot::lookup::{describe_functions, resolve_function};
 use cuda_aot::{Function, FunctionName, Global, GlobalName, KernelName, Kind, LaunchAbi};
 
 use super::fail;
