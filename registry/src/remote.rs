@@ -9,9 +9,10 @@ use std::path::Path;
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
+use headers::{ContentRange, HeaderMapExt, Range};
 use reqwest::StatusCode;
 use reqwest::blocking::{Client, Response};
-use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, RANGE, RETRY_AFTER};
+use reqwest::header::{CONTENT_LENGTH, HeaderMap, RETRY_AFTER};
 
 use crate::error::{Error, Failure, Result};
 
@@ -269,7 +270,9 @@ impl HttpRemote {
             req = req.bearer_auth(t);
         }
         if have > 0 {
-            req = req.header(RANGE, format!("bytes={have}-"));
+            let mut range = HeaderMap::new();
+            range.typed_insert(Range::bytes(have..).expect("a start and no end is a valid range"));
+            req = req.headers(range);
         }
         let mut resp = req.send().map_err(|e| transient(&e, &self.opts))?;
         let status = resp.status();
@@ -279,13 +282,15 @@ impl HttpRemote {
                 have = 0;
                 content_length(&resp)
             }
-            StatusCode::PARTIAL_CONTENT => match content_range(&resp) {
-                Some((start, total)) if start == have => total,
+            StatusCode::PARTIAL_CONTENT => match resp.headers().typed_get::<ContentRange>() {
+                Some(cr) if cr.bytes_range().is_some_and(|(start, _)| start == have) => {
+                    cr.bytes_len()
+                }
                 _ => return Ok(Outcome::Restart),
             },
             StatusCode::RANGE_NOT_SATISFIABLE => {
                 // `bytes */N`: the partial file is complete when it is exactly N bytes.
-                return match unsatisfied_total(&resp) {
+                return match unsatisfied_len(resp.headers()) {
                     Some(n) if n == have && have > 0 => {
                         stats.resumed = have;
                         Ok(Outcome::Done)
@@ -651,19 +656,11 @@ fn content_length(resp: &Response) -> Option<u64> {
         .ok()
 }
 
-/// `Content-Range: bytes START-END/TOTAL` → (START, TOTAL if known).
-fn content_range(resp: &Response) -> Option<(u64, Option<u64>)> {
-    let v = resp.headers().get(CONTENT_RANGE)?.to_str().ok()?;
-    let rest = v.strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (start, _end) = range.split_once('-')?;
-    Some((start.trim().parse().ok()?, total.trim().parse().ok()))
-}
-
-/// `Content-Range: bytes */TOTAL` of a 416.
-fn unsatisfied_total(resp: &Response) -> Option<u64> {
-    let v = resp.headers().get(CONTENT_RANGE)?.to_str().ok()?;
-    v.strip_prefix("bytes */")?.trim().parse().ok()
+/// The length a 416 states in `Content-Range: bytes */LEN` (read by the `headers` crate);
+/// `None` when absent, unreadable, or stating a range.
+fn unsatisfied_len(headers: &HeaderMap) -> Option<u64> {
+    let cr = headers.typed_get::<ContentRange>()?;
+    cr.bytes_range().map_or(cr.bytes_len(), |_| None)
 }
 
 /// The text of a (short) response body: at most 2 KiB of it, trimmed.
@@ -815,6 +812,23 @@ mod tests {
         assert_eq!(with("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::ZERO));
         assert_eq!(with("soon"), None);
         assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_416_states_the_length_and_no_range() {
+        use reqwest::header::{CONTENT_RANGE, HeaderValue};
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(CONTENT_RANGE, HeaderValue::from_str(v).unwrap());
+            unsatisfied_len(&h)
+        };
+        assert_eq!(with("bytes */100"), Some(100));
+        assert_eq!(with("bytes */0"), Some(0));
+        assert_eq!(with("bytes 0-9/100"), None, "a range is no 416 answer");
+        assert_eq!(with("bytes */*"), None);
+        assert_eq!(with("items */100"), None);
+        assert_eq!(with("bytes */ten"), None);
+        assert_eq!(unsatisfied_len(&HeaderMap::new()), None);
     }
 
     /// `t` as an HTTP-date (IMF-fixdate), written through the `headers` crate.

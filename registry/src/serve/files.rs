@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::{Read, Seek, SeekFrom};
+use std::ops::Bound;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -15,15 +16,14 @@ use std::time::SystemTime;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::header::{
-    ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, RANGE,
-    X_CONTENT_TYPE_OPTIONS,
+    ACCEPT_RANGES, ALLOW, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS,
 };
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cuda_aot::source::layout;
 use headers::{
-    ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange, IfUnmodifiedSince,
-    LastModified,
+    ContentRange, ETag, HeaderMapExt, IfMatch, IfModifiedSince, IfNoneMatch, IfRange,
+    IfUnmodifiedSince, LastModified, Range,
 };
 use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
@@ -259,21 +259,19 @@ async fn respond(req: &HeaderMap, method: &Method, rel: &str, opened: Opened) ->
     }
 
     let mut range = None;
+    // A Range that is not `bytes=` (or not ASCII) is no Range to `headers`: the whole file.
     if method == Method::GET
-        && let Some(spec) = req.get(RANGE).and_then(|v| v.to_str().ok())
+        && let Some(asked) = req.typed_get::<Range>()
     {
         let fresh = match req.typed_get::<IfRange>() {
             Some(ir) => !ir.is_modified(Some(&etag), Some(&LastModified::from(modified))),
             None => true,
         };
         if fresh {
-            match parse_range(spec, len) {
+            match one_range(&asked, len) {
                 RangeSpec::One(a, b) => range = Some((a, b)),
                 RangeSpec::Unsatisfiable => {
-                    headers.insert(
-                        CONTENT_RANGE,
-                        HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"),
-                    );
+                    headers.typed_insert(ContentRange::unsatisfied_bytes(len));
                     return status_with(
                         StatusCode::RANGE_NOT_SATISFIABLE,
                         headers,
@@ -293,9 +291,8 @@ async fn respond(req: &HeaderMap, method: &Method, rel: &str, opened: Opened) ->
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     let (status, start, count) = match range {
         Some((a, b)) => {
-            headers.insert(
-                CONTENT_RANGE,
-                HeaderValue::from_str(&format!("bytes {a}-{b}/{len}")).expect("ascii"),
+            headers.typed_insert(
+                ContentRange::bytes(a..=b, len).expect("a range with both ends is valid"),
             );
             (StatusCode::PARTIAL_CONTENT, a, b - a + 1)
         }
@@ -347,56 +344,49 @@ fn cache_control(rel: &str) -> &'static str {
     }
 }
 
-/// One parsed `Range` header.
+/// What a GET's `Range` header asks of a file.
 #[derive(Debug, PartialEq, Eq)]
 enum RangeSpec {
-    /// Bytes `a..=b`.
+    /// Bytes `a..=b`, all within the file.
     One(u64, u64),
     /// No range can be served: 416.
     Unsatisfiable,
-    /// Not understood, or several ranges: serve the whole file (RFC 9110 allows it).
+    /// Not understood, several ranges, or a suffix of an empty file: serve the whole file
+    /// (RFC 9110 §14.2 allows it).
     Ignore,
 }
 
-fn parse_range(spec: &str, len: u64) -> RangeSpec {
-    let Some(set) = spec.trim().strip_prefix("bytes=") else {
+/// The one byte range of `asked` (as the `headers` crate reads it) that a file of `len`
+/// bytes serves, by RFC 9110 §14.1.2: an end at or past the file's end is its last byte, a
+/// suffix longer than the file is the whole file, a first byte at or past the end (or a
+/// suffix of 0) is unsatisfiable. An end before the start (invalid), a header headers
+/// cannot read, or a list of several ranges is served whole.
+fn one_range(asked: &Range, len: u64) -> RangeSpec {
+    // The members headers can read. Its only test against the length drops a suffix longer
+    // than the file, which no suffix is with the largest length; a member it cannot read it
+    // skips (RFC 9110 §14.2 lets a server ignore such a header, or serve what it reads).
+    let mut read = asked.satisfiable_ranges(u64::MAX);
+    let (Some(_), None) = (read.next(), read.next()) else {
         return RangeSpec::Ignore;
     };
-    if set.contains(',') {
-        return RangeSpec::Ignore;
-    }
-    let Some((a, b)) = set.trim().split_once('-') else {
-        return RangeSpec::Ignore;
+    let Some(bounds) = asked.satisfiable_ranges(len).next() else {
+        // The one member, dropped against this length: a suffix longer than the file, which
+        // is the whole file. On an empty file that is no range a 206 can state (§14.1.2
+        // calls it satisfiable; §14.2 lets a server ignore Range for an empty file).
+        return match len {
+            0 => RangeSpec::Ignore,
+            _ => RangeSpec::One(0, len - 1),
+        };
     };
-    let num = |s: &str| -> Option<u64> {
-        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
-            .then(|| s.parse().ok())
-            .flatten()
-    };
-    match (a.trim(), b.trim()) {
-        ("", suffix) => match num(suffix) {
-            Some(0) => RangeSpec::Unsatisfiable,
-            Some(_) if len == 0 => RangeSpec::Unsatisfiable,
-            Some(n) => RangeSpec::One(len.saturating_sub(n), len - 1),
-            None => RangeSpec::Ignore,
-        },
-        (first, last) => {
-            let Some(first) = num(first) else {
-                return RangeSpec::Ignore;
-            };
-            let last = if last.is_empty() {
-                None
-            } else {
-                match num(last) {
-                    Some(l) if l >= first => Some(l),
-                    _ => return RangeSpec::Ignore,
-                }
-            };
-            if first >= len {
-                return RangeSpec::Unsatisfiable;
-            }
-            RangeSpec::One(first, last.map_or(len - 1, |l| l.min(len - 1)))
-        }
+    match bounds {
+        // `first-last` with last before first is invalid (RFC 9110 §14.1.1).
+        (Bound::Included(a), Bound::Included(b)) if b < a => RangeSpec::Ignore,
+        // headers turns `-0` into `len-`, also unsatisfiable here.
+        (Bound::Included(a), _) if a >= len => RangeSpec::Unsatisfiable,
+        (Bound::Included(a), Bound::Included(b)) => RangeSpec::One(a, b.min(len - 1)),
+        (Bound::Included(a), Bound::Unbounded) => RangeSpec::One(a, len - 1),
+        // `bytes=-`: no position at all (headers makes no excluded bound).
+        _ => RangeSpec::Ignore,
     }
 }
 
@@ -404,21 +394,61 @@ fn parse_range(spec: &str, len: u64) -> RangeSpec {
 mod tests {
     use super::*;
 
+    /// `value` as a request's `Range`, answered as [`respond`] does: a header `headers`
+    /// cannot decode is no Range, the whole file.
+    fn asked(value: &str, len: u64) -> RangeSpec {
+        let mut req = HeaderMap::new();
+        req.insert(
+            axum::http::header::RANGE,
+            HeaderValue::from_str(value).unwrap(),
+        );
+        match req.typed_get::<Range>() {
+            Some(r) => one_range(&r, len),
+            None => RangeSpec::Ignore,
+        }
+    }
+
     #[test]
     fn ranges_follow_rfc_9110() {
         use RangeSpec::*;
-        assert_eq!(parse_range("bytes=0-9", 100), One(0, 9));
-        assert_eq!(parse_range("bytes=90-", 100), One(90, 99));
-        assert_eq!(parse_range("bytes=90-500", 100), One(90, 99));
-        assert_eq!(parse_range("bytes=-10", 100), One(90, 99));
-        assert_eq!(parse_range("bytes=-500", 100), One(0, 99));
-        assert_eq!(parse_range("bytes=100-", 100), Unsatisfiable);
-        assert_eq!(parse_range("bytes=-0", 100), Unsatisfiable);
-        assert_eq!(parse_range("bytes=0-", 0), Unsatisfiable);
-        assert_eq!(parse_range("bytes=5-1", 100), Ignore);
-        assert_eq!(parse_range("bytes=0-1,5-6", 100), Ignore);
-        assert_eq!(parse_range("items=0-1", 100), Ignore);
-        assert_eq!(parse_range("bytes=+1-2", 100), Ignore);
+        assert_eq!(asked("bytes=0-9", 100), One(0, 9));
+        assert_eq!(asked("bytes=90-", 100), One(90, 99));
+        assert_eq!(asked("bytes=90-500", 100), One(90, 99));
+        assert_eq!(asked("bytes=99-99", 100), One(99, 99));
+        assert_eq!(asked("bytes=-10", 100), One(90, 99));
+        assert_eq!(asked("bytes=-100", 100), One(0, 99));
+        // headers drops a suffix longer than the file; RFC 9110 §14.1.2 makes it the whole
+        // file, and a 206 of all of it is what we answered before headers.
+        assert_eq!(asked("bytes=-500", 100), One(0, 99));
+        assert_eq!(asked("bytes=100-", 100), Unsatisfiable);
+        assert_eq!(asked("bytes=100-200", 100), Unsatisfiable);
+        assert_eq!(asked("bytes=-0", 100), Unsatisfiable);
+        assert_eq!(asked("bytes=0-", 0), Unsatisfiable);
+        assert_eq!(asked("bytes=-0", 0), Unsatisfiable);
+        // Changed with headers: we answered 416. RFC 9110 §14.1.2 calls a non-zero suffix
+        // satisfiable even on an empty file, and §14.2 lets a server ignore Range there.
+        assert_eq!(asked("bytes=-5", 0), Ignore);
+        assert_eq!(asked("bytes=5-1", 100), Ignore);
+        assert_eq!(asked("bytes=0-1,5-6", 100), Ignore);
+        assert_eq!(
+            asked("bytes=-500,0-1", 100),
+            Ignore,
+            "two ranges, one a long suffix"
+        );
+        assert_eq!(asked("items=0-1", 100), Ignore);
+        assert_eq!(asked("bytes=", 100), Ignore);
+        assert_eq!(asked("bytes=-", 100), Ignore);
+        assert_eq!(asked("bytes=x-1", 100), Ignore);
+        assert_eq!(asked("bytes=99999999999999999999-", 100), Ignore);
+        // Changed with headers: an empty list member is skipped, as RFC 9110 §5.6.1 asks of
+        // a recipient (we ignored the header before).
+        assert_eq!(asked("bytes=0-1,", 100), One(0, 1));
+        // Changed with headers, both invalid by RFC 9110 §14.1.1 (`+1` is not 1*DIGIT, `x`
+        // no range-spec): headers reads a position with u64's FromStr, which takes a sign,
+        // and skips a member it cannot read. We ignored both; §14.2 lets a server ignore or
+        // reject an invalid Range and requires neither, and we serve what headers reads.
+        assert_eq!(asked("bytes=+1-2", 100), One(1, 2));
+        assert_eq!(asked("bytes=0-1,x", 100), One(0, 1));
     }
 
     #[test]
