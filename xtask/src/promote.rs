@@ -17,23 +17,26 @@
 //!    with its promotion, the registry's other modules kept.
 
 use anyhow::{Context, Result};
-use cuda_aot::metadata::{Promotion, RoleName};
-use cuda_aot::source::DirSource;
-use cuda_aot::state::TrustState;
+use cuda_aot::metadata::Promotion;
 use cuda_aot::trust::VerifiedRoot;
-use cuda_aot::verify::Options;
-use cuda_aot::{Digest, Kind, Manifest, ModuleName, SecretKey, Target};
+use cuda_aot::{Digest, ModuleName, SecretKey, Target};
 use cuda_aot_kernels::parity::module::spec_digest;
-use cuda_aot_kernels::parity::report::{ParityReport, Resources, Verdict};
+use cuda_aot_kernels::parity::report::ParityReport;
 use cuda_aot_kernels::parity::spec::ParitySpec;
 use cuda_aot_registry::PublishOptions;
-use serde::Serialize;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::advice::{Fix, fail};
 use crate::build::{self, BuildOptions};
 use crate::{anchor, devkeys, files, outdir, paths, publish, sign};
+
+mod report;
+mod resources;
+mod signers;
+
+use report::{check_report, gpu_host_commands};
+use resources::{released_manifest, review};
+use signers::{check_cosign, dev_key_for, reviewer_keys};
 
 /// The largest parity report read (16 MiB).
 const REPORT_LIMIT: u64 = 16 << 20;
@@ -117,43 +120,22 @@ fn parse_module(s: &str) -> std::result::Result<ModuleName, String> {
     ModuleName::new(s).map_err(|e| e.to_string())
 }
 
-/// One row of the resource review: an entry point's figure in each build.
-#[derive(Debug, Clone, Serialize)]
-pub struct ReviewRow {
-    /// Entry point.
-    pub entry: String,
-    /// `registers`, `shared bytes`, `local bytes`, `max threads`.
-    pub resource: String,
-    /// Per build (`nvrtc sm_90`, `aot sm_90a`, `released sm_90`): the cubin's figure and,
-    /// where it differs, the driver's.
-    pub values: BTreeMap<String, String>,
-    /// What a reviewer should look at: figures that differ between builds, cubin and
-    /// driver disagreeing, spills.
-    pub notes: Vec<String>,
-}
-
-/// The resource review document (`review.json`), bound into the promotion by its blake3.
-#[derive(Debug, Clone, Serialize)]
-pub struct Review {
-    /// `cuda-aot/resource-review/v1`.
-    pub schema: String,
-    /// The module.
-    pub module: String,
-    /// blake3 of the parity report the figures come from.
-    pub parity_report: Digest,
-    /// The device they were measured on.
-    pub device: String,
-    /// Builds, in column order.
-    pub builds: Vec<String>,
-    /// Rows.
-    pub rows: Vec<ReviewRow>,
-    /// The table as printed.
-    pub table: String,
-}
-
 impl Args {
-    /// Runs the task.
+    /// Runs the task: the five steps, each its own method below.
     pub fn run(self) -> Result<()> {
+        let setup = self.setup()?;
+        let manifests = self.build(&setup)?;
+        let parity = self.parity(&setup, &manifests)?;
+        let review = self.review(&setup, &parity)?;
+        if self.record(&setup, &manifests, &parity, review)? {
+            self.release(&setup)?;
+        }
+        Ok(())
+    }
+
+    /// Before any build: the paths, the trust root, and the module, which must be in the
+    /// spec with a parity spec.
+    fn setup(&self) -> Result<Setup> {
         let spec_path = match &self.spec {
             Some(s) => {
                 paths::select_spec(s)?;
@@ -184,19 +166,19 @@ impl Args {
             &crate::limits::limits(),
             &trust.display().to_string(),
         )?;
-        let m = &self.module;
 
         // Before any build: the module must exist in the spec and have a parity spec.
         let spec = build::spec::load(&spec_path, None)?;
         let ms = spec
             .modules
             .iter()
-            .find(|x| &x.name == m)
+            .find(|x| x.name == self.module)
             .ok_or_else(|| {
                 fail(
                     format!(
-                        "{}: no module `{m}` (modules: {})",
+                        "{}: no module `{}` (modules: {})",
                         spec_path.display(),
+                        self.module,
                         spec.modules
                             .iter()
                             .map(|x| x.name.to_string())
@@ -211,8 +193,9 @@ impl Args {
             None => {
                 return Err(fail(
                     format!(
-                        "{}: module `{m}` has no [module.parity] section: nothing says what parity means for it",
-                        spec_path.display()
+                        "{}: module `{}` has no [module.parity] section: nothing says what parity means for it",
+                        spec_path.display(),
+                        self.module
                     ),
                     "write its parity spec (entry points in order, geometry, seeded inputs, outputs, CPU reference; kernels/src/parity/spec.rs and docs/review.md)",
                 ));
@@ -220,14 +203,41 @@ impl Args {
             Some(v) => ParitySpec::from_toml(v).map_err(|e| {
                 fail(
                     format!(
-                        "{}: module `{m}`: [module.parity]: {e}",
-                        spec_path.display()
+                        "{}: module `{}`: [module.parity]: {e}",
+                        spec_path.display(),
+                        self.module
                     ),
                     "fix the parity spec (kernels/src/parity/spec.rs documents it)",
                 )
             })?,
         };
 
+        Ok(Setup {
+            spec_path,
+            registry,
+            out,
+            build_out,
+            trust,
+            anchor,
+            root,
+            spec,
+            ms,
+            parity,
+        })
+    }
+
+    /// Step 1: the AOT build (or the one in `<out>/build`, --reuse-build), checked to hold
+    /// this module only, for the trust root's channel. Returns its manifests' digests,
+    /// sorted; an earlier promotion record that does not cover them is removed.
+    fn build(&self, setup: &Setup) -> Result<Vec<Digest>> {
+        let Setup {
+            spec_path,
+            build_out,
+            trust,
+            root,
+            ..
+        } = setup;
+        let m = &self.module;
         // 1. AOT build.
         let mut opts = BuildOptions {
             spec: spec_path.clone(),
@@ -252,7 +262,7 @@ impl Args {
                     .with_context(|| format!("promote {m}: step 1 (AOT build)"))?,
             ),
         };
-        let built = outdir::read_output(&build_out)?;
+        let built = outdir::read_output(build_out)?;
         if let Some(other) = built.iter().find(|(x, _, _)| &x.identity.module != m) {
             return Err(fail(
                 format!(
@@ -305,7 +315,7 @@ impl Args {
 
         // A record of an earlier promotion that no longer covers this build would be
         // published with it and mislead: it goes.
-        let old_record = outdir::promotion_path(&build_out, m);
+        let old_record = outdir::promotion_path(build_out, m);
         if let Some(bytes) =
             cuda_aot::fs::read_at_most(&old_record, crate::limits::limits().promotion)?
         {
@@ -325,15 +335,31 @@ impl Args {
             }
         }
 
+        Ok(manifests)
+    }
+
+    /// Step 2: the parity report from the GPU host, checked to have passed and to bind to
+    /// exactly this build; without one, the commands for the GPU host and a stop.
+    fn parity(&self, setup: &Setup, manifests: &[Digest]) -> Result<Parity> {
+        let Setup {
+            spec_path,
+            out,
+            build_out,
+            spec,
+            ms,
+            parity,
+            ..
+        } = setup;
+        let m = &self.module;
         // 2. Parity on the GPU host.
         let Some(report_path) = &self.parity_report else {
             println!(
                 "{}",
                 crate::advice::as_run(&gpu_host_commands(
                     m,
-                    &spec_path,
-                    &build_out,
-                    &out,
+                    spec_path,
+                    build_out,
+                    out,
                     &self.trust,
                     &self.targets
                 ))
@@ -371,9 +397,9 @@ impl Args {
         check_report(
             &parity_report,
             report_path,
-            &ms,
-            &manifests,
-            spec_digest(&parity, &ms.geometry),
+            ms,
+            manifests,
+            spec_digest(parity, &ms.geometry),
             Digest::of(&source),
         )?;
         println!(
@@ -399,13 +425,30 @@ impl Args {
             report_digest.short()
         );
 
+        Ok(Parity {
+            report: parity_report,
+            digest: report_digest,
+        })
+    }
+
+    /// Step 3: the resource review (NVRTC vs AOT vs released), written to
+    /// `<out>/review.json`. Returns the file's blake3.
+    fn review(&self, setup: &Setup, parity: &Parity) -> Result<Digest> {
+        let Setup {
+            registry,
+            out,
+            anchor,
+            ..
+        } = setup;
+        let m = &self.module;
+        let (parity_report, report_digest) = (&parity.report, parity.digest);
         // 3. Resource review.
-        let released = released_manifest(&registry, &anchor, m, &parity_report.device.sm);
-        let review = review(&parity_report, report_digest, released.as_ref());
+        let released = released_manifest(registry, anchor, m, &parity_report.device.sm);
+        let review = review(parity_report, report_digest, released.as_ref());
         let mut review_file = serde_json::to_vec_pretty(&review).expect("serialisable");
         review_file.push(b'\n');
         let review_path = out.join("review.json");
-        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         files::write(&review_path, &review_file)?;
         let review_digest = Digest::of(&review_file);
         println!(
@@ -416,18 +459,41 @@ impl Args {
             review_digest.short()
         );
 
+        Ok(review_digest)
+    }
+
+    /// Step 4: the promotion record, signed by this run's reviewer keys (or co-signed onto
+    /// --cosign's record) and opened as the verifier will. Returns false when the record
+    /// stays partial (--partial under the threshold): nothing more to do in this run.
+    fn record(
+        &self,
+        setup: &Setup,
+        manifests: &[Digest],
+        parity: &Parity,
+        review_digest: Digest,
+    ) -> Result<bool> {
+        let Setup {
+            out,
+            build_out,
+            trust,
+            root,
+            ms,
+            ..
+        } = setup;
+        let m = &self.module;
+        let (parity_report, report_digest) = (&parity.report, parity.digest);
         // 4. The promotion record.
         let keys = reviewer_keys(
             &self.reviewer_keys,
-            &root,
-            &trust,
+            root,
+            trust,
             self.partial || self.cosign.is_some(),
         )?;
         let mut promotion = Promotion {
             schema: Promotion::SCHEMA.into(),
             module: m.clone(),
             schedule_version: ms.schedule_version,
-            manifests: manifests.clone(),
+            manifests: manifests.to_vec(),
             parity_report: report_digest,
             resource_review: review_digest,
             note: self.note.clone().unwrap_or_else(|| {
@@ -476,7 +542,7 @@ impl Args {
                         partial.display()
                     ))
                 );
-                return Ok(());
+                return Ok(false);
             }
             Err(e) => {
                 let fix = e.fix();
@@ -485,7 +551,7 @@ impl Args {
                 );
             }
         };
-        let record_path = outdir::promotion_path(&build_out, m);
+        let record_path = outdir::promotion_path(build_out, m);
         files::write(&record_path, &file)?;
         println!(
             "4/5 promotion record: {m} schedule v{}, {} manifest(s), parity report {}, review {}; signed by reviewer(s) {} (threshold {} of trust root v{}) -> {} (blake3 {})",
@@ -505,6 +571,21 @@ impl Args {
             Digest::of(&file).short()
         );
 
+        Ok(true)
+    }
+
+    /// Step 5: without --publish, the commands that would publish; with it, the build signed
+    /// by the builder and published with its promotion, the registry's other modules kept.
+    fn release(&self, setup: &Setup) -> Result<()> {
+        let Setup {
+            registry,
+            build_out,
+            trust,
+            anchor,
+            root,
+            ..
+        } = setup;
+        let m = &self.module;
         // 5. The release set.
         if !self.publish {
             println!(
@@ -529,17 +610,17 @@ impl Args {
         }
         let builder = match &self.builder_key {
             Some(p) => devkeys::read_key(p)?,
-            None => dev_key_for(&root, &trust, "builder", "--builder-key")?.builder,
+            None => dev_key_for(root, trust, "builder", "--builder-key")?.builder,
         };
-        let n = sign::sign_output(&build_out, &builder)?;
+        let n = sign::sign_output(build_out, &builder)?;
         let publisher = match &self.publisher_key {
             Some(p) => devkeys::read_key(p)?,
-            None => publish::dev_publisher_for(&anchor, &trust)?,
+            None => publish::dev_publisher_for(anchor, trust)?,
         };
         let p = publish::publish_output(
-            &registry,
-            &build_out,
-            &trust,
+            registry,
+            build_out,
+            trust,
             &publisher,
             &PublishOptions {
                 keep_unlisted: true,
@@ -552,7 +633,7 @@ impl Args {
                 "5/5 release set: {m} joined the release set of {}: build statement over {n} manifest(s) signed by builder {}; {}\n    check it as a prover would: cargo xtask verify --registry {}{}",
                 registry.display(),
                 builder.public().key_id().short(),
-                publish::describe(&p, &registry),
+                publish::describe(&p, registry),
                 registry.display(),
                 match root.root().channel {
                     cuda_aot::Channel::Production => " --production",
@@ -564,477 +645,24 @@ impl Args {
     }
 }
 
-/// What to run on the GPU host for step 2.
-fn gpu_host_commands(
-    m: &ModuleName,
-    spec: &Path,
-    build_out: &Path,
-    out: &Path,
-    trust: &Option<PathBuf>,
-    targets: &[Target],
-) -> String {
-    let root = paths::repo_root();
-    let rel = |p: &Path| {
-        p.strip_prefix(&root)
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .display()
-            .to_string()
-    };
-    format!(
-        "2/5 parity: runs on a GPU host (no Rust needed there). Here:\n    \
-         cargo build --release -p cuda-aot-kernels --features research --bin parity-runner\n    \
-         mkdir -p .gpu/promote && cp target/release/parity-runner .gpu/ && cp -r {build} .gpu/promote/{m}\n  \
-         copy the checkout's {spec} (and its sources) with .gpu/ to the GPU host; there:\n    \
-         LD_LIBRARY_PATH=/usr/local/cuda/lib64 .gpu/parity-runner --spec {spec} --module {m} --build .gpu/promote/{m} --report .gpu/parity-{m}.json\n  \
-         bring .gpu/parity-{m}.json back and continue here:\n    \
-         cargo xtask promote {m} --spec {spec} --out {out}{targets}{trust} --parity-report .gpu/parity-{m}.json --reviewer-key FILE",
-        targets = targets
-            .iter()
-            .map(|t| format!(" --target {t}"))
-            .collect::<String>(),
-        build = rel(build_out),
-        spec = rel(spec),
-        out = rel(out),
-        trust = trust
-            .as_ref()
-            .map(|t| format!(" --trust {}", t.display()))
-            .unwrap_or_default(),
-    )
+/// What every step of a promotion reads: where things are, the trust root, the module.
+struct Setup {
+    spec_path: PathBuf,
+    registry: PathBuf,
+    /// The promotion's working folder.
+    out: PathBuf,
+    /// `<out>/build`.
+    build_out: PathBuf,
+    trust: PathBuf,
+    anchor: Vec<u8>,
+    root: VerifiedRoot,
+    spec: build::ReleaseSpec,
+    ms: build::ModuleSpec,
+    parity: ParitySpec,
 }
 
-/// Step 2's checks: the report passed, and binds to exactly this build, spec and source.
-fn check_report(
-    r: &ParityReport,
-    path: &Path,
-    ms: &build::ModuleSpec,
-    manifests: &[Digest],
-    spec_digest: Digest,
-    source_digest: Digest,
-) -> Result<()> {
-    let m = &ms.name;
-    let refuse = |why: String, fix: &str| {
-        Err(fail(
-            format!(
-                "promote {m}: step 2: parity report {}: {why}",
-                path.display()
-            ),
-            fix,
-        ))
-    };
-    let rerun = "build again (step 1) and run the parity runner on this build; a report only vouches for the exact manifests it ran";
-    if r.schema != ParityReport::SCHEMA {
-        return refuse(
-            format!("schema {:?}, expected {:?}", r.schema, ParityReport::SCHEMA),
-            "pass a report written by this version's parity-runner",
-        );
-    }
-    if r.module != m.as_str() {
-        return refuse(
-            format!("a report for module `{}`", r.module),
-            "pass the report of this module",
-        );
-    }
-    if r.verdict != Verdict::Pass || r.first_difference.is_some() || r.error.is_some() {
-        let why = match (&r.first_difference, &r.error) {
-            (Some(d), _) => format!("parity FAILED: {d}"),
-            (_, Some(e)) => format!("parity FAILED: {e}"),
-            _ => "parity FAILED".to_string(),
-        };
-        return refuse(
-            why,
-            "fix the kernel (or its CPU reference) until the parity runner passes; a failing report is never promoted",
-        );
-    }
-    if r.cases.is_empty() || r.cases.iter().any(|c| !c.pass) || r.aot.is_empty() {
-        return refuse(
-            "no case, a failed case or no AOT cubin in the report".into(),
-            "run every case of the parity spec on a device the module is built for",
-        );
-    }
-    if r.manifests != manifests {
-        let first = r
-            .manifests
-            .iter()
-            .zip(manifests)
-            .find(|(a, b)| a != b)
-            .map(|(a, b)| format!("; first difference: report {a}, build {b}"))
-            .unwrap_or_default();
-        return refuse(
-            format!(
-                "does not bind to this build's manifests: the report ran {} manifest(s), the build at step 1 has {}{first}",
-                r.manifests.len(),
-                manifests.len()
-            ),
-            rerun,
-        );
-    }
-    if let Some(a) = r.aot.iter().find(|a| !manifests.contains(&a.manifest)) {
-        return refuse(
-            format!(
-                "its aot {} run names manifest {}, which this build does not have",
-                a.target, a.manifest
-            ),
-            rerun,
-        );
-    }
-    if r.spec_digest != spec_digest {
-        return refuse(
-            format!(
-                "ran parity spec {}, the spec now has {} ([module.parity] or geometry changed)",
-                r.spec_digest.short(),
-                spec_digest.short()
-            ),
-            rerun,
-        );
-    }
-    if r.source_digest != source_digest {
-        return refuse(
-            format!(
-                "NVRTC compiled source {}, the source is now {}",
-                r.source_digest.short(),
-                source_digest.short()
-            ),
-            rerun,
-        );
-    }
-    if r.schedule_version != ms.schedule_version {
-        return refuse(
-            format!(
-                "schedule version {}, the spec has {}",
-                r.schedule_version, ms.schedule_version
-            ),
-            rerun,
-        );
-    }
-    Ok(())
-}
-
-/// The currently released manifest of `module` for `target`, if the registry holds one
-/// that verifies against the trust root.
-fn released_manifest(
-    registry: &Path,
-    anchor: &[u8],
-    module: &ModuleName,
-    target: &str,
-) -> Option<Manifest> {
-    let src = DirSource::new(registry);
-    let v = cuda_aot::verify::verify_metadata(
-        &src,
-        anchor,
-        TrustState::default(),
-        &Options::ignoring_expiry(),
-    )
-    .ok()?;
-    let e = v
-        .index()
-        .entries
-        .iter()
-        .find(|e| &e.module == module && e.kind == Kind::Cubin && e.sm.to_string() == target)?;
-    v.verify_entry(&src, e).ok().map(|m| m.manifest().clone())
-}
-
-/// Step 3: the resource review table.
-pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> Review {
-    let mut builds: Vec<String> = Vec::new();
-    for x in &r.resources {
-        if !builds.contains(&x.build) {
-            builds.push(x.build.clone());
-        }
-    }
-    let released_label = format!("released {}", r.device.sm);
-    builds.push(released_label.clone());
-    let mut entries: Vec<String> = Vec::new();
-    for x in &r.resources {
-        if !entries.contains(&x.entry) {
-            entries.push(x.entry.clone());
-        }
-    }
-    type Get = fn(&Resources) -> Option<u32>;
-    let resources: [(&str, Get); 4] = [
-        ("registers", |x| x.registers),
-        ("shared bytes", |x| x.shared_bytes),
-        ("local bytes", |x| x.local_bytes),
-        ("max threads", |x| x.max_threads),
-    ];
-    let show = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
-    let mut rows = Vec::new();
-    for e in &entries {
-        for (name, get) in resources {
-            let mut values = BTreeMap::new();
-            let mut notes = Vec::new();
-            let mut figures = Vec::new();
-            for x in r.resources.iter().filter(|x| &x.entry == e) {
-                let (mut c, d) = (get(&x.cubin), get(&x.device));
-                // A cubin without a `.nv.shared.<kernel>` section uses no static shared memory.
-                if name == "shared bytes" {
-                    c = c.or(Some(0));
-                }
-                let mut s = show(c);
-                // The launch bound: the driver reports its own limit when the cubin sets none.
-                let comparable = name != "max threads" || c.is_some();
-                // The cubin's shared section counts the bytes reserved per block from sm_90
-                // on; the driver's figure does not.
-                let expected = match (name, c) {
-                    ("shared bytes", Some(b)) => {
-                        Some(cuda_aot::elf::driver_shared_bytes(build_sm(&x.build), b))
-                    }
-                    _ => c,
-                };
-                if comparable && expected != d {
-                    s += &format!(" ({})", show(d));
-                    notes.push(format!(
-                        "{}: cubin {} vs driver {}",
-                        x.build,
-                        show(c),
-                        show(d)
-                    ));
-                }
-                if name == "shared bytes" && expected != c && expected == d {
-                    notes.push(format!(
-                        "{}: {} of the cubin's {} B are reserved per block (sm_90+); the driver reports {}",
-                        x.build,
-                        cuda_aot::elf::RESERVED_SHARED_SM90,
-                        show(c),
-                        show(d)
-                    ));
-                }
-                if name == "local bytes" && c.unwrap_or(0) > 0 {
-                    notes.push(format!(
-                        "{}: {} B local memory per thread (spills or a stack frame)",
-                        x.build,
-                        show(c)
-                    ));
-                }
-                figures.push(c);
-                values.insert(x.build.clone(), s);
-            }
-            let rel = released.and_then(|m| {
-                m.functions
-                    .iter()
-                    .find(|f| f.symbol.as_str() == e)
-                    .map(|f| match (name, get(&Resources::of_abi(&f.abi))) {
-                        ("shared bytes", None) => Some(0),
-                        (_, v) => v,
-                    })
-            });
-            match rel {
-                Some(v) => {
-                    values.insert(released_label.clone(), show(v));
-                    figures.push(v);
-                }
-                None => {
-                    values.insert(
-                        released_label.clone(),
-                        if released.is_some() {
-                            "(no such kernel)"
-                        } else {
-                            "(not released)"
-                        }
-                        .into(),
-                    );
-                }
-            }
-            if figures.windows(2).any(|w| w[0] != w[1]) {
-                notes.insert(0, "DIFFERS between builds".into());
-            }
-            rows.push(ReviewRow {
-                entry: e.clone(),
-                resource: name.into(),
-                values,
-                notes,
-            });
-        }
-    }
-    let mut table = format!("    {:<22} {:<13}", "ENTRY POINT", "RESOURCE");
-    for b in &builds {
-        table += &format!(" {:>16}", b);
-    }
-    table += "  NOTES\n";
-    for row in &rows {
-        table += &format!("    {:<22} {:<13}", row.entry, row.resource);
-        for b in &builds {
-            table += &format!(" {:>16}", row.values.get(b).map_or("-", String::as_str));
-        }
-        table += &format!("  {}\n", row.notes.join("; "));
-    }
-    Review {
-        schema: "cuda-aot/resource-review/v1".into(),
-        module: r.module.clone(),
-        parity_report: report,
-        device: format!(
-            "{} ({}, {}, driver {})",
-            r.device.name, r.device.uuid, r.device.sm, r.device.driver
-        ),
-        builds,
-        rows,
-        table,
-    }
-}
-
-/// Co-signing: the partial record must promise exactly what this run derived.
-fn check_cosign(theirs: &Promotion, ours: &Promotion, path: &Path) -> Result<()> {
-    let differs = if theirs.module != ours.module {
-        Some(("module", theirs.module.to_string(), ours.module.to_string()))
-    } else if theirs.schedule_version != ours.schedule_version {
-        Some((
-            "schedule version",
-            theirs.schedule_version.to_string(),
-            ours.schedule_version.to_string(),
-        ))
-    } else if theirs.manifests != ours.manifests {
-        Some((
-            "manifests",
-            format!("{} digest(s)", theirs.manifests.len()),
-            format!("{} other digest(s)", ours.manifests.len()),
-        ))
-    } else if theirs.parity_report != ours.parity_report {
-        Some((
-            "parity report",
-            theirs.parity_report.to_string(),
-            ours.parity_report.to_string(),
-        ))
-    } else if theirs.resource_review != ours.resource_review {
-        Some((
-            "resource review",
-            theirs.resource_review.to_string(),
-            ours.resource_review.to_string(),
-        ))
-    } else {
-        None
-    };
-    match differs {
-        None => Ok(()),
-        Some((what, t, o)) => Err(fail(
-            format!(
-                "{}: the partial record promises {what} {t}, this run derived {o}: a reviewer co-signs only what they derived themselves",
-                path.display()
-            ),
-            "run with the same build, parity report and registry as the first reviewer, or start a new record",
-        )),
-    }
-}
-
-/// The reviewer keys of step 4, checked against the trust root before anything is signed:
-/// each must be a reviewer key (a builder key is named as such), and together they must
-/// meet the reviewer threshold (unless the record is partial or co-signed: then the
-/// threshold is checked on the record's signatures).
-fn reviewer_keys(
-    files: &[PathBuf],
-    root: &VerifiedRoot,
-    trust: &Path,
-    partial: bool,
-) -> Result<Vec<SecretKey>> {
-    let roles = &root.root().roles;
-    let keys: Vec<SecretKey> = if files.is_empty() {
-        vec![dev_key_for(root, trust, "reviewer", "--reviewer-key")?.reviewer]
-    } else {
-        files
-            .iter()
-            .map(|p| devkeys::read_key(p))
-            .collect::<Result<_>>()?
-    };
-    let mut distinct = Vec::new();
-    for (k, file) in keys
-        .iter()
-        .zip(files.iter().map(Some).chain(std::iter::repeat(None)))
-    {
-        let pk = k.public();
-        let name = file.map_or("the dev reviewer key".to_string(), |f| {
-            f.display().to_string()
-        });
-        if roles.builder.keys.contains(&pk) {
-            return Err(fail(
-                format!(
-                    "{name} (key {}) is a builder key, not a reviewer key: a builder never promotes a build (builder and reviewer keys are disjoint in trust root v{})",
-                    pk.key_id().short(),
-                    root.root().version
-                ),
-                "sign with a reviewer's own key (cargo xtask keygen --role reviewer), listed in the trust root's reviewer role",
-            ));
-        }
-        if !roles.reviewer.keys.contains(&pk) {
-            return Err(fail(
-                format!(
-                    "{name} (key {}) is not a reviewer key of trust root v{} (reviewers: {})",
-                    pk.key_id().short(),
-                    root.root().version,
-                    roles
-                        .reviewer
-                        .keys
-                        .iter()
-                        .map(|k| k.key_id().short())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                "pass the private key of a reviewer the trust root lists, or add the key to the root (cargo xtask trust-root --previous ...)",
-            ));
-        }
-        if !distinct.contains(&pk) {
-            distinct.push(pk);
-        }
-    }
-    let threshold = roles.reviewer.threshold as usize;
-    if distinct.len() < threshold && !partial {
-        return Err(fail(
-            format!(
-                "{} distinct reviewer key(s) given, under the reviewer threshold {threshold} of trust root v{}: a promotion needs {threshold} reviewers",
-                distinct.len(),
-                root.root().version
-            ),
-            format!(
-                "pass --reviewer-key once per reviewer, {threshold} different reviewer keys; reviewers on different machines sign one after the other (--partial, then --cosign FILE)"
-            ),
-        ));
-    }
-    Ok(keys)
-}
-
-/// The dev keys, refused for a production root (`flag` names the key to pass instead).
-fn dev_key_for(root: &VerifiedRoot, trust: &Path, role: &str, flag: &str) -> Result<DevKeysAll> {
-    if root.root().channel == cuda_aot::Channel::Production {
-        return Err(fail(
-            format!(
-                "{} is a production trust root and no {role} key was given; development keys never sign for production",
-                trust.display()
-            ),
-            format!("pass {flag} FILE with a {role} key listed in that root"),
-        ));
-    }
-    let dev = devkeys::ensure()?;
-    let reviewer =
-        devkeys::read_key(&paths::dev_keys_dir().join(format!("{}.key", RoleName::Reviewer)))?;
-    Ok(DevKeysAll {
-        builder: dev.builder,
-        reviewer,
-    })
-}
-
-/// The dev keys promote may use.
-struct DevKeysAll {
-    builder: SecretKey,
-    reviewer: SecretKey,
-}
-
-/// The SM number of a parity build label (`nvrtc sm_90`, `aot sm_90a`): 90.
-fn build_sm(build: &str) -> u32 {
-    build
-        .rsplit("sm_")
-        .next()
-        .map(|t| t.trim_end_matches(|c: char| !c.is_ascii_digit()))
-        .and_then(|t| t.parse().ok())
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_builds_sm_comes_from_its_label() {
-        assert_eq!(super::build_sm("nvrtc sm_90"), 90);
-        assert_eq!(super::build_sm("aot sm_90a"), 90);
-        assert_eq!(super::build_sm("aot sm_120"), 120);
-        assert_eq!(cuda_aot::elf::driver_shared_bytes(90, 9216), 8192);
-        assert_eq!(cuda_aot::elf::driver_shared_bytes(80, 9216), 9216);
-        assert_eq!(cuda_aot::elf::driver_shared_bytes(90, 0), 0);
-    }
+/// A parity report that passed and binds to the build (step 2), and its file's blake3.
+struct Parity {
+    report: ParityReport,
+    digest: Digest,
 }
