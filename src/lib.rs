@@ -65,6 +65,7 @@ pub mod lookup;
 pub mod manifest;
 pub mod metadata;
 pub mod name;
+pub mod output;
 pub mod parallel;
 pub mod provenance;
 pub mod ptx;

@@ -2,9 +2,9 @@
 //! reviewer signatures) and published into a production-channel registry, loaded and run
 //! under `Policy::production()`; a research module (NVRTC) refused by that runtime.
 //!
-//! The registry and trust root come from `docs/gpu-review.sh`, which promotes `ntt_fused`
-//! on the GPU host with generated production keys: `CUDA_AOT_PROMOTED_REGISTRY`,
-//! `CUDA_AOT_PROMOTED_TRUST`.
+//! The registry and trust root come from the GPU review (`gpu-bundle --review`, then
+//! `gpu-run`), which promotes `ntt_fused` on the GPU host with generated production keys:
+//! `CUDA_AOT_PROMOTED_REGISTRY`, `CUDA_AOT_PROMOTED_TRUST`.
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ fn promoted() -> (PathBuf, Vec<u8>) {
     let var = |k: &str| {
         std::env::var_os(k)
             .map(PathBuf::from)
-            .unwrap_or_else(|| panic!("{k} is not set: run docs/gpu-review.sh"))
+            .unwrap_or_else(|| panic!("{k} is not set: run it through `cargo xtask gpu-bundle --review`, then `gpu-run` on the GPU host"))
     };
     let reg = var("CUDA_AOT_PROMOTED_REGISTRY");
     let trust = var("CUDA_AOT_PROMOTED_TRUST");

@@ -3,8 +3,8 @@
 //! the promotion at its first differing output, named by entry point, buffer, element index
 //! and both values.
 //!
-//! `docs/gpu-review.sh` sets the inputs (built on the build host by
-//! `docs/gpu-review-prep.sh`):
+//! `gpu-run` sets the inputs (built on the build host by
+//! `cargo xtask gpu-bundle --review`):
 //! - `CUDA_AOT_PARITY_RUNNER`: the `parity-runner` binary;
 //! - `CUDA_AOT_PARITY_SPEC` / `CUDA_AOT_PARITY_BUILD`: the research spec and the AOT build
 //!   of `ntt_fused`;
@@ -22,7 +22,7 @@ use cuda_aot_kernels::parity::report::{ParityReport, Verdict};
 fn var(k: &str) -> PathBuf {
     std::env::var_os(k)
         .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{k} is not set: run docs/gpu-review.sh"))
+        .unwrap_or_else(|| panic!("{k} is not set: run it through `cargo xtask gpu-bundle --review`, then `gpu-run` on the GPU host"))
 }
 
 fn run(spec: &str, build: &str, report: &Path) -> (i32, String) {

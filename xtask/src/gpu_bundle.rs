@@ -30,6 +30,12 @@ pub struct Args {
     /// bench-load's NVRTC baseline.
     #[arg(long)]
     research: bool,
+    /// Also the promotion review of the research kernel, which `gpu-run` then runs: the
+    /// parity runner, the parity and promoted GPU tests (research builds) and
+    /// production-channel AOT builds (sm_90, sm_90a) of kernels/research/research.toml's
+    /// ntt_fused and of its altered copy (kernels/research/altered/), in review/.
+    #[arg(long)]
+    review: bool,
 }
 
 impl Args {
@@ -121,6 +127,59 @@ impl Args {
                     .map(|(_, p)| ("lib_tests_research".to_string(), p)),
             );
         }
+        let review = if self.review {
+            let builds = work.join("review-build");
+            for (name, spec) in [
+                ("ntt_fused", "kernels/research/research.toml"),
+                (
+                    "ntt_fused_altered",
+                    "kernels/research/altered/research.toml",
+                ),
+            ] {
+                let dest = builds.join(name).display().to_string();
+                tool(&[
+                    "build",
+                    "--spec",
+                    spec,
+                    "--module",
+                    "ntt_fused",
+                    "--target",
+                    "sm_90",
+                    "--target",
+                    "sm_90a",
+                    "--channel",
+                    "production",
+                    "--out",
+                    &dest,
+                ])?;
+            }
+            let kernels = [
+                "--release",
+                "-p",
+                "cuda-aot-kernels",
+                "--features",
+                "research",
+            ];
+            cargo(&[
+                "build",
+                "--release",
+                "-p",
+                "cuda-aot-kernels",
+                "--features",
+                "research",
+                "--bin",
+                "parity-runner",
+            ])?;
+            let mut exes = test_executables(&root, &kernels, &["parity_gpu"])?;
+            exes.extend(test_executables(
+                &root,
+                &["--release", "-p", "cuda-aot", "--features", "research"],
+                &["promoted"],
+            )?);
+            Some((builds, exes))
+        } else {
+            None
+        };
 
         let _ = std::fs::remove_dir_all(&out);
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -150,6 +209,21 @@ impl Args {
             std::fs::copy(from, &to)
                 .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
             strip(&to);
+        }
+        if let Some((builds, exes)) = &review {
+            let dir = out.join("review");
+            crate::files::copy_tree(builds, &dir.join("build"))?;
+            let runner = root.join("target/release/parity-runner");
+            let review_binaries = exes
+                .iter()
+                .map(|(name, p)| (format!("{name}_tests"), p.clone()))
+                .chain([("parity-runner".to_string(), runner)]);
+            for (name, from) in review_binaries {
+                let to = dir.join(&name);
+                std::fs::copy(&from, &to)
+                    .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+                strip(&to);
+            }
         }
         crate::files::copy_tree(&work.join("registry"), &out.join("registry"))?;
         crate::files::copy_tree(&foreign_registry, &out.join("foreign-registry"))?;

@@ -10,6 +10,10 @@ use std::time::Instant;
 
 use crate::process;
 
+mod review;
+
+use review::Review;
+
 /// Run the GPU tests, examples and bench-load of a bundle on this GPU host.
 ///
 /// Meant for the GPU host, where the bundle's own tool runs it: `.gpu/xtask gpu-run --out
@@ -19,7 +23,11 @@ use crate::process;
 /// `--ignored --test-threads=1` (the two-device tests skipped, and said so, on a host with
 /// one GPU); the Rust prover, the C++ prover (`cuModuleLoadData`, then
 /// `cuLibraryLoadData`), `doctor` probing this host for both registries, the LTO speed
-/// example, the README example in a fresh project folder, and bench-load. Each step's whole
+/// example, the README example in a fresh project folder, with a `--review` bundle the
+/// promotion review of the research kernel (parity of it and of its altered copy, keys and
+/// a production trust root, the altered promotion refused, the promotion published and
+/// verified, and the promoted kernel run by the runtime and both provers under the
+/// production policy), and bench-load. Each step's whole
 /// output goes to its own log in --out; `summary.txt` lists each step with its result.
 /// Every step runs even when an earlier one failed; the exit status is 1 if any did.
 #[derive(clap::Args)]
@@ -60,6 +68,7 @@ impl Args {
         let run = Run {
             bundle: b.clone(),
             out: self.out.clone(),
+            review: Review::of(b, &self.out),
         };
         let gpus = run.device_line()?;
         let mut outcomes = Vec::new();
@@ -72,13 +81,7 @@ impl Args {
             std::fs::write(self.out.join("skipped.txt"), &note)?;
             print!("gpu-run: {note}");
         }
-        let tests = |extra: &[String]| -> Vec<String> {
-            ["--ignored", "--test-threads=1", "--nocapture"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain(extra.iter().cloned())
-                .collect()
-        };
+        let tests = test_args;
         outcomes.push(run.tests(
             "runtime GPU tests",
             "gpu-tests.txt",
@@ -177,6 +180,9 @@ impl Args {
             &[vec![path(&readme)]],
             Some(project.path()),
         ));
+        if let Some(review) = &run.review {
+            outcomes.extend(review.run(&run, &me)?);
+        }
         if !self.no_bench {
             outcomes.push(run.step(
                 "bench-load",
@@ -229,10 +235,22 @@ impl Args {
     }
 }
 
+/// The arguments of a GPU test executable: the ignored (GPU) tests, one at a time, their
+/// output shown, then `extra`.
+fn test_args(extra: &[String]) -> Vec<String> {
+    ["--ignored", "--test-threads=1", "--nocapture"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .collect()
+}
+
 /// Where one run reads its bundle and writes its logs.
 struct Run {
     bundle: PathBuf,
     out: PathBuf,
+    /// The promotion review, when the bundle has one (`gpu-bundle --review`).
+    review: Option<Review>,
 }
 
 impl Run {
@@ -357,5 +375,8 @@ impl Run {
                 "CUDA_AOT_FOREIGN_REGISTRY",
                 abs(self.bundle.join("foreign-registry")),
             );
+        if let Some(review) = &self.review {
+            cmd.envs(review.environment());
+        }
     }
 }

@@ -1,16 +1,15 @@
-//! The build output folder, written by `build` and read by `sign` and `publish`; its layout
-//! is defined here (the parity runner of `kernels/` still derives the blob path on its own): `<out>/<module>/<target>.<kind>` (the blob),
-//! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) and
-//! `<out>/build.statement.json` (the builder's signed statement over all of them),
-//! `<out>/build.provenance.json` and `<out>/build.sources/<blake3 hex>` (what the build read,
-//! for the statement's provenance),
-//! `<out>/promotions/<module>.json` (reviewer-signed promotion records, published with the
-//! build). Files are
-//! replaced atomically, identical ones are left alone, and files of earlier builds that a
-//! build did not produce are removed.
+//! The build output folder, written by `build` and read by `sign` and `publish`. Each
+//! module's `<out>/<module>/<target>.<kind>` (the blob) and
+//! `<out>/<module>/<target>.<kind>.manifest.json` (its unsigned manifest) are laid out and
+//! read by `cuda_aot::output`, which the parity runner on the GPU host uses too. The rest of
+//! the layout is defined here: `<out>/build.statement.json` (the builder's signed statement
+//! over all of them), `<out>/build.provenance.json` and `<out>/build.sources/<blake3 hex>`
+//! (what the build read, for the statement's provenance), and `<out>/promotions/<module>.json`
+//! (reviewer-signed promotion records, published with the build). Files are replaced
+//! atomically, identical ones are left alone, and files of earlier builds that a build did
+//! not produce are removed.
 
 use anyhow::{Context, Result};
-use cuda_aot::digest::check_blob;
 use cuda_aot::{Kind, Manifest, ModuleName, Target};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,19 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::advice::fail;
 use crate::files;
 
-/// `<out>/<module>/<target>.<kind>`.
-pub fn blob_path(out: &Path, m: &Manifest) -> PathBuf {
-    out.join(m.identity.module.as_str())
-        .join(format!("{}.{}", m.identity.sm, m.identity.kind))
-}
-
-/// `<out>/<module>/<target>.<kind>.manifest.json`.
-pub fn manifest_path(out: &Path, m: &Manifest) -> PathBuf {
-    out.join(m.identity.module.as_str()).join(format!(
-        "{}.{}.manifest.json",
-        m.identity.sm, m.identity.kind
-    ))
-}
+pub use cuda_aot::output::{blob_path, manifest_path};
 
 /// `<out>/build.statement.json`: where `cargo xtask sign` puts the builder's signed
 /// statement over every manifest of the build.
@@ -143,13 +130,6 @@ pub fn remove_stale(out: &Path, keep: &BTreeSet<PathBuf>) -> Result<Vec<PathBuf>
     Ok(removed)
 }
 
-/// The blob that a manifest file describes: the path without `.manifest.json`.
-pub fn blob_of_manifest(manifest_path: &Path) -> PathBuf {
-    let s = manifest_path.to_string_lossy();
-    let stem = s.strip_suffix(".manifest.json").unwrap_or(&s);
-    PathBuf::from(stem.to_string())
-}
-
 /// Files `<out>/<module>/<name>` whose names end with `suffix`, sorted.
 pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
     if !out.is_dir() {
@@ -176,7 +156,7 @@ pub type OutputModule = (Manifest, Vec<u8>, Vec<u8>);
 /// manifest (size, blake3).
 pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
     let limits = crate::limits::limits();
-    let files = files_ending(out, ".manifest.json")?;
+    let files = files_ending(out, cuda_aot::output::MANIFEST_SUFFIX)?;
     if files.is_empty() {
         return Err(fail(
             format!("{}: no *.manifest.json files", out.display()),
@@ -185,29 +165,13 @@ pub fn read_output(out: &Path) -> Result<Vec<OutputModule>> {
     }
     let mut v = Vec::with_capacity(files.len());
     for path in &files {
-        let bytes = cuda_aot::fs::read_capped(path, limits.manifest, "manifest")?;
-        let m: Manifest =
-            cuda_aot::json::parse(&bytes, limits.manifest, &path.display().to_string())?;
-        let blob_file = blob_of_manifest(path);
-        let blob =
-            cuda_aot::fs::read_capped(&blob_file, limits.blob, "blob").with_context(|| {
-                format!(
-                    "reading the blob of {} ({})",
-                    m.label(),
-                    blob_file.display()
-                )
-            })?;
-        check_blob(&m.label(), &blob, m.size, &m.module_digest).map_err(|e| {
+        let b = cuda_aot::output::read_built(path, &limits).map_err(|e| {
             fail(
-                format!(
-                    "{}: {} no longer matches its manifest: {e}",
-                    m.label(),
-                    blob_file.display()
-                ),
-                "rebuild with `cargo xtask build`",
+                format!("{}: {e}", path.display()),
+                "rebuild with `cargo xtask build` (the output holds what it wrote, unchanged)",
             )
         })?;
-        v.push((m, bytes, blob));
+        v.push((b.manifest, b.manifest_file, b.blob));
     }
     Ok(v)
 }

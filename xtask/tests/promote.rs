@@ -5,7 +5,7 @@
 //! The GPU half (the parity runner) cannot run here: these tests write the parity report
 //! the way `parity-runner` does, bound to the manifests the test just built (`report_for`).
 //! The reports of real runs on the H200 are in docs/evidence/; the GPU script
-//! (docs/gpu-review.sh) runs the whole path there, the load under Policy::production()
+//! (`gpu-bundle --review`, then `gpu-run` there) runs the whole path there, the load under Policy::production()
 //! included.
 //!
 //! The altered research kernel of that run (kernels/research/altered/, a committed fixture)
@@ -683,7 +683,7 @@ fn issue_7_two_reviewers_sign_one_after_the_other() {
 }
 
 /// The line of `kernels/research/ntt_fused.cu` that the altered kernel breaks, and what it
-/// becomes there (`kernels/research/altered/`: docs/gpu-review.sh shows parity stopping at
+/// becomes there (`kernels/research/altered/`: the GPU review shows parity stopping at
 /// its first differing output and `promote` refusing its report).
 const UNALTERED_LINE: &str = "const unsigned long long kg = ((unsigned long long)k << s0) + l;";
 const ALTERED_LINE: &str = "const unsigned long long kg = ((unsigned long long)k << s0); // ALTERED: forgets the low bits l";
@@ -798,7 +798,7 @@ fn issue_17_the_altered_kernel_is_ntt_fused_with_one_line_changed() {
 }
 
 /// Issue 17 item 8: the altered kernel builds with the real nvcc, as
-/// docs/gpu-review-prep.sh builds it (production channel), and its cubin is not
+/// `cargo xtask gpu-bundle --review` builds it (production channel), and its cubin is not
 /// `ntt_fused`'s (the altered line reaches the code).
 #[test]
 fn issue_17_the_altered_kernel_builds_and_differs_from_ntt_fused() {

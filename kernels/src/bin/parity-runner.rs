@@ -19,7 +19,6 @@ use std::time::Instant;
 
 use clap::Parser;
 use cuda_aot::cuda::{Device, LoadApi, LoadedModule};
-use cuda_aot::digest::check_blob;
 use cuda_aot::metadata::Time;
 use cuda_aot::research::{ResearchModule, ResearchSource};
 use cuda_aot::{Digest, Kind, Limits, Manifest, ModuleName, Policy, Target};
@@ -305,27 +304,20 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
 type Aot = (Vec<Digest>, Vec<(Manifest, Digest, Vec<u8>)>);
 
 /// Every manifest digest of `module` in `build`, and the cubins (checked against their
-/// manifests: size, blake3, content) for exactly `sm` and its arch-specific variant.
+/// manifests: size, blake3, content) for exactly `sm` and its arch-specific variant. The
+/// build output is read by the build tool's own reader (`cuda_aot::output`).
 fn aot_cubins(build: &std::path::Path, module: &ModuleName, sm: Target) -> Result<Aot, String> {
     let limits = Limits::default();
-    let dir = build.join(module.as_str());
-    let rd = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".manifest.json"))
-        .collect();
-    files.sort();
+    let files = cuda_aot::output::manifest_files(&build.join(module.as_str()))
+        .map_err(|e| e.to_string())?;
     let arch = Target {
         arch_specific: true,
         ..sm
     };
     let (mut digests, mut cubins) = (Vec::new(), Vec::new());
     for f in files {
-        let bytes = cuda_aot::fs::read_capped(&f, limits.manifest, "manifest")
-            .map_err(|e| e.to_string())?;
-        let man: Manifest =
-            cuda_aot::json::parse(&bytes, limits.manifest, &f.display().to_string())
-                .map_err(|e| e.to_string())?;
+        let built = cuda_aot::output::read_built(&f, &limits).map_err(|e| e.to_string())?;
+        let man = built.manifest;
         if man.identity.module != *module {
             return Err(format!(
                 "{}: a manifest of {}",
@@ -333,17 +325,14 @@ fn aot_cubins(build: &std::path::Path, module: &ModuleName, sm: Target) -> Resul
                 man.identity.module
             ));
         }
-        digests.push(Digest::of(&bytes));
+        let digest = Digest::of(&built.manifest_file);
+        digests.push(digest);
         let t = man.identity.sm;
         if man.identity.kind != Kind::Cubin || (t != sm && t != arch) {
             continue;
         }
-        let blob_file = f.with_file_name(format!("{t}.cubin"));
-        let blob = cuda_aot::fs::read_capped(&blob_file, limits.blob, "blob")
-            .map_err(|e| e.to_string())?;
-        check_blob(&man.label(), &blob, man.size, &man.module_digest).map_err(|e| e.to_string())?;
-        cuda_aot::content::check(&man, &blob).map_err(|e| e.to_string())?;
-        cubins.push((man, Digest::of(&bytes), blob));
+        cuda_aot::content::check(&man, &built.blob).map_err(|e| e.to_string())?;
+        cubins.push((man, digest, built.blob));
     }
     digests.sort();
     Ok((digests, cubins))
