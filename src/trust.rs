@@ -252,6 +252,24 @@ pub fn verify_anchor(bytes: &[u8], limits: &Limits, what: &str) -> Result<Verifi
     })
 }
 
+/// Signs `root` with `keys` and checks the file exactly as a client will before handing it
+/// out: as a first root ([`verify_anchor`]), or as the rotation from `previous`
+/// ([`rotate`]). The one way the tools make a trust root file (`cargo xtask trust-root`, the
+/// dev root of a fresh clone), so none can write a root that its clients would refuse.
+pub fn sign_root(
+    root: &Root,
+    keys: &[&crate::keys::SecretKey],
+    previous: Option<&VerifiedRoot>,
+    limits: &Limits,
+) -> Result<Vec<u8>> {
+    let file = crate::metadata::sign_doc(root, keys).to_bytes();
+    match previous {
+        Some(prev) => rotate(prev, &file, limits, "new root")?,
+        None => verify_anchor(&file, limits, "new root")?,
+    };
+    Ok(file)
+}
+
 /// Verifies root N+1 against trusted root N: version exactly one higher, consistent, and
 /// signed by a threshold of N's root keys and of its own root keys.
 pub fn rotate(
@@ -343,4 +361,65 @@ pub fn walk_chain(
         rotations += 1;
     }
     Ok(trusted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::SecretKey;
+    use crate::metadata::{MaxExpiry, Roles, Time};
+
+    fn key(n: u8) -> SecretKey {
+        SecretKey::from_seed([n; 32])
+    }
+
+    /// A root whose root role has `keys` (threshold `threshold`) and one key per other role.
+    fn root(version: u64, keys: &[&SecretKey], threshold: u32) -> Root {
+        let one = |k: &SecretKey| Role {
+            keys: vec![k.public()],
+            threshold: 1,
+        };
+        Root {
+            schema: Root::SCHEMA.into(),
+            version,
+            expires: Time::now().plus(std::time::Duration::from_secs(86_400)),
+            channel: Channel::Dev,
+            max_expiry: MaxExpiry::DEFAULT,
+            roles: Roles {
+                root: Role {
+                    keys: keys.iter().map(|k| k.public()).collect(),
+                    threshold,
+                },
+                builder: one(&key(10)),
+                reviewer: one(&key(11)),
+                publisher: one(&key(12)),
+            },
+        }
+    }
+
+    /// The tools make roots only through `sign_root`: one its clients would refuse (too
+    /// few root signatures, a rotation that skips a version) is never handed out.
+    #[test]
+    fn a_root_its_clients_would_refuse_is_never_signed_out() {
+        let limits = Limits::default();
+        let (a, b) = (key(1), key(2));
+        let two_of_two = root(1, &[&a, &b], 2);
+        let e = sign_root(&two_of_two, &[&a], None, &limits).unwrap_err();
+        assert!(matches!(e, Error::Threshold { .. }), "{e}");
+        let file = sign_root(&two_of_two, &[&a, &b], None, &limits).unwrap();
+        let first = verify_anchor(&file, &limits, "root").unwrap();
+        assert_eq!(first.root().version, 1);
+
+        let skips = root(3, &[&a, &b], 2);
+        assert!(sign_root(&skips, &[&a, &b], Some(&first), &limits).is_err());
+        let next = root(2, &[&a, &b], 2);
+        let file = sign_root(&next, &[&a, &b], Some(&first), &limits).unwrap();
+        assert_eq!(
+            rotate(&first, &file, &limits, "root")
+                .unwrap()
+                .root()
+                .version,
+            2
+        );
+    }
 }

@@ -142,8 +142,8 @@ pub fn ensure() -> Result<DevKeys> {
             },
         };
         let root_key = &keys[0].1;
-        let env = cuda_aot::metadata::sign_doc(&root, &[root_key]);
-        cuda_aot::fs::write_atomic(&tmp.path().join("root.json"), &env.to_bytes())?;
+        let file = cuda_aot::trust::sign_root(&root, &[root_key], None, &crate::limits::limits())?;
+        cuda_aot::fs::write_atomic(&tmp.path().join("root.json"), &file)?;
         let tmp = tmp.keep();
         if dir.exists() {
             std::fs::remove_dir_all(&dir)

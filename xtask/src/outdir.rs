@@ -138,13 +138,12 @@ pub fn files_ending(out: &Path, suffix: &str) -> Result<Vec<PathBuf>> {
             "run `cargo xtask build` first, or pass the build output folder",
         ));
     }
-    let mut v = Vec::new();
-    for e in walkdir::WalkDir::new(out).min_depth(2).max_depth(2) {
-        let e = e?;
-        if e.file_type().is_file() && e.file_name().to_string_lossy().ends_with(suffix) {
-            v.push(e.into_path());
-        }
-    }
+    // The one walk (no link followed; a link is not a regular file and is left out).
+    let mut v: Vec<PathBuf> = files::files_under(out)?
+        .into_iter()
+        .filter(|f| f.regular && f.rel.split('/').count() == 2 && f.rel.ends_with(suffix))
+        .map(|f| f.path)
+        .collect();
     v.sort();
     Ok(v)
 }

@@ -125,16 +125,8 @@ impl Args {
             .map(|p| devkeys::read_key(p))
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<_> = keys.iter().collect();
-        let file = cuda_aot::metadata::sign_doc(&root, &refs).to_bytes();
-        // Check it exactly as a client will, before writing anything.
-        match &previous {
-            Some(prev) => {
-                cuda_aot::trust::rotate(prev, &file, &limits, "new root")?;
-            }
-            None => {
-                cuda_aot::trust::verify_anchor(&file, &limits, "new root")?;
-            }
-        }
+        // Checked exactly as a client will, before anything is written.
+        let file = cuda_aot::trust::sign_root(&root, &refs, previous.as_ref(), &limits)?;
         match cuda_aot::fs::create_new_atomic(&self.out, &file) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
