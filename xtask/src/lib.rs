@@ -50,6 +50,8 @@ mod repro;
 mod servers;
 mod sign;
 mod stats;
+#[cfg(any(feature = "gpu", feature = "net"))]
+mod svg;
 mod sync;
 mod toolchain;
 mod trust_root;

@@ -8,7 +8,8 @@ use std::path::Path;
 
 /// Modules that tasks share; they never import a task.
 const SUPPORT: &[&str] = &[
-    "advice", "anchor", "args", "files", "limits", "message", "outdir", "paths", "process", "stats",
+    "advice", "anchor", "args", "files", "limits", "message", "outdir", "paths", "process",
+    "stats", "svg",
 ];
 
 /// Every `crate::<module>` that `text` refers to (in `use` trees and in paths).

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::order::Order;
 use super::{Args, startup, stats};
 use crate::advice::Fix;
+use crate::svg::Svg;
 use crate::{files, paths};
 
 use stats::{CONTROL_LIMIT, Ratio};
@@ -822,111 +823,90 @@ fn chart(rows: &[Bar], ratios: &[Ratio], title: &str) -> String {
         "ptx_driver_jit" => "#f08c00",
         _ => "#c92a2a",
     };
-    let mut s = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-    );
+    let mut s = Svg::new(w, h);
     // The title (the CSV's header line) on two lines: device, then the run's settings.
-    let title = title.trim_start_matches("# ").trim().replace('&', "and");
-    let (first, second) = title.split_once(", reps").unwrap_or((&title, ""));
-    let _ = writeln!(
-        s,
-        "<text x='10' y='20' font-size='13'>{first}</text><text x='10' y='38' font-size='11'>{}</text>",
-        if second.is_empty() {
-            String::new()
-        } else {
-            format!("reps{second}")
-        }
-    );
-    let _ = writeln!(
-        s,
-        "<text x='10' y='58'>median load and start-up time per module, bundle and process (log scale, microseconds)</text>"
+    let title = title.trim_start_matches("# ").trim();
+    let (first, second) = title.split_once(", reps").unwrap_or((title, ""));
+    s.text(10.0, 20.0, "font-size='13'", first);
+    let settings = if second.is_empty() {
+        String::new()
+    } else {
+        format!("reps{second}")
+    };
+    s.text(10.0, 38.0, "font-size='11'", &settings);
+    s.text(
+        10.0,
+        58.0,
+        "",
+        "median load and start-up time per module, bundle and process (log scale, microseconds)",
     );
     for d in 0..=decades as u32 {
         let us = 10f64.powi(d as i32);
         let xx = x(us);
-        let _ = writeln!(
-            s,
-            "<line x1='{xx}' y1='{}' x2='{xx}' y2='{}' stroke='#ddd'/><text x='{xx}' y='{}' text-anchor='middle'>{us}</text>",
-            top - 5.0,
-            ratio_top - 40.0,
-            ratio_top - 25.0
+        s.line((xx, top - 5.0), (xx, ratio_top - 40.0), "#ddd", "");
+        s.text(
+            xx,
+            ratio_top - 25.0,
+            "text-anchor='middle'",
+            &us.to_string(),
         );
     }
     for (i, r) in rows.iter().enumerate() {
         let y = top + i as f64 * (bar_h + 6.0);
         let m = r.median;
-        let _ = writeln!(
-            s,
-            "<text x='{}' y='{}' text-anchor='end'>{} {}</text>",
+        s.text(
             left - 8.0,
             y + 13.0,
-            r.scope,
-            r.method
+            "text-anchor='end'",
+            &format!("{} {}", r.scope, r.method),
         );
-        let _ = writeln!(
-            s,
-            "<rect x='{left}' y='{y}' width='{}' height='{bar_h}' fill='{}'/>",
-            (x(m) - left).max(1.0),
-            color(&r.method)
-        );
-        let _ = writeln!(
-            s,
-            "<text x='{}' y='{}'>{m:.0} us</text>",
-            x(m) + 4.0,
-            y + 13.0
-        );
+        s.rect(left, y, (x(m) - left).max(1.0), bar_h, color(&r.method), "");
+        s.text(x(m) + 4.0, y + 13.0, "", &format!("{m:.0} us"));
     }
     // Ratios: median with its 95 % interval, and the limit, on a linear scale around 1.
-    let _ = writeln!(
-        s,
-        "<text x='10' y='{}'>paired ratios, median and bootstrap 95% interval (dashed: 1.0; red: the gate's limits, where the ratio is gated or an A/A control)</text>",
-        ratio_top - 5.0
+    s.text(
+        10.0,
+        ratio_top - 5.0,
+        "",
+        "paired ratios, median and bootstrap 95% interval (dashed: 1.0; red: the gate's limits, where the ratio is gated or an A/A control)",
     );
     let (lo, hi) = (0.6_f64, 2.0_f64);
     let rx = |r: f64| left + (r.clamp(lo, hi) - lo) / (hi - lo) * (w - left - 110.0);
     let base = ratio_top + 10.0;
     let end = base + ratios.len() as f64 * (bar_h + 6.0);
-    let _ = writeln!(
-        s,
-        "<line x1='{0}' y1='{base}' x2='{0}' y2='{end}' stroke='#888' stroke-dasharray='4 3'/>",
-        rx(1.0)
+    s.line(
+        (rx(1.0), base),
+        (rx(1.0), end),
+        "#888",
+        "stroke-dasharray='4 3'",
     );
     for (i, r) in ratios.iter().enumerate() {
         let y = base + i as f64 * (bar_h + 6.0);
         let mid = y + bar_h / 2.0;
-        let _ = writeln!(
-            s,
-            "<text x='{}' y='{}' text-anchor='end'>{}</text>",
-            left - 8.0,
-            y + 13.0,
-            r.name
-        );
+        s.text(left - 8.0, y + 13.0, "text-anchor='end'", &r.name);
         for &limit in &r.limits() {
-            let _ = writeln!(
-                s,
-                "<line x1='{0}' y1='{y}' x2='{0}' y2='{1}' stroke='#c92a2a' stroke-width='2'/>",
-                rx(limit),
-                y + bar_h
+            s.line(
+                (rx(limit), y),
+                (rx(limit), y + bar_h),
+                "#c92a2a",
+                "stroke-width='2'",
             );
         }
-        let _ = writeln!(
-            s,
-            "<line x1='{}' y1='{mid}' x2='{}' y2='{mid}' stroke='#1c7ed6' stroke-width='3'/><circle cx='{}' cy='{mid}' r='4' fill='#2b8a3e'/>",
-            rx(r.low),
-            rx(r.high),
-            rx(r.median)
+        s.line(
+            (rx(r.low), mid),
+            (rx(r.high), mid),
+            "#1c7ed6",
+            "stroke-width='3'",
         );
-        let _ = writeln!(
-            s,
-            "<text x='{}' y='{}'>{:.3} [{:.3}, {:.3}]</text>",
+        s.circle(rx(r.median), mid, 4.0, "#2b8a3e");
+        s.text(
             r.limits().into_iter().map(rx).fold(rx(r.high), f64::max) + 8.0,
             y + 13.0,
-            r.median,
-            r.low,
-            r.high
+            "",
+            &format!("{:.3} [{:.3}, {:.3}]", r.median, r.low, r.high),
         );
     }
-    s + "</svg>\n"
+    s.finish()
 }
 
 #[cfg(test)]

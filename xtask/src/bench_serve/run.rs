@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Args;
+use crate::svg::Svg;
 use crate::{anchor, machine, paths, servers};
 
 // Only `serve` runs the `get-hostile` workload; its baseline is serve's own `get`.
@@ -812,17 +813,13 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
             "#1c7ed6"
         }
     };
-    let mut s = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
-    );
-    let _ = writeln!(
-        s,
-        "<text x='10' y='20' font-size='13'>{}</text>",
-        title.replace('&', "and")
-    );
-    let _ = writeln!(
-        s,
-        "<text x='10' y='42'>throughput (bar length relative to the faster server of each workload); green: cuda-aot-registry serve, blue: nginx</text>"
+    let mut s = Svg::new(w, h);
+    s.text(10.0, 20.0, "font-size='13'", title);
+    s.text(
+        10.0,
+        42.0,
+        "",
+        "throughput (bar length relative to the faster server of each workload); green: cuda-aot-registry serve, blue: nginx",
     );
     let span = w - left - 170.0;
     let mut y = 60.0;
@@ -839,23 +836,20 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
                 "req/s"
             };
             let len = (r.per_sec() / max * span).max(1.0);
-            let _ = writeln!(
-                s,
-                "<text x='{}' y='{}' text-anchor='end'>{workload} · {server}</text><rect x='{left}' y='{y}' width='{len:.1}' height='{bar_h}' fill='{}'/><text x='{:.1}' y='{}'>{:.1} {unit}</text>",
-                left - 8.0,
-                y + 14.0,
-                color(server),
-                left + len + 6.0,
-                y + 14.0,
-                r.per_sec()
-            );
+            let label = format!("{workload} · {server}");
+            s.text(left - 8.0, y + 14.0, "text-anchor='end'", &label);
+            s.rect(left, y, len, bar_h, color(server), "");
+            let figure = format!("{:.1} {unit}", r.per_sec());
+            s.text(left + len + 6.0, y + 14.0, "", &figure);
             y += bar_h + 8.0;
         }
     }
     y += 20.0;
-    let _ = writeln!(
-        s,
-        "<text x='10' y='{y}'>latency per operation, p50 (solid) and p99 (light), relative to the slowest p99 of each workload</text>"
+    s.text(
+        10.0,
+        y,
+        "",
+        "latency per operation, p50 (solid) and p99 (light), relative to the slowest p99 of each workload",
     );
     y += 14.0;
     for workload in ["sync", "get", "get-hostile"] {
@@ -868,20 +862,16 @@ fn chart(results: &BTreeMap<(&str, &str), Samples>, title: &str) -> String {
             let (p50, p99) = (r.pct_ms(0.5), r.pct_ms(0.99));
             let l99 = (p99 / max * span).max(1.0);
             let l50 = (p50 / max * span).max(1.0);
-            let _ = writeln!(
-                s,
-                "<text x='{}' y='{}' text-anchor='end'>{workload} · {server}</text><rect x='{left}' y='{y}' width='{l99:.1}' height='{bar_h}' fill='{}' opacity='0.35'/><rect x='{left}' y='{y}' width='{l50:.1}' height='{bar_h}' fill='{}'/><text x='{:.1}' y='{}'>p50 {p50:.2} ms, p99 {p99:.2} ms</text>",
-                left - 8.0,
-                y + 14.0,
-                color(server),
-                color(server),
-                left + l99 + 6.0,
-                y + 14.0
-            );
+            let label = format!("{workload} · {server}");
+            s.text(left - 8.0, y + 14.0, "text-anchor='end'", &label);
+            s.rect(left, y, l99, bar_h, color(server), "opacity='0.35'");
+            s.rect(left, y, l50, bar_h, color(server), "");
+            let figure = format!("p50 {p50:.2} ms, p99 {p99:.2} ms");
+            s.text(left + l99 + 6.0, y + 14.0, "", &figure);
             y += bar_h + 8.0;
         }
     }
-    s + "</svg>\n"
+    s.finish()
 }
 
 #[cfg(test)]
