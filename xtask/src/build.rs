@@ -783,7 +783,13 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
         outdir::remove_statement(&opts.out)?;
     }
     ctx.inputs.digests.save();
-    cache.tidy();
+    let swept = cache.tidy();
+    if swept > 0 && opts.progress {
+        eprintln!(
+            "build: removed {swept} leftover(s) of killed builds from the cache {}",
+            cache.root().display()
+        );
+    }
     Ok(BuildReport {
         spec: plan.spec.path.clone(),
         out: opts.out.clone(),

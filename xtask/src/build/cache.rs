@@ -632,12 +632,70 @@ impl Cache {
         Ok(true)
     }
 
-    /// Removes the staging folder, and the cache folder itself, where empty (best effort;
-    /// another build may be using them): a failed first build leaves no trace.
-    pub fn tidy(&self) {
-        let _ = std::fs::remove_dir(self.root.join("tmp"));
+    /// Removes what killed builds left: staging folders untouched for [`STALE_STAGING`], and
+    /// temporary files of atomic writes (`cuda_aot::fs`) untouched for [`STALE_TEMP`]; then
+    /// the staging folder and the cache folder itself where empty. Best effort, and by age
+    /// only: a build in another container may share the cache, and its process ids mean
+    /// nothing here, but no live write leaves its files untouched that long. Returns how
+    /// many leftovers went.
+    pub fn tidy(&self) -> usize {
+        let now = SystemTime::now();
+        let older_than = |m: &std::fs::Metadata, limit: Duration| {
+            m.modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > limit)
+        };
+        let mut removed = 0;
+        let staging = self.root.join("tmp");
+        for e in std::fs::read_dir(&staging).into_iter().flatten().flatten() {
+            if e.metadata().is_ok_and(|m| older_than(&m, STALE_STAGING))
+                && std::fs::remove_dir_all(e.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        for dir in [
+            self.root.clone(),
+            self.deps_dir(),
+            self.sets_dir(),
+            self.last_dir(),
+        ] {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let temp = e.file_name().to_str().is_some_and(is_temp_file);
+                if temp
+                    && e.metadata()
+                        .is_ok_and(|m| m.is_file() && older_than(&m, STALE_TEMP))
+                    && std::fs::remove_file(e.path()).is_ok()
+                {
+                    removed += 1;
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&staging);
         let _ = std::fs::remove_dir(&self.root);
+        removed
     }
+}
+
+/// How long a staging folder may sit untouched before [`Cache::tidy`] takes it for a killed
+/// build's: far longer than any compile.
+pub const STALE_STAGING: Duration = Duration::from_secs(24 * 3600);
+
+/// How long an atomic write's temporary file may sit untouched before [`Cache::tidy`] takes
+/// it for a killed writer's (a write renames it within moments).
+pub const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+/// Whether `name` is an atomic write's temporary file (`.tmp.<pid>.<n>.<name>`,
+/// `cuda_aot::fs`).
+fn is_temp_file(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(".tmp.") else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, '.');
+    let numeric =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    numeric(parts.next()) && numeric(parts.next()) && parts.next().is_some_and(|n| !n.is_empty())
 }
 
 /// nvcc's warnings kept beside a blob (absent: nvcc printed nothing); at most 1 MiB is read.
@@ -793,5 +851,50 @@ mod tests {
             .replace(&Digest::of(b"1").hex(), &Digest::of(b"2").hex());
         std::fs::write(&path, text).unwrap();
         assert!(cache.set(&id).is_none());
+    }
+
+    /// What a killed build leaves (a staging folder, an atomic write's temporary file) goes
+    /// at the next tidy once it has sat untouched long enough; a fresh one (a live build's)
+    /// and every other file stay.
+    #[test]
+    fn tidy_removes_what_killed_builds_left_and_nothing_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path());
+        let aged = |p: &Path, by: Duration| {
+            let t = SystemTime::now() - by - Duration::from_secs(60);
+            std::fs::File::open(p).unwrap().set_modified(t).unwrap();
+        };
+        let staging = dir.path().join("tmp");
+        for d in ["job-killed", "job-running", "job-an-hour-old"] {
+            std::fs::create_dir_all(staging.join(d)).unwrap();
+            std::fs::write(staging.join(d).join("ntt.cubin"), b"x").unwrap();
+        }
+        aged(&staging.join("job-killed"), STALE_STAGING);
+        aged(&staging.join("job-an-hour-old"), STALE_TEMP);
+        let deps = cache.deps_dir();
+        std::fs::create_dir_all(&deps).unwrap();
+        let files = [
+            (".tmp.4242.0.abc.json", true, true),
+            (".tmp.4242.1.abc.json", false, false),
+            ("abc.json", true, false),
+            (".tmp.notapid.0.x", true, false),
+        ];
+        for (name, old, _) in &files {
+            std::fs::write(deps.join(name), b"{}").unwrap();
+            if *old {
+                aged(&deps.join(name), STALE_TEMP);
+            }
+        }
+
+        assert_eq!(cache.tidy(), 2);
+        assert!(!staging.join("job-killed").exists());
+        assert!(staging.join("job-running/ntt.cubin").exists());
+        assert!(staging.join("job-an-hour-old/ntt.cubin").exists());
+        for (name, _, gone) in &files {
+            assert_eq!(!deps.join(name).exists(), *gone, "{name}");
+        }
+        assert!(is_temp_file(".tmp.42.7.x.json"));
+        assert!(!is_temp_file(".tmp.42.x"));
+        assert!(!is_temp_file(".tmp.42.7."));
     }
 }
