@@ -633,11 +633,7 @@ pub fn verify_metadata(
     checks += 2 * walked.rotations;
     let root = walked.root;
     check_not_rolled_back("trust root", seen.root, root.root().version)?;
-    check_not_expired(
-        &format!("trust root v{}", root.root().version),
-        root.root().expires,
-        opts,
-    )?;
+    check_root_current(&root, opts)?;
     check_channel("trust root", root.root().channel, opts)?;
     // A rotation past the saved root that replaced the publisher keys discards the saved
     // timestamp and index versions (recovery from a stolen publisher key that inflated
@@ -906,6 +902,17 @@ fn check_not_rolled_back(what: &str, seen: u64, got: u64) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// Refuses a trust root that has expired at `opts.now` (with the skew allowance): the
+/// verifier's own check of the root it walked to, and what other readers of signed
+/// artifacts (the shared build cache) run before trusting the root's keys.
+pub fn check_root_current(root: &VerifiedRoot, opts: &Options) -> Result<()> {
+    check_not_expired(
+        &format!("trust root v{}", root.root().version),
+        root.root().expires,
+        opts,
+    )
 }
 
 fn check_not_expired(what: &str, expires: Time, opts: &Options) -> Result<()> {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::s3::S3;
 use common::{Keys, Out, Run, Ws, snapshot, xtask};
+use cuda_aot::metadata::{Root, Time};
 
 fn url(dir: &Path) -> String {
     format!("file://{}", dir.display())
@@ -363,6 +364,52 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
     }
     assert!(!remote.exists(), "nothing was written");
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+}
+
+/// Entries are trusted through the trust root's builder keys, so not through a root that
+/// has expired: the build refuses the shared cache before it builds or reads anything,
+/// naming the root and saying how to renew it.
+#[test]
+fn an_expired_trust_root_is_refused_for_the_shared_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    // The same root, expired in 2001 and signed again with its own (generated) root key.
+    let bytes = std::fs::read(keys.root()).unwrap();
+    let (_, mut root) = cuda_aot::trust::decode_envelope::<Root>(&bytes, 1 << 20, "root").unwrap();
+    root.expires = Time::from_unix(1_000_000_000);
+    let text = std::fs::read_to_string(keys.key("root")).unwrap();
+    let seed = text.lines().find_map(|l| l.strip_prefix("seed: ")).unwrap();
+    let mut s = [0u8; 32];
+    hex::decode_to_slice(seed, &mut s).unwrap();
+    let root_key = cuda_aot::SecretKey::from_seed(s);
+    let expired = tmp.path().join("expired.json");
+    std::fs::write(
+        &expired,
+        cuda_aot::metadata::sign_doc(&root, &[&root_key]).to_bytes(),
+    )
+    .unwrap();
+
+    let ws = Ws::new();
+    let remote = tmp.path().join("shared");
+    std::fs::create_dir_all(&remote).unwrap();
+    let run = ws
+        .build(&[
+            "--remote-cache",
+            &url(&remote),
+            "--remote-cache-trust",
+            &expired.display().to_string(),
+        ])
+        .failed();
+    for said in [
+        "the shared build cache's trust root",
+        "trust root v1",
+        "2001-09-09",
+        "Fix: renew the trust root",
+    ] {
+        assert!(run.stderr.contains(said), "{said}: {}", run.stderr);
+    }
+    assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+    assert!(snapshot(&remote).is_empty(), "nothing was read or written");
 }
 
 /// Issue 20, item 3: two shard builds on two checkouts split the release's six jobs

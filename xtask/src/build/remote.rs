@@ -244,6 +244,18 @@ impl Remote {
         let store = open_store(&opts.url, opts.timeout)?;
         let trust = anchor::trust_file(opts.trust.as_deref())?;
         let (_, root) = anchor::read(&trust)?;
+        // Entries are trusted through the root's builder keys: not once the root expired.
+        cuda_aot::verify::check_root_current(&root, &cuda_aot::verify::Options::default())
+            .map_err(|e| {
+                crate::advice::refix(
+                    e,
+                    "renew the trust root (cargo xtask trust-root --previous OLD ..., docs/trust.md) and pass it with --remote-cache-trust, or correct this machine's clock; without --remote-cache the build compiles everything here",
+                )
+                .context(format!(
+                    "the shared build cache's trust root {}",
+                    paths::shown(&trust)
+                ))
+            })?;
         let key = match (opts.mode, &opts.key) {
             (Mode::Read, _) => None,
             (Mode::ReadWrite, Some(p)) => Some(devkeys::read_key(p)?),
