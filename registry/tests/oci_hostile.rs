@@ -1,7 +1,9 @@
 //! A hostile OCI registry (a small HTTP server of its own on loopback: the real registry
 //! the network tests run cannot be made to misbehave): the pull refuses a manifest that
 //! redirects to another host (which then sees no request), a manifest past the size cap
-//! (read no further than the cap), and layers that name foreign URLs.
+//! (read no further than the cap), and layers that name foreign URLs; the shared build
+//! cache (`oci_cache`) refuses a layer declared too large before asking for it, and bytes
+//! that do not match their layer's digest.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -156,4 +158,111 @@ fn the_fake_registry_answers_a_plain_request() {
     let mut out = String::new();
     c.read_to_string(&mut out).unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+/// A shared build cache object (`oci_cache`) as a hostile registry serves it: the manifest
+/// describes one layer of `declared` bytes with the sha256 of `content`, and the blob
+/// answers `served`. Returns the fake and the paths it was asked for.
+fn cache_registry(
+    rel: &'static str,
+    content: &'static [u8],
+    declared: usize,
+    served: Vec<u8>,
+) -> (Fake, Arc<std::sync::Mutex<Vec<String>>>) {
+    use cuda_aot_registry::oci_cache::{CACHE_ARTIFACT_TYPE, CACHE_LAYER_TYPE};
+    use sha2::Digest as _;
+    let hex: String = sha2::Sha256::digest(content)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let digest = format!("sha256:{hex}");
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": CACHE_ARTIFACT_TYPE,
+        "config": {
+            "mediaType": "application/vnd.oci.empty.v1+json",
+            "digest": format!("sha256:{}", "4".repeat(64)),
+            "size": 2,
+        },
+        "layers": [{
+            "mediaType": CACHE_LAYER_TYPE,
+            "digest": digest,
+            "size": declared,
+            "annotations": { TITLE: rel },
+        }],
+    }))
+    .unwrap();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let fake = Fake::start(move |line| {
+        log.lock().unwrap().push(line.to_string());
+        if line.starts_with("GET /v2/ ") {
+            response("200 OK", &[], b"{}")
+        } else if line.contains("/manifests/") {
+            response(
+                "200 OK",
+                &[(
+                    "Content-Type",
+                    "application/vnd.oci.image.manifest.v1+json".into(),
+                )],
+                &manifest,
+            )
+        } else if line.contains("/blobs/") {
+            response("200 OK", &[], &served)
+        } else {
+            response("404 Not Found", &[], b"")
+        }
+    });
+    (fake, asked)
+}
+
+fn cache(port: u16) -> cuda_aot_registry::oci_cache::OciCache {
+    cuda_aot_registry::oci_cache::OciCache::open(
+        &format!("oci://127.0.0.1:{port}/team/cache"),
+        OciOptions::default(),
+    )
+    .unwrap()
+}
+
+/// An attacker's registry behind a shared build cache: a layer declared larger than such an
+/// object may be is refused before any byte of it is asked for, and bytes that do not match
+/// their layer's digest are refused (never handed to the build, never retried); the same
+/// object served honestly reads back.
+#[test]
+fn oversized_or_digest_mismatched_cache_layers_are_refused() {
+    const REL: &str = "v1/entries/ab/entry.json";
+    const CONTENT: &[u8] = b"{\"signed\":\"entry\"}";
+
+    let (honest, _) = cache_registry(REL, CONTENT, CONTENT.len(), CONTENT.to_vec());
+    assert_eq!(
+        cache(honest.port).get(REL, 1 << 20).unwrap().as_deref(),
+        Some(CONTENT)
+    );
+
+    let (big, asked) = cache_registry(REL, CONTENT, 64 << 20, vec![b'x'; 4096]);
+    let err = cache(big.port).get(REL, 1 << 20).unwrap_err();
+    assert!(err.to_string().contains("larger than"), "{err}");
+    assert!(
+        !asked.lock().unwrap().iter().any(|l| l.contains("/blobs/")),
+        "the layer was asked for: {:?}",
+        asked.lock().unwrap()
+    );
+
+    let mut forged = CONTENT.to_vec();
+    forged[3] ^= 1;
+    let (lying, asked) = cache_registry(REL, CONTENT, CONTENT.len(), forged);
+    let err = cache(lying.port).get(REL, 1 << 20).unwrap_err();
+    assert!(
+        matches!(err, cuda_aot_registry::Error::Oci { .. }),
+        "a wrong digest is the object's fault, not a failing store: {err:?}"
+    );
+    assert!(err.to_string().to_lowercase().contains("digest"), "{err}");
+    let blob_requests = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("/blobs/"))
+        .count();
+    assert_eq!(blob_requests, 1, "not retried: {:?}", asked.lock().unwrap());
 }
