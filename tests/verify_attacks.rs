@@ -1379,3 +1379,37 @@ fn a_subject_not_named_for_its_module_or_without_its_pair_is_refused() {
         assert!(err.to_string().contains(expected), "{expected}: {err}");
     }
 }
+
+/// The tools make roots only through `sign_root`: one its clients would refuse (too few
+/// root signatures, a rotation that skips a version) is never handed out.
+#[test]
+fn a_root_its_clients_would_refuse_is_never_signed_out() {
+    use cuda_aot::trust::{rotate, sign_root, verify_anchor};
+    let limits = Limits::default();
+    let keys = Keys::new();
+    let second = key();
+    let two_of_two = |version| {
+        let mut root = root_payload(&keys, version, Channel::Dev);
+        root.roles.root = Role {
+            keys: vec![keys.root.public(), second.public()],
+            threshold: 2,
+        };
+        root
+    };
+    let e = sign_root(&two_of_two(1), &[&keys.root], None, &limits).unwrap_err();
+    assert!(matches!(e, Error::Threshold { .. }), "{e}");
+    let file = sign_root(&two_of_two(1), &[&keys.root, &second], None, &limits).unwrap();
+    let first = verify_anchor(&file, &limits, "root").unwrap();
+    assert_eq!(first.root().version, 1);
+
+    let both = [&keys.root, &second];
+    assert!(sign_root(&two_of_two(3), &both, Some(&first), &limits).is_err());
+    let file = sign_root(&two_of_two(2), &both, Some(&first), &limits).unwrap();
+    assert_eq!(
+        rotate(&first, &file, &limits, "root")
+            .unwrap()
+            .root()
+            .version,
+        2
+    );
+}

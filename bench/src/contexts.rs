@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, result, sys};
 
-use cuda_aot::cuda::{CudaError, LoadApi, check_cubin, need_driver, require_driver};
+use cuda_aot::cuda::{CudaError, LoadApi, check_cubin, driver_name, need_driver, require_driver};
 
-use super::{bind, kernel_name, load_checked, unload};
+use super::{bind, load_checked, unload};
 
 /// One module to make ready: its cubin and the symbols of its kernels (from its signed
 /// manifest).
@@ -71,7 +71,7 @@ pub fn time_ready_in_contexts(
         .map(|(_, kernels)| {
             kernels
                 .iter()
-                .map(|k| Ok((k.as_str(), kernel_name(k)?)))
+                .map(|k| Ok((k.as_str(), driver_name("kernel name", k)?)))
                 .collect::<Result<Vec<_>, CudaError>>()
         })
         .collect::<Result<Vec<_>, CudaError>>()?;

@@ -11,13 +11,15 @@
 
 mod contexts;
 
-use std::ffi::{CString, c_void};
+use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::{CudaContext, result, sys};
 
-use cuda_aot::cuda::{CudaError, check_cubin, need_driver, ptx_with_nul, require_driver};
+use cuda_aot::cuda::{
+    CudaError, check_cubin, driver_name, need_driver, ptx_with_nul, require_driver,
+};
 
 pub use contexts::{ModuleKernels, extra_contexts, time_ready_in_contexts};
 
@@ -207,7 +209,7 @@ impl BareStartup {
                 .map_err(|e| CudaError::driver("cuModuleLoadData", e))?;
             me.modules.push(m);
             for k in kernels {
-                let name = kernel_name(k)?;
+                let name = driver_name("kernel name", k)?;
                 // SAFETY: `m` was just loaded into the current context and is not freed.
                 unsafe { result::module::get_function(m, name) }
                     .map_err(|e| CudaError::function(k, "cuModuleGetFunction", e))?;
@@ -229,16 +231,6 @@ impl Drop for BareStartup {
             unload_all(&self.modules);
         }
     }
-}
-
-/// A kernel symbol as the driver takes it (NUL-terminated); a name holding a NUL byte is
-/// refused.
-fn kernel_name(k: &str) -> Result<CString, CudaError> {
-    CString::new(k).map_err(|_| CudaError::InvalidName {
-        what: "kernel name",
-        value: k.escape_debug().to_string(),
-        reason: "holds a NUL byte",
-    })
 }
 
 /// The driver's module loading mode in this process (`cuModuleGetLoadingMode`): `"LAZY"`

@@ -1,7 +1,7 @@
 //! The device globals (`__constant__` and `__device__` variables) of a loaded module: lookup
 //! and host copies checked against the global's signed size before the driver runs them.
 
-use std::ffi::{CString, c_void};
+use std::ffi::c_void;
 use std::fmt;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use cudarc::driver::CudaContext;
 use cudarc::driver::sys;
 
 use super::module::{Handle, Owner, bind};
-use super::{CudaError, require_driver};
+use super::{CudaError, driver_name, require_driver};
 
 /// A device global (`__constant__` or `__device__` variable) of a [`LoadedModule`](super::LoadedModule), in the
 /// module's context: its address and size, and synchronous copies from and to the host.
@@ -54,7 +54,7 @@ impl fmt::Debug for DeviceGlobal {
 impl DeviceGlobal {
     /// Looks the global `symbol` up in the module `owner` holds ([`LoadedModule::global`]).
     pub(super) fn lookup(owner: &Arc<Owner>, symbol: &str) -> Result<DeviceGlobal, CudaError> {
-        let c_name = global_name(symbol)?;
+        let c_name = driver_name("global name", symbol)?;
         require_driver()?;
         bind(&owner.ctx)?;
         let (mut ptr, mut size) = (0 as sys::CUdeviceptr, 0usize);
@@ -200,19 +200,6 @@ fn check_global_size(
     }
 }
 
-/// A global's symbol as the driver wants it: non-empty, no NUL.
-fn global_name(name: &str) -> Result<CString, CudaError> {
-    let invalid = |reason| CudaError::InvalidName {
-        what: "global name",
-        value: name.to_owned(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("is empty"));
-    }
-    CString::new(name).map_err(|_| invalid("contains a NUL byte"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +230,8 @@ mod tests {
             "{text}"
         );
         assert!(err.fix().contains("exactly"), "{}", err.fix());
-        assert!(global_name("a\0b").is_err() && global_name("").is_err());
+        assert!(
+            driver_name("global name", "a\0b").is_err() && driver_name("global name", "").is_err()
+        );
     }
 }

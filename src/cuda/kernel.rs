@@ -2,7 +2,7 @@
 //! checked against it (argument count and sizes, block size, the stream's context) before
 //! the driver runs them.
 
-use std::ffi::{CString, c_void};
+use std::ffi::c_void;
 use std::fmt;
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::module::{Handle, ImageKind, Owner, bind};
-use super::{CudaError, driver_version, require_driver};
+use super::{CudaError, driver_name, driver_version, require_driver};
 
 /// Place and size of one kernel parameter in the parameter buffer (`cuFuncGetParamInfo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,7 +153,7 @@ impl fmt::Debug for Kernel {
 impl Kernel {
     /// Looks the kernel `name` up in the module `owner` holds ([`LoadedModule::function`]).
     pub(super) fn lookup(owner: &Arc<Owner>, name: &str) -> Result<Kernel, CudaError> {
-        let c_name = kernel_name(name)?;
+        let c_name = driver_name("kernel name", name)?;
         require_driver()?;
         bind(&owner.ctx)?;
         let (func, cu_kernel) = match owner.handle {
@@ -568,27 +568,14 @@ unsafe fn param_layout(func: sys::CUfunction) -> Option<Vec<ParamInfo>> {
     None
 }
 
-/// A kernel name as the driver wants it: non-empty, no NUL.
-fn kernel_name(name: &str) -> Result<CString, CudaError> {
-    let invalid = |reason| CudaError::InvalidName {
-        what: "kernel name",
-        value: name.to_owned(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("is empty"));
-    }
-    CString::new(name).map_err(|_| invalid("contains a NUL byte"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn kernel_names_are_checked_before_the_driver() {
-        assert!(kernel_name("ntt_scale").is_ok());
-        let err = kernel_name("a\0b").unwrap_err();
+        assert!(driver_name("kernel name", "ntt_scale").is_ok());
+        let err = driver_name("kernel name", "a\0b").unwrap_err();
         assert_eq!(
             err,
             CudaError::InvalidName {
@@ -597,7 +584,7 @@ mod tests {
                 reason: "contains a NUL byte"
             }
         );
-        assert!(kernel_name("").is_err());
+        assert!(driver_name("kernel name", "").is_err());
     }
 
     #[test]

@@ -58,6 +58,7 @@ mod module;
 #[cfg(feature = "research")]
 pub mod research;
 
+use std::ffi::CString;
 use std::sync::OnceLock;
 
 pub use cudarc::driver::sys::CUdeviceptr;
@@ -68,6 +69,22 @@ pub use global::DeviceGlobal;
 pub use image::{check_cubin, ptx_with_nul};
 pub use kernel::{Kernel, KernelArg, KernelAttributes, ParamInfo, SignedAbi};
 pub use module::{ImageKind, LoadApi, LoadedModule};
+
+/// A name handed to the driver (`what`: "kernel name", "global name"), as the driver takes
+/// it: NUL-terminated; an empty name or one holding a NUL byte is refused
+/// ([`CudaError::InvalidName`]) before the driver sees it. The one check of every name the
+/// runtime and the bench loaders pass to the driver.
+pub fn driver_name(what: &'static str, name: &str) -> Result<CString, CudaError> {
+    let invalid = |reason| CudaError::InvalidName {
+        what,
+        value: name.to_owned(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("is empty"));
+    }
+    CString::new(name).map_err(|_| invalid("contains a NUL byte"))
+}
 
 /// Whether the CUDA driver library (libcuda) can be loaded on this host.
 ///
