@@ -8,6 +8,11 @@ use anyhow::Result;
 use cuda_aot::{Channel, ModuleName, Target};
 use std::path::PathBuf;
 
+pub use cuda_aot_builder::build::SharedCacheMode;
+use cuda_aot_builder::build::{BuildOptions, RemoteOptions};
+use cuda_aot_builder::toolchain::ToolchainOptions;
+pub use cuda_aot_builder::toolchain::ToolkitChoice;
+
 use crate::{anchor, paths};
 
 /// The verifier's settings shared by `verify` and `sync`: the rollback-protection state
@@ -86,16 +91,6 @@ impl RegistryArgs {
     pub fn trust_file(&self) -> Result<PathBuf> {
         anchor::trust_file_for(self.trust.as_deref(), self.registry.as_deref())
     }
-}
-
-/// Which CUDA toolkit compiles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ToolkitChoice {
-    /// The wheels pinned in manifests/toolchain.toml: hermetic and reproducible.
-    #[default]
-    Pinned,
-    /// `$CUDA_HOME/bin/nvcc`, else the `nvcc` on PATH. Manifests record `source = "system"`.
-    System,
 }
 
 /// Toolkit selection shared by every task that compiles.
@@ -192,7 +187,7 @@ pub struct RemoteCacheArgs {
         default_value = "read",
         requires = "remote_cache"
     )]
-    pub remote_cache_mode: RemoteCacheMode,
+    pub remote_cache_mode: SharedCacheMode,
     /// The trust root whose builder keys the shared cache's entries must be signed by
     /// [default: the project's: the dev root if generated, else keys/root.json].
     #[arg(
@@ -223,17 +218,6 @@ pub struct RemoteCacheArgs {
         requires = "remote_cache"
     )]
     pub remote_cache_timeout_secs: u64,
-}
-
-/// How a build uses the shared build cache (`--remote-cache-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum RemoteCacheMode {
-    /// Take entries; never write (no private key needed).
-    #[default]
-    Read,
-    /// Take entries, and after a build that succeeded add every entry, record and set the
-    /// shared cache lacks, signed with a builder key.
-    ReadWrite,
 }
 
 /// A size: bytes, or a number with a `K`, `M`, `G` or `T` suffix (powers of 1024; `KiB`,
@@ -328,6 +312,56 @@ impl FormatArgs {
     /// Whether JSON was asked for.
     pub fn is_json(&self) -> bool {
         self.format() == MessageFormat::Json
+    }
+}
+
+impl SelectArgs {
+    /// The build options these arguments select with the cache arguments `cache` (after
+    /// [`SelectArgs::select_project`]): spec, modules, targets, jobs, cache and toolkit.
+    pub fn build_options(&self, cache: &CacheArgs) -> BuildOptions {
+        let a = self;
+        let mut o = BuildOptions::default();
+        if let Some(s) = &a.spec {
+            o.spec = s.clone();
+        }
+        if let Some(j) = a.jobs {
+            o.jobs = j.max(1);
+        }
+        if let Some(c) = &cache.cache_dir {
+            o.cache = c.clone();
+        }
+        if let Some(m) = cache.cache_max_size {
+            o.cache_max = m;
+        }
+        o.remote = cache.remote.options();
+        o.modules = a.modules.clone();
+        o.targets = a.targets.clone();
+        o.toolkit = a.toolkit.options();
+        o
+    }
+}
+
+impl ToolkitArgs {
+    /// The toolchain options that `--toolkit` and `--toolkit-dir` select.
+    pub fn options(&self) -> ToolchainOptions {
+        let mut o = ToolchainOptions::new(self.toolkit);
+        if let Some(d) = &self.toolkit_dir {
+            o.toolkit_dir = d.clone();
+        }
+        o
+    }
+}
+
+impl RemoteCacheArgs {
+    /// The shared cache these arguments name, if any.
+    pub fn options(&self) -> Option<RemoteOptions> {
+        self.remote_cache.as_ref().map(|url| RemoteOptions {
+            url: url.clone(),
+            mode: self.remote_cache_mode,
+            trust: self.remote_cache_trust.clone(),
+            key: self.remote_cache_key.clone(),
+            timeout: std::time::Duration::from_secs(self.remote_cache_timeout_secs.max(1)),
+        })
     }
 }
 

@@ -14,10 +14,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::args::{ToolkitArgs, ToolkitChoice};
-use crate::build::{self, BuildOptions, BuildReport};
 use crate::files::copy_tree;
-use crate::toolchain::ToolchainOptions;
 use crate::{devkeys, paths, publish, sign};
+use cuda_aot_builder::build::{self, BuildOptions, BuildReport};
 
 mod report;
 // With the network part: its S3 row runs the pinned S3 server and its client.
@@ -134,7 +133,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let mut base = BuildOptions {
             progress: false,
-            toolkit: ToolchainOptions::from_args(&self.toolkit),
+            toolkit: self.toolkit.options(),
             ..BuildOptions::default()
         };
         if let Some(j) = self.jobs {

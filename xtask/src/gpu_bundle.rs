@@ -255,9 +255,9 @@ impl Args {
 /// (`target/release/libcuda_aot_capi.a`) and the pinned toolkit's CUDA headers and static
 /// runtime, so the GPU host needs nothing but its driver to run it.
 fn compile_cpp_prover(root: &Path, out: &Path) -> Result<()> {
-    let toolkit = crate::toolchain::ensure_with(&crate::toolchain::ToolchainOptions::new(
-        crate::args::ToolkitChoice::Pinned,
-    ))?;
+    let toolkit = cuda_aot_builder::toolchain::ensure_with(
+        &cuda_aot_builder::toolchain::ToolchainOptions::new(crate::args::ToolkitChoice::Pinned),
+    )?;
     let cuda = &toolkit.root;
     step(
         Command::new("c++")

@@ -8,8 +8,8 @@ use cuda_aot::{Function, Global, Manifest};
 use serde_json::json;
 
 use crate::args::{CacheArgs, FormatArgs, SelectArgs};
-use crate::build::{self, BuildOptions};
 use crate::message;
+use cuda_aot_builder::build;
 
 /// List the kernels and device globals of built modules, by every name that finds them.
 ///
@@ -41,7 +41,7 @@ impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
         self.select.select_project()?;
-        let mut opts = BuildOptions::from_select(&self.select, &self.cache);
+        let mut opts = self.select.build_options(&self.cache);
         let out = tempfile::Builder::new()
             .prefix("cuda-aot-kernels-")
             .tempdir()?;

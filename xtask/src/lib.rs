@@ -19,28 +19,19 @@
 
 #![forbid(unsafe_code)]
 
-mod advice;
-mod anchor;
 mod args;
 mod bench;
 mod bench_load;
 mod bench_serve;
 mod build;
-mod devkeys;
 mod doctor;
 #[cfg(not(all(feature = "net", feature = "gpu")))]
 mod features;
-mod files;
 mod gpu_bundle;
 mod gpu_run;
 mod kernels;
 mod keygen;
-mod limits;
 mod machine;
-mod message;
-mod outdir;
-mod paths;
-mod process;
 mod promote;
 mod publish;
 mod rebuild;
@@ -56,6 +47,9 @@ mod sync;
 mod toolchain;
 mod trust_root;
 mod verify;
+
+// The builder's support modules, under the names every task imports them by.
+use cuda_aot_builder::{advice, anchor, devkeys, files, limits, message, outdir, paths, process};
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::ffi::OsString;
@@ -215,6 +209,19 @@ pub fn main() -> ! {
         eprintln!("warning: {e:#}; Ctrl-C will stop the tool without cleaning up");
     }
     let result = cli.task.run();
+    // A shared cache this build cannot reach (`s3://`, `oci://` without the network stack):
+    // the same command again, under a build that has it. The builder refuses before any work.
+    #[cfg(not(feature = "net"))]
+    let result = result.or_else(|e| {
+        let needs = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<cuda_aot_builder::build::NeedsNet>())
+            .cloned();
+        match needs {
+            Some(n) => features::rerun(&n.what, "net").and(Err(e)),
+            None => Err(e),
+        }
+    });
     // A task that failed after a signal was interrupted; one that still finished (`serve`
     // stops gracefully on SIGTERM, a build that had just ended) exits as it finished.
     let interrupt = result.as_ref().err().and_then(|e| {

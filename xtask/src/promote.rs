@@ -27,8 +27,8 @@ use cuda_aot_registry::PublishOptions;
 use std::path::PathBuf;
 
 use crate::advice::{Fix, fail};
-use crate::build::{self, BuildOptions};
 use crate::{anchor, devkeys, files, outdir, paths, publish, sign};
+use cuda_aot_builder::build::{self, BuildOptions};
 
 mod report;
 mod resources;

@@ -13,11 +13,11 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::advice::{fail, tool};
 use crate::args::{RegistryArgs, ToolkitChoice};
-use crate::build::{self, BuildOptions};
 use crate::remote::Target;
-use crate::toolchain::{Pins, ToolchainOptions};
 use crate::verify::{SaveState, verify_registry};
 use crate::{devkeys, files, outdir, paths, sign};
+use cuda_aot_builder::build::{self, BuildOptions};
+use cuda_aot_builder::toolchain::{Pins, ToolchainOptions};
 
 /// The file that marks a folder as a rebuild's (so a later rebuild may empty it).
 const MARKER: &str = ".cuda-aot-rebuild";

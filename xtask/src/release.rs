@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use crate::advice::fail;
 use crate::args::{CacheArgs, FormatArgs, SelectArgs};
-use crate::build::{self, BuildOptions, JsonReport};
 use crate::process::check_interrupt;
-use crate::toolchain::ToolchainOptions;
-use crate::{anchor, devkeys, message, paths, publish, sign, toolchain, verify};
+use crate::{anchor, devkeys, message, paths, publish, sign, verify};
+use cuda_aot_builder::build::{self, JsonReport};
 
 /// The main job: toolchain, build, sign, publish and verify the release set in one go.
 ///
@@ -103,7 +102,7 @@ impl Args {
             ));
         }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
-        let mut opts = BuildOptions::from_select(&self.select, &self.cache);
+        let mut opts = self.select.build_options(&self.cache);
         opts.out = out.clone();
 
         // 0. Everything that can fail without compiling fails now.
@@ -127,7 +126,7 @@ impl Args {
         }
 
         eprintln!("[1/5] toolchain");
-        let tk = toolchain::ensure_with(&ToolchainOptions::from_args(&self.select.toolkit))?;
+        let tk = cuda_aot_builder::toolchain::ensure_with(&self.select.toolkit.options())?;
         eprintln!(
             "      nvcc {} ({}), toolkit digest {}",
             tk.identity.nvcc,

@@ -7,10 +7,10 @@ use cuda_aot::Digest;
 use std::collections::BTreeMap;
 
 use crate::advice::fail;
-use crate::args::{CacheArgs, FormatArgs, RemoteCacheArgs, RemoteCacheMode, SelectArgs};
-use crate::build::{self, BuildOptions, BuildReport};
+use crate::args::{CacheArgs, FormatArgs, RemoteCacheArgs, SelectArgs, SharedCacheMode};
 use crate::files::copy_tree;
 use crate::message;
+use cuda_aot_builder::build::{self, BuildReport};
 
 /// Build the release set twice in two temporary folders and compare digests.
 ///
@@ -48,7 +48,7 @@ impl Args {
         self.select.select_project()?;
         let audit = self.remote.options();
         if let Some(r) = &audit {
-            if r.mode != RemoteCacheMode::Read {
+            if r.mode != SharedCacheMode::Read {
                 return Err(fail(
                     "repro audits a shared cache and never writes to it",
                     "drop --remote-cache-mode read-write (repro reads the shared cache only)",
@@ -56,8 +56,7 @@ impl Args {
             }
             build::remote_check_url(&r.url)?;
         }
-        let base = BuildOptions::from_select(
-            &self.select,
+        let base = self.select.build_options(
             // Two builds from nothing: no local and no shared cache, so nvcc builds each.
             &CacheArgs {
                 cache_dir: None,

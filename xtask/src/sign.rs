@@ -125,7 +125,7 @@ pub fn co_sign_output(out: &Path, key: &SecretKey) -> Result<(usize, usize)> {
             "co-sign only a bit-identical rebuild: build from exactly the recorded inputs (spec, sources, flags, toolkit pins, host compiler); cargo xtask repro shows per-module digests",
         ));
     }
-    let own = crate::build::provenance::read(out)?;
+    let own = cuda_aot_builder::build::provenance::read(out)?;
     if own.build_definition != theirs.predicate.build_definition {
         return Err(fail(
             format!(
@@ -167,7 +167,7 @@ fn statement_of(out: &Path, predicate: Option<Provenance>) -> Result<(usize, Sta
     }
     let provenance = match predicate {
         Some(p) => p,
-        None => crate::build::provenance::read(out)?,
+        None => cuda_aot_builder::build::provenance::read(out)?,
     };
     let recorded = provenance.build_definition.external_parameters.channel;
     if recorded != channel {

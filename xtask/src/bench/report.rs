@@ -5,7 +5,8 @@ use anyhow::Result;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::{build, paths};
+use crate::paths;
+use cuda_aot_builder::build;
 
 use super::{AIM_NOOP_PCT, AIM_VERIFY_RATIO};
 

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::args::RemoteCacheMode;
-use crate::build::{self, BuildOptions, BuildReport, RemoteOptions, Shard};
+use crate::args::SharedCacheMode;
 use crate::{devkeys, paths};
+use cuda_aot_builder::build::{self, BuildOptions, BuildReport, RemoteOptions, Shard};
 
 /// The kernel source every heavy module compiles (with its own geometry).
 const HEAVY_CU: &str = include_str!("heavy.cu");
@@ -111,7 +111,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
     three_targets.insert(1, ADDED);
     let spec3 = write_corpus(&dir.join("three"), modules, &three_targets)?;
     let shared = dir.join("shared");
-    let remote = |at: &Path, mode: RemoteCacheMode| RemoteOptions {
+    let remote = |at: &Path, mode: SharedCacheMode| RemoteOptions {
         url: format!("file://{}", at.display()),
         mode,
         trust: None,
@@ -138,7 +138,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         TARGETS.len(),
         base.jobs
     );
-    let cold = build(&spec, "cold", &shared, RemoteCacheMode::ReadWrite, None)?;
+    let cold = build(&spec, "cold", &shared, SharedCacheMode::ReadWrite, None)?;
     if cold.nvcc != jobs {
         bail!(
             "the cold build ran nvcc {} times for {jobs} jobs",
@@ -149,19 +149,19 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         "bench: shared cache: cold {:.1} s; a second machine (empty local cache, same shared cache)",
         cold.wall.as_secs_f64()
     );
-    let second = build(&spec, "second", &shared, RemoteCacheMode::Read, None)?;
+    let second = build(&spec, "second", &shared, SharedCacheMode::Read, None)?;
     if second.blobs != cold.blobs {
         bail!("the second machine's blobs differ from the cold build's");
     }
     eprintln!("bench: shared cache: adding {ADDED} to the targets");
-    let added = build(&spec3, "second", &shared, RemoteCacheMode::ReadWrite, None)?;
+    let added = build(&spec3, "second", &shared, SharedCacheMode::ReadWrite, None)?;
     let only_added =
         added.compiled.iter().all(|j| j.ends_with(ADDED)) && added.compiled.len() == modules;
 
     eprintln!("bench: shared cache: remote fetch vs plain copy of the same bytes");
     let (fetch, copy, bytes) = fetch_vs_copy(
         &cold.report,
-        &remote(&shared, RemoteCacheMode::Read),
+        &remote(&shared, SharedCacheMode::Read),
         &shared,
     )?;
 
@@ -188,7 +188,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
                 &spec,
                 &format!("shard-{n}-{k}"),
                 &at,
-                RemoteCacheMode::ReadWrite,
+                SharedCacheMode::ReadWrite,
                 Some(Shard { index: k, count: n }),
             )?;
             for j in &part.compiled {
@@ -202,7 +202,7 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
             &spec,
             &format!("final-{n}"),
             &at,
-            RemoteCacheMode::Read,
+            SharedCacheMode::Read,
             None,
         )?;
         row.final_nvcc = last.nvcc;

@@ -567,7 +567,7 @@ impl Args {
         use cuda::research::{Output, compile};
         let arch = info.sm();
         let spec_path = self.spec.clone().expect("resolved in run");
-        let spec = crate::build::spec::load(&spec_path, None)?;
+        let spec = cuda_aot_builder::build::spec::load(&spec_path, None)?;
         let device_sm: cuda_aot::Target = arch.parse().map_err(anyhow::Error::new)?;
         let mut rows = Vec::new();
         let mut bundle = Row {
@@ -634,7 +634,11 @@ impl Args {
 /// `-arch`, host optimisation, `-Xcicc` pairs) is dropped. The sources folder and the
 /// module's include folders become `--include-path`s.
 #[cfg_attr(not(feature = "research"), allow(dead_code))]
-fn nvrtc_options(flags: &[String], sources: &Path, m: &crate::build::ModuleSpec) -> Vec<String> {
+fn nvrtc_options(
+    flags: &[String],
+    sources: &Path,
+    m: &cuda_aot_builder::build::ModuleSpec,
+) -> Vec<String> {
     let mut out = vec![format!("--include-path={}", sources.display())];
     out.extend(
         m.include_dirs
@@ -945,7 +949,7 @@ mod tests {
         use cuda_aot_kernels::parity::module::ParityModule;
         use std::collections::BTreeSet;
         let path = paths::repo_root().join("kernels/research/research.toml");
-        let spec = crate::build::spec::load(&path, None).unwrap();
+        let spec = cuda_aot_builder::build::spec::load(&path, None).unwrap();
         let canon = |p: &Path| std::fs::canonicalize(p).unwrap();
         // Include paths made canonical: the runner joins them to the spec's folder as
         // written, the build resolves them.
@@ -987,7 +991,7 @@ mod tests {
 
     #[test]
     fn nvrtc_gets_the_specs_defines_standard_and_include_folders() {
-        let spec = crate::build::spec::load(
+        let spec = cuda_aot_builder::build::spec::load(
             &paths::repo_root().join("kernels/foreign/foreign.toml"),
             None,
         )

@@ -7,8 +7,8 @@ use cuda_aot_kernels::parity::report::{ParityReport, Verdict};
 use std::path::{Path, PathBuf};
 
 use crate::advice::fail;
-use crate::build;
 use crate::paths;
+use cuda_aot_builder::build;
 
 /// What to run on the GPU host for step 2.
 pub(super) fn gpu_host_commands(

@@ -15,28 +15,7 @@ use super::RemoteArgs;
 use crate::advice::fail;
 use crate::paths;
 
-/// The OCI options of user `username` (anonymous when `None`), whose password is in
-/// `CUDA_AOT_OCI_PASSWORD`: for publishing (`--oci-username`) and for a shared build cache
-/// in an OCI repository (`CUDA_AOT_OCI_USERNAME`).
-pub fn oci_options(username: Option<&str>, plain_http: bool) -> Result<OciOptions> {
-    let basic_auth = match username {
-        Some(u) => {
-            let p = std::env::var("CUDA_AOT_OCI_PASSWORD").map_err(|_| {
-                fail(
-                    format!("the OCI user {u:?} needs a password"),
-                    "put the OCI registry's password or token in CUDA_AOT_OCI_PASSWORD",
-                )
-            })?;
-            Some((u.to_string(), p))
-        }
-        None => None,
-    };
-    Ok(OciOptions {
-        basic_auth,
-        plain_http,
-        ..OciOptions::default()
-    })
-}
+pub use cuda_aot_builder::build::oci_options;
 
 impl RemoteArgs {
     /// The OCI options these arguments and the environment select.

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::{BuildOptions, Plan};
 use crate::advice::fail;
-use crate::args::ToolkitChoice;
 use crate::toolchain::Pins;
+use crate::toolchain::ToolkitChoice;
 use crate::{files, outdir};
 
 /// Byte caps of what a build records: one file, and all of them together.

@@ -2,14 +2,15 @@
 //! the exact command line, its make-style dependency output, and the entry points of PTX.
 
 use anyhow::{Context, Result, anyhow, bail};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
 use super::{Advise, fail};
-use crate::process::{self, show_command, which};
-use crate::toolchain::NVCC_ENV_SCRUB;
+use crate::executor::{Action, Executor};
+use crate::process::{self, which};
 use crate::{files, paths};
 
 /// The host C++ compiler nvcc runs (`-ccbin`), and its identity.
@@ -212,26 +213,33 @@ pub struct Failure {
 }
 
 impl Invocation<'_> {
-    /// The command, with nvcc's flag-injecting environment variables removed.
-    pub fn command(&self) -> Command {
-        let mut cmd = tool_command(self.nvcc, self.flags, self.cwd);
-        cmd.arg("-ccbin").arg(self.ccbin);
+    /// The action: nvcc with the identity flags, `-ccbin`, the include folders, a
+    /// dependency list and the output, in the sources folder.
+    pub fn action(&self) -> Action {
+        let mut args: Vec<OsString> = self.flags.iter().map(OsString::from).collect();
+        args.push("-ccbin".into());
+        args.push(self.ccbin.into());
         for d in self.includes {
-            cmd.arg("-I").arg(relative_to(self.cwd, &d.abs));
+            args.push("-I".into());
+            args.push(relative_to(self.cwd, &d.abs).into());
         }
-        cmd.arg("-MD")
-            .arg("-MF")
-            .arg(self.depfile)
-            .arg("-o")
-            .arg(self.output)
-            .arg(self.source);
-        cmd
+        args.extend(["-MD".into(), "-MF".into(), self.depfile.into()]);
+        args.extend(["-o".into(), self.output.into(), self.source.into()]);
+        let mut inputs = vec![self.cwd.to_path_buf(), toolkit_root(self.nvcc)];
+        inputs.extend(self.includes.iter().map(|d| d.abs.clone()));
+        Action {
+            program: self.nvcc.to_path_buf(),
+            args,
+            cwd: self.cwd.to_path_buf(),
+            inputs,
+            outputs: vec![self.output.to_path_buf(), self.depfile.to_path_buf()],
+        }
     }
 
-    /// Runs nvcc; `Ok` carries what it printed (its warnings, and those of the tools it
-    /// ran), `Err` the command line and nvcc's output.
-    pub fn run(&self) -> Result<String, Failure> {
-        run(self.command(), self.output)
+    /// Runs nvcc through `executor`; `Ok` carries what it printed (its warnings, and those
+    /// of the tools it ran), `Err` the command line and nvcc's output.
+    pub fn run(&self, executor: &dyn Executor) -> Result<String, Failure> {
+        run(executor, &self.action())
     }
 }
 
@@ -261,41 +269,43 @@ pub struct Stage<'a> {
 }
 
 impl Stage<'_> {
-    /// The command, with nvcc's flag-injecting environment variables removed.
-    pub fn command(&self) -> Command {
-        let mut cmd = tool_command(self.tool, self.flags, self.cwd);
+    /// The action: the tool with its flags, `-ccbin` for nvcc, the output and the inputs,
+    /// in the staging folder.
+    pub fn action(&self) -> Action {
+        let mut args: Vec<OsString> = self.flags.iter().map(OsString::from).collect();
         if let Some(ccbin) = self.ccbin {
-            cmd.arg("-ccbin").arg(ccbin);
+            args.push("-ccbin".into());
+            args.push(ccbin.into());
         }
-        cmd.arg("-o").arg(self.output).args(self.inputs);
-        cmd
+        args.extend(["-o".into(), self.output.into()]);
+        args.extend(self.inputs.iter().map(OsString::from));
+        Action {
+            program: self.tool.to_path_buf(),
+            args,
+            cwd: self.cwd.to_path_buf(),
+            inputs: vec![self.cwd.to_path_buf(), toolkit_root(self.tool)],
+            outputs: vec![self.output.to_path_buf()],
+        }
     }
 
     /// Runs it, as [`Invocation::run`] runs a compile.
-    pub fn run(&self) -> Result<String, Failure> {
-        run(self.command(), self.output)
+    pub fn run(&self, executor: &dyn Executor) -> Result<String, Failure> {
+        run(executor, &self.action())
     }
 }
 
-/// `TOOL FLAGS` in `cwd`, in the C locale, without stdin, with nvcc's flag-injecting
-/// environment variables removed.
-fn tool_command(tool: &Path, flags: &[String], cwd: &Path) -> Command {
-    let mut cmd = Command::new(tool);
-    cmd.args(flags)
-        .current_dir(cwd)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null());
-    for v in NVCC_ENV_SCRUB {
-        cmd.env_remove(v);
-    }
-    cmd
+/// The toolkit root of `<root>/bin/TOOL`.
+fn toolkit_root(tool: &Path) -> PathBuf {
+    tool.parent()
+        .and_then(Path::parent)
+        .map_or_else(|| tool.to_path_buf(), Path::to_path_buf)
 }
 
-/// Runs an nvcc command that must write `output`.
-fn run(mut cmd: Command, output: &Path) -> Result<String, Failure> {
-    let command = show_command(&cmd);
-    match process::output(&mut cmd) {
-        Ok(out) if out.status.success() && output.is_file() => {
+/// Runs an action that must write its outputs.
+fn run(executor: &dyn Executor, action: &Action) -> Result<String, Failure> {
+    let command = action.shown();
+    match executor.execute(action) {
+        Ok(out) if out.status.success() && action.outputs_written() => {
             let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
             text.push_str(&String::from_utf8_lossy(&out.stdout));
             Ok(text)
@@ -324,7 +334,7 @@ fn run(mut cmd: Command, output: &Path) -> Result<String, Failure> {
         }
         Err(e) => Err(Failure {
             command,
-            status: format!("could not start: {e}"),
+            status: format!("could not start ({}): {e}", executor.name()),
             output: String::new(),
             killed: None,
         }),

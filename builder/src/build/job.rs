@@ -82,7 +82,9 @@ pub(super) struct Ctx<'a> {
     pub(super) nvcc_runs: AtomicUsize,
     pub(super) build_start: SystemTime,
     /// The shared build cache, when the build uses one.
-    pub(super) remote: Option<&'a super::remote::Remote>,
+    pub(super) remote: Option<&'a super::shared_cache::Remote>,
+    /// Where the toolkit runs happen.
+    pub(super) executor: &'a dyn crate::executor::Executor,
 }
 
 impl Plan {
@@ -366,7 +368,7 @@ impl Ctx<'_> {
         };
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        match assemble.run() {
+        match assemble.run(self.executor) {
             Ok(more) => said.push_str(&more),
             Err(f) => {
                 let m = &self.plan.spec.modules[job.module];
@@ -404,7 +406,7 @@ impl Ctx<'_> {
         };
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        let said = match inv.run() {
+        let said = match inv.run(self.executor) {
             Ok(said) => said,
             Err(f) => return Err(self.failure(job, m, &plan.spec.sources.join(source), f)),
         };
@@ -527,7 +529,7 @@ impl Ctx<'_> {
         };
         let t = Instant::now();
         self.nvcc_runs.fetch_add(1, Ordering::Relaxed);
-        let said = match link.run() {
+        let said = match link.run(self.executor) {
             Ok(said) => said,
             Err(f) => return Err(self.link_failure(job, m, &unit_objects, f)),
         };
@@ -616,7 +618,7 @@ impl Ctx<'_> {
             .iter()
             .map(|s| {
                 let u = users(s);
-                let shown = crate::build::kernels::demangled(s);
+                let shown = kernels::demangled(s);
                 if u.is_empty() {
                     format!("`{shown}`")
                 } else {
@@ -634,7 +636,7 @@ impl Ctx<'_> {
                 "add the file that defines {} to the module's `source` list (relative to the sources folder), or define it in one of {}",
                 unresolved
                     .iter()
-                    .map(|s| format!("`{}`", crate::build::kernels::demangled(s)))
+                    .map(|s| format!("`{}`", kernels::demangled(s)))
                     .collect::<Vec<_>>()
                     .join(", "),
                 m.shown_sources()

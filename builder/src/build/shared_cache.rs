@@ -27,7 +27,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::cache::{Cache, StoredRecord};
-use crate::args::RemoteCacheMode as Mode;
+use super::{BuildOptions, BuiltModule, Keyed, SharedCache};
+use crate::message::Progress;
 use crate::{anchor, devkeys, files, paths};
 
 /// Byte caps of what a shared cache serves (a blob's own cap is the manifest's size, and
@@ -43,7 +44,7 @@ pub struct RemoteOptions {
     /// `oci://HOST/REPOSITORY`.
     pub url: String,
     /// Read, or read-write.
-    pub mode: Mode,
+    pub mode: SharedCacheMode,
     /// The trust root whose builder keys sign entries [default: the project's].
     pub trust: Option<PathBuf>,
     /// The builder key that signs added entries (read-write) [default: the dev builder key
@@ -54,21 +55,67 @@ pub struct RemoteOptions {
     pub timeout: Duration,
 }
 
-impl crate::args::RemoteCacheArgs {
-    /// The shared cache these arguments name, if any.
-    pub fn options(&self) -> Option<RemoteOptions> {
-        self.remote_cache.as_ref().map(|url| RemoteOptions {
-            url: url.clone(),
-            mode: self.remote_cache_mode,
-            trust: self.remote_cache_trust.clone(),
-            key: self.remote_cache_key.clone(),
-            timeout: Duration::from_secs(self.remote_cache_timeout_secs.max(1)),
-        })
+/// How a build uses the shared build cache (`--remote-cache-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum SharedCacheMode {
+    /// Take entries; never write (no private key needed).
+    #[default]
+    Read,
+    /// Take entries, and after a build that succeeded add every entry, record and set the
+    /// shared cache lacks, signed with a builder key.
+    ReadWrite,
+}
+
+/// A shared cache this build of the library cannot reach: `s3://` and `oci://` need the
+/// crate's `net` feature. A command line answers it by running again with that part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeedsNet {
+    /// What asked for it, for messages (`--remote-cache s3://…`).
+    pub what: String,
+}
+
+impl std::fmt::Display for NeedsNet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} needs the network stack, which this build of the tool leaves out",
+            self.what
+        )
     }
 }
 
+impl std::error::Error for NeedsNet {}
+
+/// The OCI options of user `username` (anonymous when `None`), whose password is in
+/// `CUDA_AOT_OCI_PASSWORD`: for publishing (`--oci-username`) and for a shared build cache
+/// in an OCI repository (`CUDA_AOT_OCI_USERNAME`).
+#[cfg(feature = "net")]
+pub fn oci_options(
+    username: Option<&str>,
+    plain_http: bool,
+) -> Result<cuda_aot_registry::oci::OciOptions> {
+    let basic_auth = match username {
+        Some(u) => {
+            let p = std::env::var("CUDA_AOT_OCI_PASSWORD").map_err(|_| {
+                crate::advice::fail(
+                    format!("the OCI user {u:?} needs a password"),
+                    "put the OCI registry's password or token in CUDA_AOT_OCI_PASSWORD",
+                )
+            })?;
+            Some((u.to_string(), p))
+        }
+        None => None,
+    };
+    Ok(cuda_aot_registry::oci::OciOptions {
+        basic_auth,
+        plain_http,
+        ..Default::default()
+    })
+}
+
 /// What a shared cache holds, by path below its root.
-trait Store: Send + Sync {
+trait CacheStore: Send + Sync {
     /// The bytes at `rel`, at most `limit + 1` of them (more than `limit`: the object is
     /// too large, which [`Remote::get`] refuses); `None` when there is nothing there.
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>>;
@@ -81,7 +128,7 @@ struct DirStore {
     root: PathBuf,
 }
 
-impl Store for DirStore {
+impl CacheStore for DirStore {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         Ok(cuda_aot::fs::read_at_most(&self.root.join(rel), limit)?)
     }
@@ -96,7 +143,7 @@ impl Store for DirStore {
 struct S3Cache(cuda_aot_registry::s3::S3Client);
 
 #[cfg(feature = "net")]
-impl Store for S3Cache {
+impl CacheStore for S3Cache {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.0.get(rel, limit)?)
     }
@@ -112,7 +159,7 @@ impl Store for S3Cache {
 struct OciStore(cuda_aot_registry::oci_cache::OciCache);
 
 #[cfg(feature = "net")]
-impl Store for OciStore {
+impl CacheStore for OciStore {
     fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.0.get(rel, limit)?)
     }
@@ -154,10 +201,10 @@ pub fn check_url(url: &str) -> Result<()> {
             .map(drop)
             .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix())),
         #[cfg(not(feature = "net"))]
-        Some(scheme @ ("s3" | "oci")) => {
-            crate::features::rerun(&format!("--remote-cache {scheme}://…"), "net")?;
-            bail!("the tool did not run again with its network part")
+        Some(scheme @ ("s3" | "oci")) => Err(NeedsNet {
+            what: format!("--remote-cache {scheme}://…"),
         }
+        .into()),
         _ => Err(crate::advice::fail(
             format!("--remote-cache {url:?}: not a shared cache this tool can use"),
             "give file:///absolute/path of a folder every builder can reach (a shared file system), or s3://BUCKET/PREFIX of an S3 or S3-compatible store (credentials and endpoint in the AWS variables), or oci://HOST/REPOSITORY of an OCI registry (credentials in CUDA_AOT_OCI_USERNAME and CUDA_AOT_OCI_PASSWORD): docs/build.md, \"Shared build cache\"",
@@ -167,7 +214,7 @@ pub fn check_url(url: &str) -> Result<()> {
 
 /// Opens the store `url` names (see [`check_url`]), its requests allowed `timeout`.
 #[cfg_attr(not(feature = "net"), allow(unused_variables))]
-fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn Store>> {
+fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn CacheStore>> {
     check_url(url)?;
     if let Some(path) = url.strip_prefix("file://") {
         return Ok(Box::new(DirStore {
@@ -189,7 +236,7 @@ fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn Store>> {
     #[cfg(feature = "net")]
     if url.starts_with("oci://") {
         let user = std::env::var("CUDA_AOT_OCI_USERNAME").ok();
-        let mut opts = crate::remote::client::oci_options(user.as_deref(), false)?;
+        let mut opts = oci_options(user.as_deref(), false)?;
         opts.http.connect_timeout = timeout.min(opts.http.connect_timeout);
         opts.http.read_timeout = timeout;
         let cache = cuda_aot_registry::oci_cache::OciCache::open(url, opts)
@@ -220,8 +267,8 @@ pub struct Taken {
 /// An open shared cache.
 pub struct Remote {
     url: String,
-    store: Box<dyn Store>,
-    mode: Mode,
+    store: Box<dyn CacheStore>,
+    mode: SharedCacheMode,
     root: VerifiedRoot,
     key: Option<SecretKey>,
     refused: Mutex<Vec<Refusal>>,
@@ -257,12 +304,14 @@ impl Remote {
                 ))
             })?;
         let key = match (opts.mode, &opts.key) {
-            (Mode::Read, _) => None,
-            (Mode::ReadWrite, Some(p)) => Some(devkeys::read_key(p)?),
-            (Mode::ReadWrite, None) if trust == paths::dev_keys_dir().join("root.json") => {
+            (SharedCacheMode::Read, _) => None,
+            (SharedCacheMode::ReadWrite, Some(p)) => Some(devkeys::read_key(p)?),
+            (SharedCacheMode::ReadWrite, None)
+                if trust == paths::dev_keys_dir().join("root.json") =>
+            {
                 Some(devkeys::ensure()?.builder)
             }
-            (Mode::ReadWrite, None) => {
+            (SharedCacheMode::ReadWrite, None) => {
                 return Err(crate::advice::fail(
                     format!(
                         "--remote-cache-mode read-write signs what it adds, and no builder key was given for the trust root {}",
@@ -311,7 +360,7 @@ impl Remote {
 
     /// Whether builds add to it.
     pub fn writes(&self) -> bool {
-        self.mode == Mode::ReadWrite
+        self.mode == SharedCacheMode::ReadWrite
     }
 
     /// The dependency records the shared cache has under `key` (none when it has none, or
@@ -534,6 +583,101 @@ impl Remote {
         self.put(&format!("{dir}/manifest.json"), &file)?;
         self.put(&format!("{dir}/entry.json"), &envelope.to_bytes())?;
         Ok(true)
+    }
+
+    /// After a build that succeeded: adds (read-write) every job's entry, records and
+    /// header sets the shared cache lacks, and the compile times `--shard` splits by (a
+    /// whole build only); warns of what could not be read, refused or added; and says what
+    /// the cache gave and took. A failed add fails only a shard, whose purpose it is.
+    pub(super) fn share(
+        &self,
+        cache: &Cache,
+        modules: &[BuiltModule],
+        keyed: &Keyed,
+        opts: &BuildOptions,
+        shared_taken: usize,
+        progress: &Progress,
+    ) -> Result<SharedCache> {
+        let mut uploaded = 0;
+        let mut add_failed = None;
+        if self.writes() {
+            for (m, (key, _)) in modules.iter().zip(keyed) {
+                // The manifest as written beside the blob: a reader checks its bytes
+                // against the signed digest and takes it whatever its channel (the
+                // reader's build sets its own).
+                let blob = std::fs::read(&m.blob)
+                    .with_context(|| format!("reading {}", m.blob.display()))?;
+                match self.add(cache, key, &m.manifest, &blob) {
+                    Ok(true) => uploaded += 1,
+                    Ok(false) => {}
+                    // A shard's whole purpose is its upload: without it the final
+                    // build would compile this part again.
+                    Err(e) if opts.shard.is_some() => {
+                        return Err(e.context(format!(
+                            "built, but adding {} to the shared cache {} failed (the local cache and {} are complete); run the shard again",
+                            m.manifest.label(),
+                            self.url(),
+                            opts.out.display()
+                        )));
+                    }
+                    Err(e) => {
+                        add_failed = Some(format!(
+                            "adding {} failed, the rest not tried: {e:#}",
+                            m.manifest.label()
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        if self.writes() && opts.shard.is_none() && add_failed.is_none() {
+            let times: Vec<(Digest, u64)> = keyed
+                .iter()
+                .filter_map(|(k, _)| cache.records(k).first().map(|rec| (*k, rec.compile_ms)))
+                .collect();
+            if let Err(e) = self.put_timings(&times) {
+                add_failed = Some(format!("writing the shard timings failed: {e:#}"));
+            }
+        }
+        if let Some(why) = &add_failed {
+            progress.warn(&format!(
+                "shared cache {}: {why}. This build's output and local cache are complete and verified; the shared cache only misses what was not added (an entry is visible to readers only once its signed entry.json is written, so nothing half-added is taken). Fix: check the store, then build again with --remote-cache-mode read-write: the build is a no-op and adds what is missing",
+                self.url()
+            ));
+        }
+        let read_failed = self.read_failed();
+        if let Some(why) = &read_failed {
+            let after = match self.down() {
+                Some(_) => " and was asked nothing more in this build",
+                None => "",
+            };
+            progress.warn(&format!(
+                "shared cache {} could not be read ({why}){after}; the jobs it might have given were compiled instead. Fix: check the store's address and credentials (--remote-cache-timeout-secs N if it is only slow)",
+                self.url()
+            ));
+        }
+        let refused = self.refused();
+        for f in &refused {
+            progress.warn(&format!(
+                "shared cache {}: refused the entry for {}: {}; compiled it instead",
+                self.url(),
+                f.what,
+                f.reason
+            ));
+        }
+        progress.note(&format!(
+            "shared cache {}: {shared_taken} job(s) taken, {} refused, {uploaded} added",
+            self.url(),
+            refused.len()
+        ));
+        Ok(SharedCache {
+            url: self.url().to_string(),
+            taken: shared_taken,
+            refused,
+            added: uploaded,
+            add_failed,
+            read_failed,
+        })
     }
 }
 

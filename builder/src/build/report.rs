@@ -9,7 +9,7 @@ use super::{BuildReport, BuiltModule, Plan, explain};
 use crate::message;
 
 /// Prints the `build-plan` JSON message of `--dry-run`.
-pub(super) fn emit_plan(plan: &Plan) {
+pub fn emit_plan(plan: &Plan) {
     let jobs: Vec<serde_json::Value> = plan
         .jobs
         .iter()
@@ -37,7 +37,8 @@ pub(super) fn emit_plan(plan: &Plan) {
     );
 }
 
-pub(super) fn print_plan(plan: &Plan) {
+/// Prints the jobs of `plan` (module, target, exact nvcc flags) for `--dry-run`.
+pub fn print_plan(plan: &Plan) {
     let targets: Vec<String> = plan.spec.targets.iter().map(Target::to_string).collect();
     println!(
         "{}: {} modules, default targets {}",
@@ -70,7 +71,9 @@ pub(super) fn print_plan(plan: &Plan) {
     }
 }
 
-pub(super) fn print_report(r: &BuildReport, explain: bool) {
+/// Prints what a build did: one row per (module, target), the cache's hits and misses
+/// and, with `explain`, why each compiled job compiled.
+pub fn print_report(r: &BuildReport, explain: bool) {
     println!(
         "{:<12} {:<11} {:<5} {:>8}  {:<14} result",
         "module", "target", "kind", "bytes", "digest"
@@ -207,7 +210,7 @@ fn mib(bytes: u64) -> String {
 }
 
 /// Prints the `build-finished` JSON message.
-pub(super) fn emit_json(r: &BuildReport) {
+pub fn emit_json(r: &BuildReport) {
     message::emit(
         "build-finished",
         serde_json::to_value(JsonReport::of(r)).expect("serialisable"),

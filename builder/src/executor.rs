@@ -1,0 +1,116 @@
+//! The executor seam: where a job's toolkit runs (nvcc compiles, nvlink device links, PTX
+//! assembly) happen. The plan and the caches decide *what* runs and what its result means;
+//! an [`Executor`] only runs one [`Action`] and hands back what it printed and the files it
+//! wrote. [`Local`] runs it as a child process of this machine; a remote executor (REAPI)
+//! ships the same action, command line and relative paths included, to a cluster.
+//!
+//! Whatever executes an action, its outputs are then checked by the build exactly as a
+//! local one's are (ELF structure, SM, identity), so an executor is never trusted.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use crate::process;
+use crate::toolchain::NVCC_ENV_SCRUB;
+
+/// One run of a toolkit tool: its exact command line, where it runs, what it may read and
+/// what it must write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    /// The program (`<toolkit>/bin/nvcc`, `<toolkit>/bin/nvlink`).
+    pub program: PathBuf,
+    /// Its arguments, paths relative to `cwd` where the build can make them so.
+    pub args: Vec<OsString>,
+    /// The working folder.
+    pub cwd: PathBuf,
+    /// What the action may read: the folders (and files) its command line reaches, the
+    /// toolkit root included. A local run reads them in place; a remote one uploads them.
+    pub inputs: Vec<PathBuf>,
+    /// Files the action must write (absolute, or relative to `cwd`): it failed when one is
+    /// missing, whatever its exit status.
+    pub outputs: Vec<PathBuf>,
+}
+
+impl Action {
+    /// The command a local run starts: in `cwd`, in the C locale, without stdin, with
+    /// nvcc's flag-injecting environment variables removed.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .current_dir(&self.cwd)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null());
+        for v in NVCC_ENV_SCRUB {
+            cmd.env_remove(v);
+        }
+        cmd
+    }
+
+    /// The command line, shell-quoted, for messages.
+    pub fn shown(&self) -> String {
+        process::show_command(&self.command())
+    }
+
+    /// Whether every output exists (relative ones under `cwd`) as a file.
+    pub fn outputs_written(&self) -> bool {
+        self.outputs.iter().all(|o| self.cwd.join(o).is_file())
+    }
+}
+
+/// Runs actions. Implementations must be usable from several build workers at once.
+pub trait Executor: Send + Sync + std::fmt::Debug {
+    /// A short name for messages and reports (`local`, `remote grpc://…`).
+    fn name(&self) -> String;
+
+    /// Runs `action` to completion: its exit status and what it printed. An `Err` means it
+    /// could not be run at all (not found, not reachable); a run that failed is an `Ok`
+    /// whose status says so. The outputs are in place when this returns.
+    fn execute(&self, action: &Action) -> std::io::Result<Output>;
+}
+
+/// Runs actions as child processes of this machine, each in its own process group, so an
+/// interrupt (Ctrl-C) stops them with the build.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Local;
+
+impl Executor for Local {
+    fn name(&self) -> String {
+        "local".into()
+    }
+
+    fn execute(&self, action: &Action) -> std::io::Result<Output> {
+        process::output(&mut action.command())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_runs_in_cwd_captures_output_and_checks_outputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let action = Action {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "pwd > out.txt; echo said >&2".into()],
+            cwd: dir.path().to_path_buf(),
+            inputs: vec![dir.path().to_path_buf()],
+            outputs: vec!["out.txt".into()],
+        };
+        let out = Local.execute(&action).unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "said\n");
+        assert!(action.outputs_written());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+            format!("{}\n", dir.path().canonicalize().unwrap().display())
+        );
+        let missing = Action {
+            outputs: vec!["never.txt".into()],
+            ..action.clone()
+        };
+        assert!(!missing.outputs_written());
+        assert!(action.shown().contains("/bin/sh"));
+    }
+}
