@@ -6,7 +6,7 @@ use cuda_aot::{DriverVersion, Target};
 
 use crate::args::{FormatArgs, RegistryArgs, parse_later_time};
 
-#[cfg(feature = "gpu")]
+#[cfg(feature = "driver")]
 mod run;
 
 /// Say, for every module of a registry, which blob would load on a device, or why none.
@@ -65,10 +65,10 @@ enum PolicyArg {
     Production,
 }
 
-#[cfg(not(feature = "gpu"))]
+#[cfg(not(feature = "driver"))]
 impl Args {
     /// Runs the task: under a build with the runtime (`Runtime::diagnose` is the runtime's).
     pub fn run(self) -> anyhow::Result<()> {
-        crate::features::rerun("doctor", "gpu")
+        crate::features::rerun("doctor", "driver")
     }
 }

@@ -1,8 +1,9 @@
-//! The tool's optional parts: `net` (sync, serve, bench-serve, publishing to http(s):// and
-//! oci://) and `gpu` (bench-load). The `cargo xtask` alias builds the tool without them, so
-//! the first command compiles only the local pipeline; a command whose code such a build
-//! leaves out runs again through `cargo run --features FEATURE`, which compiles that part
-//! on first use and is a no-op build after that.
+//! The tool's optional parts: `net` (sync, serve, bench-serve, publishing to http(s)://,
+//! s3:// and oci://, such shared build caches), `driver` (doctor's device probe) and `gpu`
+//! (bench-load). The `cargo xtask` alias builds the tool without them, so the first command
+//! compiles only the local pipeline; a command whose code such a build leaves out runs
+//! again through `cargo run --features FEATURE`, which compiles that part on first use and
+//! is a no-op build after that. A build with the repository's tasks (`repo`) keeps them.
 
 use anyhow::{Context, Result};
 use std::os::unix::process::CommandExt;
@@ -15,6 +16,7 @@ use crate::process;
 fn brings(feature: &str) -> &'static str {
     match feature {
         "net" => "the network stack (tokio, hyper, reqwest, rustls, oci-client, object_store)",
+        "driver" => "the CUDA driver layer (cudarc)",
         "gpu" => "the CUDA driver layer (cudarc) and the bare-driver baseline",
         _ => "more of the tool",
     }
@@ -39,11 +41,17 @@ pub fn rerun(what: &str, feature: &str) -> Result<()> {
         tool(),
         brings(feature)
     );
+    // The repository's tasks stay in the rebuilt tool when this one has them.
+    let features = if cfg!(feature = "repo") {
+        format!("{feature},repo")
+    } else {
+        feature.to_string()
+    };
     let mut cmd = process::cargo();
     cmd.arg("run")
         .arg("--manifest-path")
         .arg(dir.join("Cargo.toml"))
-        .args(["--package", "xtask", "--features", feature, "--"])
+        .args(["--package", "xtask", "--features", &features, "--"])
         .args(std::env::args_os().skip(1));
     let err = cmd.exec();
     Err(err).with_context(|| format!("running {}", process::show_command(&cmd)))

@@ -3,46 +3,40 @@
 //! binaries call [`main`]; this file only dispatches, and each task lives in its own file as
 //! `impl Args { fn run(self) }`.
 //!
-//! Layers (imports point downwards only; `tests/tidy.rs` checks it):
-//! - support: `advice` (errors and `Fix:`), `anchor` (the trust root given), `args`
-//!   (shared arguments), `files`, `message` (JSON and progress), `outdir` (the build
-//!   output layout), `paths` (the project, found at run time), `process`
-//!   (children and interrupts);
-//! - pipeline: `toolchain`, `build`, `devkeys`, `sign`, `publish`, `verify`, `doctor`;
-//! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `servers`
-//!   (pinned nginx and OCI registry for tests and benchmarks), `serve` (the registry crate's
-//!   server); their code needs the `net` feature, and `net` runs them again under a build
-//!   that has it;
-//! - composite tasks: `release`, `repro`, `kernels`, `promote`, `bench`, `bench_load`,
-//!   `bench_serve`, `gpu_bundle`, `gpu_run`;
-//!   and `keygen`, `trust_root`; `machine` (what benchmarks record about the host).
+//! The work is done by the crates: the build engine (`cuda-aot-builder`, whose support
+//! modules — `advice`, `anchor`, `devkeys`, `files`, `limits`, `message`, `outdir`, `paths`,
+//! `process` — the tasks import under those names), the registry (`cuda-aot-registry`) and
+//! the runtime's verifier (`cuda-aot`). Layers here (imports point downwards only;
+//! `tests/tidy.rs` checks it):
+//! - support: `args` (shared arguments), `features` (running again with a part this build
+//!   leaves out);
+//! - pipeline: `toolchain`, `build`, `sign`, `publish`, `verify`, `doctor`;
+//! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `serve`
+//!   (the registry crate's server); their code needs the `net` feature, and `net` runs them
+//!   again under a build that has it;
+//! - composite tasks: `release`, `repro`, `kernels`, `promote`, `rebuild`, `keygen`,
+//!   `trust_root`;
+//! - `repo` (feature `repo`, never in an installed tool): the benches, the GPU host's
+//!   bundle and run, the pinned test servers.
 
 #![forbid(unsafe_code)]
 
 mod args;
-mod bench;
-mod bench_load;
-mod bench_serve;
 mod build;
 mod doctor;
-#[cfg(not(all(feature = "net", feature = "gpu")))]
+#[cfg(not(all(feature = "net", feature = "driver", feature = "gpu")))]
 mod features;
-mod gpu_bundle;
-mod gpu_run;
 mod kernels;
 mod keygen;
-mod machine;
 mod promote;
 mod publish;
 mod rebuild;
 mod release;
 mod remote;
+#[cfg(feature = "repo")]
+mod repo;
 mod repro;
-mod servers;
 mod sign;
-mod stats;
-#[cfg(any(feature = "gpu", feature = "net"))]
-mod svg;
 mod sync;
 mod toolchain;
 mod trust_root;
@@ -93,14 +87,13 @@ enum Task {
     Doctor(doctor::Args),
     Promote(promote::Args),
     Release(release::Args),
-    Bench(bench::Args),
-    BenchLoad(bench_load::Args),
-    BenchServe(bench_serve::Args),
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
-    Servers(servers::Args),
-    GpuBundle(gpu_bundle::Args),
-    GpuRun(gpu_run::Args),
+    /// The repository's own chores (benches, GPU runs, test servers): not in an installed
+    /// tool.
+    #[cfg(feature = "repo")]
+    #[command(flatten)]
+    Repo(repo::Task),
 }
 
 impl Task {
@@ -133,17 +126,13 @@ impl Task {
             Task::Doctor(a) => a.run(),
             Task::Promote(a) => a.run(),
             Task::Release(a) => a.run(),
-            Task::Bench(a) => a.run(),
-            Task::BenchLoad(a) => a.run(),
-            Task::BenchServe(a) => a.run(),
             #[cfg(feature = "net")]
             Task::Serve(a) => a.run().map_err(Into::into),
             #[cfg(not(feature = "net"))]
             Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
-            Task::Servers(a) => a.run(),
-            Task::GpuBundle(a) => a.run(),
-            Task::GpuRun(a) => a.run(),
+            #[cfg(feature = "repo")]
+            Task::Repo(t) => t.run(),
         }
     }
 }

@@ -22,7 +22,7 @@ use crate::advice::fail;
 use crate::paths;
 
 /// The pinned wheels.
-const REQUIREMENTS: &str = include_str!("../../../manifests/s3-server.txt");
+const REQUIREMENTS: &str = include_str!("../../../../manifests/s3-server.txt");
 /// The launcher.
 const LAUNCHER: &str = include_str!("s3_server.py");
 

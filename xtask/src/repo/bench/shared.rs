@@ -300,14 +300,14 @@ fn s3_row(
     cold: &BuildReport,
 ) -> Result<S3Row> {
     use cuda_aot_registry::s3::{S3Client, S3Options};
-    let port = crate::servers::pick_port(0)?;
+    let port = crate::repo::servers::pick_port(0)?;
     let work = dir.join("s3-work");
     std::fs::create_dir_all(&work)?;
-    let mut server = crate::servers::s3::command(
+    let mut server = crate::repo::servers::s3::command(
         port,
         &["cache".to_string()],
         &work,
-        crate::servers::s3::Faults::default(),
+        crate::repo::servers::s3::Faults::default(),
     )?
     .stdout(std::process::Stdio::null())
     .stderr(std::process::Stdio::null())

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::order::Order;
 use super::{Args, startup, stats};
 use crate::advice::Fix;
-use crate::svg::Svg;
+use crate::repo::svg::Svg;
 use crate::{files, paths};
 
 use stats::{CONTROL_LIMIT, Ratio};
@@ -53,7 +53,7 @@ impl Row {
     }
     fn median_us(&self) -> f64 {
         let v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-        crate::stats::median(&v)
+        crate::repo::stats::median(&v)
     }
     fn pct_us(&self, p: f64) -> f64 {
         let mut v: Vec<f64> = self.samples.iter().map(|d| d.as_secs_f64() * 1e6).collect();

@@ -131,7 +131,7 @@ pub const CONTROL_LIMIT: f64 = 1.05;
 /// The `bench-ratios.csv` header line.
 pub const CSV_HEADER: &str = "ratio,numerator,denominator,pairs,median,ci95_low,ci95_high,limit";
 
-use crate::stats::median;
+use crate::repo::stats::median;
 
 /// (median, 2.5th and 97.5th percentile of the bootstrap medians).
 fn bootstrap(x: &[f64]) -> (f64, f64, f64) {

@@ -25,7 +25,7 @@ impl Stats {
         v.sort();
         Stats {
             min: v[0],
-            median: crate::stats::median_duration(&v),
+            median: crate::repo::stats::median_duration(&v),
             max: v[v.len() - 1],
             n: v.len(),
         }
@@ -60,7 +60,7 @@ pub(super) struct Load {
 
 impl Load {
     pub(super) fn sample(&mut self) {
-        self.samples.extend(crate::machine::load_average());
+        self.samples.extend(crate::repo::machine::load_average());
     }
 
     pub(super) fn show(&self) -> String {
@@ -69,7 +69,7 @@ impl Load {
         }
         let min = self.samples.iter().copied().fold(f64::INFINITY, f64::min);
         let max = self.samples.iter().copied().fold(0.0, f64::max);
-        let median = crate::stats::median(&self.samples);
+        let median = crate::repo::stats::median(&self.samples);
         format!("{min:.2} / {median:.2} / {max:.2}")
     }
 }
@@ -376,8 +376,8 @@ pub(super) fn write_doc(
     args: &str,
 ) -> Result<()> {
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let cores = crate::machine::cores();
-    let cpu = crate::machine::cpu_model();
+    let cores = crate::repo::machine::cores();
+    let cpu = crate::repo::machine::cpu_model();
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {

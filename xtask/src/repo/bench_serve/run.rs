@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Args;
-use crate::svg::Svg;
-use crate::{anchor, machine, paths, servers};
+use crate::repo::svg::Svg;
+use crate::repo::{machine, servers};
+use crate::{anchor, paths};
 
 // Only `serve` runs the `get-hostile` workload; its baseline is serve's own `get`.
 
@@ -49,7 +50,7 @@ impl Samples {
             .iter()
             .map(|d| d.as_secs_f64() * 1e3)
             .collect();
-        crate::stats::percentile(&v, p)
+        crate::repo::stats::percentile(&v, p)
     }
     /// The samples of every client thread, merged, with the wall time since `start`.
     fn join(handles: Vec<std::thread::JoinHandle<Samples>>, start: Instant) -> Result<Samples> {
