@@ -18,6 +18,7 @@ mod job;
 mod kernels;
 mod nvcc;
 pub mod provenance;
+mod records;
 mod report;
 mod schedule;
 mod shared_cache;
