@@ -76,6 +76,53 @@ fn check(name: &str, ok: bool, failures: &mut Vec<String>) {
 }
 
 fn run(a: &Args) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    let rt = open(a)?;
+    let stream = rt.stream()?;
+    let mut failures = Vec::new();
+    // Every module of the release set the registry holds, against its CPU reference.
+    let has = |m: &str| rt.selected().any(|x| x.identity.module.as_str() == m);
+    let mut ran = 0;
+    if has("field_ops") {
+        ran += 1;
+        field_ops(&rt, &stream, &mut failures)?;
+    }
+    if has("ntt") {
+        ran += 1;
+        ntt_round_trip(&rt, &stream, a.log_n, &mut failures)?;
+    }
+    // The promoted research NTT (several stages per launch), when the registry has it.
+    if has("ntt_fused") {
+        ran += 1;
+        ntt_fused(&rt, &stream, a.log_n, &mut failures)?;
+    }
+    if has("merkle") {
+        ran += 1;
+        merkle_layer(&rt, &stream, &mut failures)?;
+    }
+    if ran == 0 {
+        failures.push("the registry holds none of field_ops, ntt, ntt_fused, merkle".into());
+    }
+
+    let c = rt.counters();
+    println!(
+        "counters: modules_verified={} modules_loaded={} cache_hits={} bytes_hashed={} verify_time={:?} driver_time={:?} compat_loads={}",
+        c.modules_verified,
+        c.modules_loaded,
+        c.cache_hits,
+        c.bytes_hashed,
+        c.verify_time,
+        c.driver_time,
+        c.compat_loads
+    );
+    Ok(failures)
+}
+
+type Stream = std::sync::Arc<cuda_aot::cuda::CudaStream>;
+type Outcome = Result<(), Box<dyn std::error::Error>>;
+
+/// Opens the registry under the policy the arguments select, loads every module once and
+/// says what was loaded and how long start-up took.
+fn open(a: &Args) -> Result<Runtime, Box<dyn std::error::Error>> {
     let trust = std::fs::read(&a.trust).map_err(|e| format!("{}: {e}", a.trust.display()))?;
     let mut policy = if a.production {
         Policy::production()
@@ -109,140 +156,124 @@ fn run(a: &Args) -> Result<Vec<String>, Box<dyn std::error::Error>> {
             m.module_digest.short()
         );
     }
-    let stream = rt.stream()?;
-    let mut failures = Vec::new();
+    Ok(rt)
+}
 
-    let has = |m: &str| rt.selected().any(|x| x.identity.module.as_str() == m);
-    let mut ran = 0;
-    if has("field_ops") {
-        ran += 1;
-        // Field ops on 4M elements.
-        let n = 1usize << 22;
-        let (x, y) = (random_u64s(n, 1), random_u64s(n, 2));
-        let alpha = 0x1234_5678_9abc_def1 % goldilocks::P;
-        let fops = FieldOps::new(&rt)?;
-        let (dx, dy) = (stream.clone_htod(&x)?, stream.clone_htod(&y)?);
-        let mut out = stream.alloc_zeros::<u64>(n)?;
-        fops.add(&stream, &dx, &dy, &mut out)?;
-        let got = stream.clone_dtoh(&out)?;
-        check(
-            "gl_add (2^22)",
-            got.iter()
-                .zip(x.iter().zip(&y))
-                .all(|(g, (a, b))| *g == goldilocks::add(*a, *b)),
-            &mut failures,
-        );
-        fops.mul(&stream, &dx, &dy, &mut out)?;
-        let got = stream.clone_dtoh(&out)?;
-        check(
-            "gl_mul (2^22)",
-            got.iter()
-                .zip(x.iter().zip(&y))
-                .all(|(g, (a, b))| *g == goldilocks::mul(*a, *b)),
-            &mut failures,
-        );
-        fops.axpy(&stream, alpha, &dx, &dy, &mut out)?;
-        let got = stream.clone_dtoh(&out)?;
-        check(
-            "gl_axpy (2^22)",
-            got == goldilocks::axpy(alpha, &x, &y),
-            &mut failures,
-        );
-        // A constant table the host fills: the polynomial gl_poly_eval evaluates.
-        let coeffs: [u64; goldilocks::POLY_TERMS] =
-            std::array::from_fn(|k| random_u64s(k + 1, 9 + k as u64)[k] % goldilocks::P);
-        fops.set_poly(&coeffs)?;
-        fops.poly_eval(&stream, &dx, &mut out)?;
-        check(
-            "gl_poly_eval (2^22, host-filled __constant__ table)",
-            stream.clone_dtoh(&out)? == goldilocks::poly_eval(&coeffs, &x),
-            &mut failures,
-        );
-    }
-
-    let log_n = a.log_n;
-    if has("ntt") {
-        ran += 1;
-        // NTT forward, then inverse returns the input.
-        let input: Vec<u64> = random_u64s(1 << log_n, 3)
-            .into_iter()
-            .map(|v| v % goldilocks::P)
-            .collect();
-        let nt = Ntt::new(&rt)?;
-        let fwd = stream.clone_htod(&ntt::twiddles(log_n, false))?;
-        let inv = stream.clone_htod(&ntt::twiddles(log_n, true))?;
-        let mut data = stream.clone_htod(&input)?;
-        nt.forward(&stream, &mut data, &fwd)?;
-        let got = stream.clone_dtoh(&data)?;
-        let mut expect = input.clone();
-        ntt::forward(&mut expect);
-        check(
-            &format!("ntt forward (2^{log_n})"),
-            got == expect,
-            &mut failures,
-        );
-        nt.inverse(&stream, &mut data, &inv)?;
-        check(
-            &format!("ntt inverse(forward(x)) == x (2^{log_n})"),
-            stream.clone_dtoh(&data)? == input,
-            &mut failures,
-        );
-    }
-
-    // The promoted research NTT (several stages per launch), when the registry has it.
-    if has("ntt_fused") {
-        ran += 1;
-        let input: Vec<u64> = random_u64s(1 << log_n, 5)
-            .into_iter()
-            .map(|v| v % goldilocks::P)
-            .collect();
-        let fused = NttFused::new(&rt)?;
-        let tw = stream.clone_htod(&ntt::twiddles(log_n, false))?;
-        let mut data = stream.clone_htod(&input)?;
-        fused.forward(&stream, &mut data, &tw)?;
-        let mut expect = input;
-        ntt::forward(&mut expect);
-        check(
-            &format!("ntt_fused forward (2^{log_n}) == ntt::forward"),
-            stream.clone_dtoh(&data)? == expect,
-            &mut failures,
-        );
-    }
-
-    if has("merkle") {
-        ran += 1;
-        // One Merkle layer: 2^18 parents from 2^19 children.
-        let parents = 1usize << 18;
-        let children: Vec<u8> = random_u64s(parents * 8, 4)
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let mk = Merkle::new(&rt)?;
-        let dc = stream.clone_htod(&children)?;
-        let mut dp = stream.alloc_zeros::<u8>(parents * 32)?;
-        mk.layer(&stream, &dc, &mut dp)?;
-        check(
-            "merkle_layer (2^18 parents)",
-            stream.clone_dtoh(&dp)? == merkle::layer_bytes(&children),
-            &mut failures,
-        );
-    }
-    if ran == 0 {
-        failures.push("the registry holds none of field_ops, ntt, ntt_fused, merkle".into());
-    }
-
-    let c = rt.counters();
-    println!(
-        "counters: modules_verified={} modules_loaded={} cache_hits={} bytes_hashed={} verify_time={:?} driver_time={:?} compat_loads={}",
-        c.modules_verified,
-        c.modules_loaded,
-        c.cache_hits,
-        c.bytes_hashed,
-        c.verify_time,
-        c.driver_time,
-        c.compat_loads
+/// Field ops on 4M elements, and a constant table the host fills.
+fn field_ops(rt: &Runtime, stream: &Stream, failures: &mut Vec<String>) -> Outcome {
+    // Field ops on 4M elements.
+    let n = 1usize << 22;
+    let (x, y) = (random_u64s(n, 1), random_u64s(n, 2));
+    let alpha = 0x1234_5678_9abc_def1 % goldilocks::P;
+    let fops = FieldOps::new(rt)?;
+    let (dx, dy) = (stream.clone_htod(&x)?, stream.clone_htod(&y)?);
+    let mut out = stream.alloc_zeros::<u64>(n)?;
+    fops.add(stream, &dx, &dy, &mut out)?;
+    let got = stream.clone_dtoh(&out)?;
+    check(
+        "gl_add (2^22)",
+        got.iter()
+            .zip(x.iter().zip(&y))
+            .all(|(g, (a, b))| *g == goldilocks::add(*a, *b)),
+        failures,
     );
-    Ok(failures)
+    fops.mul(stream, &dx, &dy, &mut out)?;
+    let got = stream.clone_dtoh(&out)?;
+    check(
+        "gl_mul (2^22)",
+        got.iter()
+            .zip(x.iter().zip(&y))
+            .all(|(g, (a, b))| *g == goldilocks::mul(*a, *b)),
+        failures,
+    );
+    fops.axpy(stream, alpha, &dx, &dy, &mut out)?;
+    let got = stream.clone_dtoh(&out)?;
+    check(
+        "gl_axpy (2^22)",
+        got == goldilocks::axpy(alpha, &x, &y),
+        failures,
+    );
+    // A constant table the host fills: the polynomial gl_poly_eval evaluates.
+    let coeffs: [u64; goldilocks::POLY_TERMS] =
+        std::array::from_fn(|k| random_u64s(k + 1, 9 + k as u64)[k] % goldilocks::P);
+    fops.set_poly(&coeffs)?;
+    fops.poly_eval(stream, &dx, &mut out)?;
+    check(
+        "gl_poly_eval (2^22, host-filled __constant__ table)",
+        stream.clone_dtoh(&out)? == goldilocks::poly_eval(&coeffs, &x),
+        failures,
+    );
+    Ok(())
+}
+
+/// NTT forward, then inverse returns the input.
+fn ntt_round_trip(
+    rt: &Runtime,
+    stream: &Stream,
+    log_n: u32,
+    failures: &mut Vec<String>,
+) -> Outcome {
+    // NTT forward, then inverse returns the input.
+    let input: Vec<u64> = random_u64s(1 << log_n, 3)
+        .into_iter()
+        .map(|v| v % goldilocks::P)
+        .collect();
+    let nt = Ntt::new(rt)?;
+    let fwd = stream.clone_htod(&ntt::twiddles(log_n, false))?;
+    let inv = stream.clone_htod(&ntt::twiddles(log_n, true))?;
+    let mut data = stream.clone_htod(&input)?;
+    nt.forward(stream, &mut data, &fwd)?;
+    let got = stream.clone_dtoh(&data)?;
+    let mut expect = input.clone();
+    ntt::forward(&mut expect);
+    check(&format!("ntt forward (2^{log_n})"), got == expect, failures);
+    nt.inverse(stream, &mut data, &inv)?;
+    check(
+        &format!("ntt inverse(forward(x)) == x (2^{log_n})"),
+        stream.clone_dtoh(&data)? == input,
+        failures,
+    );
+    Ok(())
+}
+
+/// The promoted research NTT equals the AOT one.
+fn ntt_fused(rt: &Runtime, stream: &Stream, log_n: u32, failures: &mut Vec<String>) -> Outcome {
+    let input: Vec<u64> = random_u64s(1 << log_n, 5)
+        .into_iter()
+        .map(|v| v % goldilocks::P)
+        .collect();
+    let fused = NttFused::new(rt)?;
+    let tw = stream.clone_htod(&ntt::twiddles(log_n, false))?;
+    let mut data = stream.clone_htod(&input)?;
+    fused.forward(stream, &mut data, &tw)?;
+    let mut expect = input;
+    ntt::forward(&mut expect);
+    check(
+        &format!("ntt_fused forward (2^{log_n}) == ntt::forward"),
+        stream.clone_dtoh(&data)? == expect,
+        failures,
+    );
+    Ok(())
+}
+
+/// One Merkle layer: 2^18 parents from 2^19 children.
+fn merkle_layer(rt: &Runtime, stream: &Stream, failures: &mut Vec<String>) -> Outcome {
+    // One Merkle layer: 2^18 parents from 2^19 children.
+    let parents = 1usize << 18;
+    let children: Vec<u8> = random_u64s(parents * 8, 4)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mk = Merkle::new(rt)?;
+    let dc = stream.clone_htod(&children)?;
+    let mut dp = stream.alloc_zeros::<u8>(parents * 32)?;
+    mk.layer(stream, &dc, &mut dp)?;
+    check(
+        "merkle_layer (2^18 parents)",
+        stream.clone_dtoh(&dp)? == merkle::layer_bytes(&children),
+        failures,
+    );
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -65,34 +65,84 @@ impl Seeds {
     }
 
     fn run(&self) {
-        let ts_payload = self.payload(layout::TIMESTAMP, PayloadType::Timestamp);
+        let release = Release::read(self);
+        release.envelope_seeds();
+        release.document_seeds();
+        release.blob_seeds();
+        let (anchor, root_v1, v2) = release.root_seeds();
+        release.verify_seeds(&anchor, &root_v1, &v2);
+    }
+}
+
+/// The release's signed metadata, read once: timestamp, index and root (files and
+/// payloads), and the entries the seeds are made of.
+struct Release<'a> {
+    seeds: &'a Seeds,
+    ts_payload: Vec<u8>,
+    ts: Timestamp,
+    ix_path: String,
+    ix_payload: Vec<u8>,
+    ix: Index,
+    root_payload: Vec<u8>,
+    root: Root,
+    root_file: Vec<u8>,
+}
+
+impl<'a> Release<'a> {
+    /// Reads the release behind `seeds`.
+    fn read(seeds: &'a Seeds) -> Release<'a> {
+        let ts_payload = seeds.payload(layout::TIMESTAMP, PayloadType::Timestamp);
         let ts: Timestamp = json::parse(&ts_payload, u64::MAX, "timestamp").unwrap();
         let ix_path = layout::index(ts.index.version);
-        let ix_payload = self.payload(&ix_path, PayloadType::Index);
+        let ix_payload = seeds.payload(&ix_path, PayloadType::Index);
         let ix: Index = json::parse(&ix_payload, u64::MAX, "index").unwrap();
-        let root_payload = self.payload(&layout::root(1), PayloadType::Root);
+        let root_payload = seeds.payload(&layout::root(1), PayloadType::Root);
         let root: Root = json::parse(&root_payload, u64::MAX, "root").unwrap();
-        let entry = |module: &str, sm: &str| -> &IndexEntry {
-            ix.entries
-                .iter()
-                .find(|e| e.module.as_str() == module && e.sm.to_string() == sm)
-                .unwrap_or_else(|| panic!("the release has no {module} {sm}"))
-        };
-        let picked = [
-            entry("field_ops", "sm_90"),
-            entry("field_ops", "compute_80"),
-            entry("ntt", "sm_80"),
-            entry("field_ops", "sm_90a"),
-            entry("ntt", "sm_120"),
-        ];
-        let manifest_of = |e: &IndexEntry| -> (Vec<u8>, Manifest) {
-            let path = layout::manifest(&e.manifest);
-            let bytes = self.read(&path);
-            let m = json::parse(&bytes, u64::MAX, &path).unwrap();
-            (bytes, m)
-        };
-        let statement_path = layout::statement(&picked[0].statement);
+        let root_file = seeds.read(&layout::root(1));
+        Release {
+            seeds,
+            ts_payload,
+            ts,
+            ix_path,
+            ix_payload,
+            ix,
+            root_payload,
+            root,
+            root_file,
+        }
+    }
 
+    /// The index entry of `module` for `sm`.
+    fn entry(&self, module: &str, sm: &str) -> &IndexEntry {
+        self.ix
+            .entries
+            .iter()
+            .find(|e| e.module.as_str() == module && e.sm.to_string() == sm)
+            .unwrap_or_else(|| panic!("the release has no {module} {sm}"))
+    }
+
+    /// The entries the seeds use: cubins, an a-variant, PTX, another module.
+    fn picked(&self) -> [&IndexEntry; 5] {
+        [
+            self.entry("field_ops", "sm_90"),
+            self.entry("field_ops", "compute_80"),
+            self.entry("ntt", "sm_80"),
+            self.entry("field_ops", "sm_90a"),
+            self.entry("ntt", "sm_120"),
+        ]
+    }
+
+    /// An entry's manifest: its bytes and parsed.
+    fn manifest_of(&self, e: &IndexEntry) -> (Vec<u8>, Manifest) {
+        let path = layout::manifest(&e.manifest);
+        let bytes = self.seeds.read(&path);
+        let m = json::parse(&bytes, u64::MAX, &path).unwrap();
+        (bytes, m)
+    }
+
+    /// The envelope seeds: the signed files as they are, behind a type selector byte.
+    fn envelope_seeds(&self) {
+        let statement_path = layout::statement(&self.picked()[0].statement);
         // envelope: the release's signed files as they are, behind the type selector byte.
         let sel = |t: PayloadType, bytes: &[u8]| {
             let n = [
@@ -107,56 +157,77 @@ impl Seeds {
             .unwrap() as u8;
             [&[n][..], bytes].concat()
         };
-        let root_file = self.read(&layout::root(1));
-        self.write("envelope", "ok-root", &sel(PayloadType::Root, &root_file));
-        let ts_file = self.read(layout::TIMESTAMP);
-        self.write(
+        self.seeds.write(
+            "envelope",
+            "ok-root",
+            &sel(PayloadType::Root, &self.root_file),
+        );
+        let ts_file = self.seeds.read(layout::TIMESTAMP);
+        self.seeds.write(
             "envelope",
             "ok-timestamp",
             &sel(PayloadType::Timestamp, &ts_file),
         );
-        let ix_file = self.read(&ix_path);
-        self.write("envelope", "ok-index", &sel(PayloadType::Index, &ix_file));
-        let st_file = self.read(&statement_path);
-        self.write(
+        let ix_file = self.seeds.read(&self.ix_path);
+        self.seeds
+            .write("envelope", "ok-index", &sel(PayloadType::Index, &ix_file));
+        let st_file = self.seeds.read(&statement_path);
+        self.seeds.write(
             "envelope",
             "ok-build-statement",
             &sel(PayloadType::Build, &st_file),
         );
-        self.write(
+        self.seeds.write(
             "envelope",
             "bad-timestamp-as-index",
             &sel(PayloadType::Index, &ts_file),
         );
+    }
 
+    /// The manifest, index and timestamp seeds: files and payloads.
+    fn document_seeds(&self) {
+        let picked = self.picked();
+        let (ix_payload, ts_payload) = (&self.ix_payload, &self.ts_payload);
         // manifest, index, timestamp: the files and payloads.
         for e in &picked[..4] {
-            let (bytes, _) = manifest_of(e);
-            self.write("manifest", &format!("ok-{}-{}", e.module, e.sm), &bytes);
+            let (bytes, _) = self.manifest_of(e);
+            self.seeds
+                .write("manifest", &format!("ok-{}-{}", e.module, e.sm), &bytes);
         }
-        self.write("index", "ok-release", &ix_payload);
-        self.write("timestamp", "ok-release", &ts_payload);
+        self.seeds.write("index", "ok-release", &ix_payload);
+        self.seeds.write("timestamp", "ok-release", &ts_payload);
+    }
 
+    /// The elf and ptx seeds: real cubins and PTX, each also refused by the other reader.
+    fn blob_seeds(&self) {
+        let picked = self.picked();
         // elf and ptx: real cubins and PTX (each refused by the other reader).
         for e in &picked {
-            let (_, m) = manifest_of(e);
-            let blob = self.read(&layout::blob(&m.module_digest));
+            let (_, m) = self.manifest_of(e);
+            let blob = self.seeds.read(&layout::blob(&m.module_digest));
             let (ok, bad) = match e.sm.virtual_arch {
                 true => ("ptx", "elf"),
                 false => ("elf", "ptx"),
             };
-            self.write(ok, &format!("ok-{}-{}", e.module, e.sm), &blob);
+            self.seeds
+                .write(ok, &format!("ok-{}-{}", e.module, e.sm), &blob);
             if e.module.as_str() == "field_ops" {
-                self.write(bad, &format!("bad-{}-{}", e.module, e.sm), &blob);
+                self.seeds
+                    .write(bad, &format!("bad-{}-{}", e.module, e.sm), &blob);
             }
         }
-        let ntt_ptx = manifest_of(entry("ntt", "compute_80")).1;
-        self.write(
+        let ntt_ptx = self.manifest_of(self.entry("ntt", "compute_80")).1;
+        self.seeds.write(
             "ptx",
             "ok-ntt-compute_80",
-            &self.read(&layout::blob(&ntt_ptx.module_digest)),
+            &self.seeds.read(&layout::blob(&ntt_ptx.module_digest)),
         );
+    }
 
+    /// The trust-root and rotation seeds; returns the rekeyed anchor record, root v1's
+    /// rekeyed payload and root v2's, which the verify seeds build on.
+    fn root_seeds(&self) -> (Vec<u8>, String, String) {
+        let (root, root_payload, root_file) = (&self.root, &self.root_payload, &self.root_file);
         // trust_root: the real signed root, and the same payload re-keyed for the harness.
         let keys: BTreeMap<String, usize> = [
             &root.roles.root,
@@ -176,10 +247,11 @@ impl Seeds {
             text
         };
         let root_v1 = rekey(&root_payload);
-        self.write("trust_root", "ok-release-root", &root_file);
+        self.seeds
+            .write("trust_root", "ok-release-root", &root_file);
         let anchor = record("anchor", "root", "0", "anchor", root_v1.as_bytes());
-        self.write("trust_root", "ok-rekeyed", &anchor);
-        self.write(
+        self.seeds.write("trust_root", "ok-rekeyed", &anchor);
+        self.seeds.write(
             "trust_root",
             "bad-signed-by-builder",
             &record("anchor", "root", "1", "anchor", root_v1.as_bytes()),
@@ -190,105 +262,114 @@ impl Seeds {
         v2["version"] = 2.into();
         v2["roles"]["root"]["keys"] = vec![Value::from("{{key:4}}")].into();
         let v2 = serde_json::to_string_pretty(&v2).unwrap();
-        self.write(
+        self.seeds.write(
             "rotate",
             "ok-v2",
             &record("next", "root", "0,4", "next", v2.as_bytes()),
         );
-        self.write(
+        self.seeds.write(
             "rotate",
             "bad-v2-new-key-only",
             &record("next", "root", "4", "next", v2.as_bytes()),
         );
+        (anchor, root_v1, v2)
+    }
 
-        // verify: a small registry with the release's own files (a cubin, an a-variant,
-        // PTX): blobs, manifests, one build statement (builder key 1), index and timestamp
-        // (publisher key 3).
-        let make_registry = |picks: &[&IndexEntry]| -> Vec<u8> {
-            let mut reg = anchor.clone();
+    /// A small registry with the release's own files (`picks`): blobs, manifests, one
+    /// build statement (builder key 1), index and timestamp (publisher key 3).
+    fn registry_seed(&self, anchor: &[u8], root_v1: &str, picks: &[&IndexEntry]) -> Vec<u8> {
+        let (ix, ts) = (&self.ix, &self.ts);
+        let mut reg = anchor.to_vec();
+        reg.extend(record(
+            "root1",
+            "root",
+            "0",
+            "root/1.root.json",
+            root_v1.as_bytes(),
+        ));
+        let (mut attested, mut entries) = (Vec::new(), Vec::new());
+        for (i, e) in picks.iter().enumerate() {
+            let (_, m) = self.manifest_of(e);
+            let blob = self.seeds.read(&layout::blob(&m.module_digest));
             reg.extend(record(
-                "root1",
-                "root",
-                "0",
-                "root/1.root.json",
-                root_v1.as_bytes(),
+                &format!("b{i}"),
+                "blob",
+                "-",
+                &format!("blobs/blake3/{{{{hex2:b{i}}}}}/{{{{hex:b{i}}}}}"),
+                &blob,
             ));
-            let (mut attested, mut entries) = (Vec::new(), Vec::new());
-            for (i, e) in picks.iter().enumerate() {
-                let (_, m) = manifest_of(e);
-                let blob = self.read(&layout::blob(&m.module_digest));
-                reg.extend(record(
-                    &format!("b{i}"),
-                    "blob",
-                    "-",
-                    &format!("blobs/blake3/{{{{hex2:b{i}}}}}/{{{{hex:b{i}}}}}"),
-                    &blob,
-                ));
-                let mut mv: Value = serde_json::to_value(&m).unwrap();
-                mv["module_digest"] = format!("{{{{digest:b{i}}}}}").into();
-                mv["size"] = format!("@@{{{{size:b{i}}}}}@@").into();
-                reg.extend(record(
-                    &format!("m{i}"),
-                    "raw",
-                    "-",
-                    &format!("manifests/blake3/{{{{hex:m{i}}}}}.json"),
-                    unquote(&serde_json::to_string_pretty(&mv).unwrap()).as_bytes(),
-                ));
-                let mut ev: Value = serde_json::to_value(*e).unwrap();
-                ev["manifest"] = format!("{{{{digest:m{i}}}}}").into();
-                ev["manifest_size"] = format!("@@{{{{size:m{i}}}}}@@").into();
-                ev["identity"] = format!("{{{{identity:m{i}}}}}").into();
-                ev["statement"] = "{{digest:st}}".into();
-                let mut av = ev.clone();
-                for k in ["identity", "statement", "since"] {
-                    av.as_object_mut().unwrap().remove(k);
-                }
-                attested.push(av);
-                entries.push(ev);
+            let mut mv: Value = serde_json::to_value(&m).unwrap();
+            mv["module_digest"] = format!("{{{{digest:b{i}}}}}").into();
+            mv["size"] = format!("@@{{{{size:b{i}}}}}@@").into();
+            reg.extend(record(
+                &format!("m{i}"),
+                "raw",
+                "-",
+                &format!("manifests/blake3/{{{{hex:m{i}}}}}.json"),
+                unquote(&serde_json::to_string_pretty(&mv).unwrap()).as_bytes(),
+            ));
+            let mut ev: Value = serde_json::to_value(*e).unwrap();
+            ev["manifest"] = format!("{{{{digest:m{i}}}}}").into();
+            ev["manifest_size"] = format!("@@{{{{size:m{i}}}}}@@").into();
+            ev["identity"] = format!("{{{{identity:m{i}}}}}").into();
+            ev["statement"] = "{{digest:st}}".into();
+            let mut av = ev.clone();
+            for k in ["identity", "statement", "since"] {
+                av.as_object_mut().unwrap().remove(k);
             }
-            let st = serde_json::json!({
-                "schema": "cuda-aot/build/v1",
-                "channel": ix.channel,
-                "manifests": attested,
-            });
-            reg.extend(record(
-                "st",
-                "build",
-                "1",
-                "statements/blake3/{{hex:st}}.json",
-                unquote(&serde_json::to_string_pretty(&st).unwrap()).as_bytes(),
-            ));
-            let mut iv: Value = serde_json::to_value(&ix).unwrap();
-            iv["entries"] = entries.into();
-            iv["statements"] =
-                serde_json::json!([{ "digest": "{{digest:st}}", "size": "@@{{size:st}}@@" }]);
-            iv["expires"] = INDEX_EXPIRES.into();
-            let index_text = unquote(&serde_json::to_string_pretty(&iv).unwrap());
-            reg.extend(record(
-                "index",
-                "index",
-                "3",
-                &layout::index(ix.version),
-                index_text.as_bytes(),
-            ));
-            let mut tv: Value = serde_json::to_value(&ts).unwrap();
-            tv["expires"] = TS_EXPIRES.into();
-            tv["index"]["digest"] = "{{digest:index}}".into();
-            tv["index"]["size"] = "@@{{size:index}}@@".into();
-            let ts_text = unquote(&serde_json::to_string_pretty(&tv).unwrap());
-            reg.extend(record(
-                "ts",
-                "timestamp",
-                "3",
-                layout::TIMESTAMP,
-                ts_text.as_bytes(),
-            ));
-            reg
-        };
+            attested.push(av);
+            entries.push(ev);
+        }
+        let st = serde_json::json!({
+            "schema": "cuda-aot/build/v1",
+            "channel": ix.channel,
+            "manifests": attested,
+        });
+        reg.extend(record(
+            "st",
+            "build",
+            "1",
+            "statements/blake3/{{hex:st}}.json",
+            unquote(&serde_json::to_string_pretty(&st).unwrap()).as_bytes(),
+        ));
+        let mut iv: Value = serde_json::to_value(&ix).unwrap();
+        iv["entries"] = entries.into();
+        iv["statements"] =
+            serde_json::json!([{ "digest": "{{digest:st}}", "size": "@@{{size:st}}@@" }]);
+        iv["expires"] = INDEX_EXPIRES.into();
+        let index_text = unquote(&serde_json::to_string_pretty(&iv).unwrap());
+        reg.extend(record(
+            "index",
+            "index",
+            "3",
+            &layout::index(ix.version),
+            index_text.as_bytes(),
+        ));
+        let mut tv: Value = serde_json::to_value(&ts).unwrap();
+        tv["expires"] = TS_EXPIRES.into();
+        tv["index"]["digest"] = "{{digest:index}}".into();
+        tv["index"]["size"] = "@@{{size:index}}@@".into();
+        let ts_text = unquote(&serde_json::to_string_pretty(&tv).unwrap());
+        reg.extend(record(
+            "ts",
+            "timestamp",
+            "3",
+            layout::TIMESTAMP,
+            ts_text.as_bytes(),
+        ));
+        reg
+    }
+
+    /// The verify seeds: the release registry, a PTX-only one, after a rotation, and three
+    /// refused (a rollback, expired, a statement signed by the publisher).
+    fn verify_seeds(&self, anchor: &[u8], root_v1: &str, v2: &str) {
+        let picked = self.picked();
+        let make_registry = |picks: &[&IndexEntry]| self.registry_seed(anchor, root_v1, picks);
         let reg = make_registry(&[picked[0], picked[1], picked[3]]);
-        self.write("verify", "ok-release", &reg);
+        self.seeds.write("verify", "ok-release", &reg);
         // One small PTX module: a short input the fuzzer mutates faster.
-        self.write("verify", "ok-ptx-only", &make_registry(&[picked[1]]));
+        self.seeds
+            .write("verify", "ok-ptx-only", &make_registry(&[picked[1]]));
 
         // The same registry after a root rotation to v2 (new root key 4).
         let mut rotated = reg.clone();
@@ -299,7 +380,7 @@ impl Seeds {
             "root/2.root.json",
             v2.as_bytes(),
         ));
-        self.write("verify", "ok-rotated", &rotated);
+        self.seeds.write("verify", "ok-rotated", &rotated);
 
         // Saved state newer than the registry: a rollback.
         let mut rollback = reg.clone();
@@ -310,12 +391,12 @@ impl Seeds {
             "state",
             br#"{"root": 1, "timestamp": 9, "index": 9}"#,
         ));
-        self.write("verify", "bad-rollback", &rollback);
+        self.seeds.write("verify", "bad-rollback", &rollback);
 
         // Past the timestamp's expiry.
         let mut expired = reg.clone();
         expired.extend(record("options", "raw", "-", "options", b"1900000000 0 0"));
-        self.write("verify", "bad-expired", &expired);
+        self.seeds.write("verify", "bad-expired", &expired);
 
         // The publisher signs the build statement: a threshold of builder keys is missing.
         let needle = b"%%file st build 1 ";
@@ -324,7 +405,8 @@ impl Seeds {
             .position(|w| w == needle)
             .expect("statement record");
         let by_publisher = [&reg[..at], b"%%file st build 3 ", &reg[at + needle.len()..]].concat();
-        self.write("verify", "bad-statement-by-publisher", &by_publisher);
+        self.seeds
+            .write("verify", "bad-statement-by-publisher", &by_publisher);
     }
 }
 

@@ -307,6 +307,12 @@ fn issue_12_explain_names_the_input_that_changed() {
         )]
     );
 
+    explain_names_the_machine_and_the_cache(&ws);
+}
+
+/// The rest of [`issue_12_explain_names_the_input_that_changed`]: the host compiler, the
+/// toolkit, and an entry evicted while nothing changed.
+fn explain_names_the_machine_and_the_cache(ws: &Ws) {
     // The host compiler (g++ instead of the default c++: another version line).
     let one = ["--module", "alpha", "--target", "sm_90"];
     let run = ws.build_with(&one, |c| {

@@ -197,35 +197,7 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
 
     // Five of the six entries attacked, one way each; the sixth stays intact.
     let attacked = tmp.path().join("attacked");
-    copy_tree(&remote, &attacked);
-    let id = |k: &str| ids[k].clone();
-    // Forged: signed by an unknown key.
-    std::fs::copy(
-        entry(&other, &id("alpha sm_80")).join("entry.json"),
-        entry(&attacked, &id("alpha sm_80")).join("entry.json"),
-    )
-    .unwrap();
-    // Altered: one byte of the blob.
-    let blob = entry(&attacked, &id("alpha sm_90")).join("blob");
-    let mut bytes = std::fs::read(&blob).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 1;
-    std::fs::write(&blob, bytes).unwrap();
-    // Replayed: beta sm_80's folder holds gamma sm_90's whole, validly signed entry.
-    for f in ["entry.json", "manifest.json", "blob"] {
-        std::fs::copy(
-            entry(&attacked, &id("gamma sm_90")).join(f),
-            entry(&attacked, &id("beta sm_80")).join(f),
-        )
-        .unwrap();
-    }
-    // Unsigned: the signature removed.
-    std::fs::remove_file(entry(&attacked, &id("beta sm_90")).join("entry.json")).unwrap();
-    // Truncated: the manifest cut short.
-    let manifest = entry(&attacked, &id("gamma sm_80")).join("manifest.json");
-    let text = std::fs::read(&manifest).unwrap();
-    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
-
+    attack_five(&remote, &other, &ids, &attacked);
     let c = Ws::new();
     let third = build_with(&c, &attacked, &keys, None, &["--explain"]).ok();
     println!("{}", third.stderr);
@@ -253,7 +225,45 @@ fn issue_20_a_second_checkout_takes_every_job_from_the_shared_cache_and_refuses_
             false => assert_eq!(first_change["input"], "shared_cache", "{m}"),
         }
     }
-    let refused: BTreeMap<String, String> = shared(&third)["refused"]
+    assert_five_refused(&third);
+}
+
+/// A copy of the shared cache `remote` at `attacked` with five of its six entries attacked,
+/// one way each (an entry of `other`, a cache signed under another root, for the forgery).
+fn attack_five(remote: &Path, other: &Path, ids: &BTreeMap<String, String>, attacked: &Path) {
+    copy_tree(remote, attacked);
+    let id = |k: &str| ids[k].clone();
+    // Forged: signed by an unknown key.
+    std::fs::copy(
+        entry(other, &id("alpha sm_80")).join("entry.json"),
+        entry(attacked, &id("alpha sm_80")).join("entry.json"),
+    )
+    .unwrap();
+    // Altered: one byte of the blob.
+    let blob = entry(attacked, &id("alpha sm_90")).join("blob");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&blob, bytes).unwrap();
+    // Replayed: beta sm_80's folder holds gamma sm_90's whole, validly signed entry.
+    for f in ["entry.json", "manifest.json", "blob"] {
+        std::fs::copy(
+            entry(attacked, &id("gamma sm_90")).join(f),
+            entry(attacked, &id("beta sm_80")).join(f),
+        )
+        .unwrap();
+    }
+    // Unsigned: the signature removed.
+    std::fs::remove_file(entry(attacked, &id("beta sm_90")).join("entry.json")).unwrap();
+    // Truncated: the manifest cut short.
+    let manifest = entry(attacked, &id("gamma sm_80")).join("manifest.json");
+    let text = std::fs::read(&manifest).unwrap();
+    std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
+}
+
+/// The five attacked entries were refused, each for its own reason, and compiled.
+fn assert_five_refused(third: &Run) {
+    let refused: BTreeMap<String, String> = shared(third)["refused"]
         .as_array()
         .unwrap()
         .iter()

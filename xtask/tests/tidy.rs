@@ -1,7 +1,10 @@
-//! Keeps xtask's structure honest (issue 10, "one owner per concern"): the modules' imports
-//! form no cycle, support modules import only support modules (so helpers never live in a
-//! task's file), the `cargo xtask` alias does not hide cargo's progress (issue 11), and
-//! build scripts find their checkout at run time.
+//! Keeps the house honest. Issue 42: in the whole repository no non-test file is past 800
+//! lines and no function past 150; the modules of the runtime crate, of the builder and of
+//! xtask import each other in no circle; no repository-only task is reachable from the
+//! installed tool; each rule is shown failing on a planted violation. Issue 10 ("one owner
+//! per concern"): xtask's support modules import only support modules (so helpers never
+//! live in a task's file). Issue 11: the `cargo xtask` alias does not hide cargo's progress,
+//! and build scripts find their checkout at run time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -64,13 +67,18 @@ fn crate_refs(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Top-level module -> the top-level modules its files refer to.
+/// xtask's import graph.
 fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    import_graph_of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
+
+/// Top-level module -> the top-level modules its files refer to, for the crate whose
+/// sources are in `src`.
+fn import_graph_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for e in walkdir::WalkDir::new(&src) {
+    for e in walkdir::WalkDir::new(src) {
         let e = e.unwrap();
-        let rel = e.path().strip_prefix(&src).unwrap();
+        let rel = e.path().strip_prefix(src).unwrap();
         if rel.extension().is_none_or(|x| x != "rs") {
             continue;
         }
@@ -117,11 +125,9 @@ fn support_modules_import_only_support_modules() {
     }
 }
 
-#[test]
-fn module_imports_form_no_cycle() {
-    let graph = import_graph();
-    assert!(graph.len() > SUPPORT.len(), "{graph:?}");
-    // Depth-first search, reporting the first cycle found.
+/// The first import circle of `graph` (its modules in order, the first repeated at the
+/// end), if any: a depth-first search.
+fn first_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     fn visit(
         m: &str,
         graph: &BTreeMap<String, BTreeSet<String>>,
@@ -133,7 +139,7 @@ fn module_imports_form_no_cycle() {
             cycle.push(m.to_string());
             return Err(cycle);
         }
-        if done.contains(m) {
+        if done.contains(m) || !graph.contains_key(m) {
             return Ok(());
         }
         stack.push(m.to_string());
@@ -145,9 +151,32 @@ fn module_imports_form_no_cycle() {
         Ok(())
     }
     let mut done = BTreeSet::new();
-    for m in graph.keys() {
-        if let Err(cycle) = visit(m, &graph, &mut Vec::new(), &mut done) {
-            panic!("import cycle: {}", cycle.join(" -> "));
+    graph
+        .keys()
+        .find_map(|m| visit(m, graph, &mut Vec::new(), &mut done).err())
+}
+
+#[test]
+fn module_imports_form_no_cycle() {
+    let graph = import_graph();
+    assert!(graph.len() > SUPPORT.len(), "{graph:?}");
+    if let Some(cycle) = first_cycle(&graph) {
+        panic!("import cycle in xtask: {}", cycle.join(" -> "));
+    }
+}
+
+/// Issue 42: the runtime crate (a strict downward graph, as the style guide says) and the
+/// builder import in no circle either.
+#[test]
+fn the_runtime_crate_and_the_builder_have_no_import_circle() {
+    for krate in ["src", "builder/src"] {
+        let graph = import_graph_of(&repo().join(krate));
+        assert!(graph.len() > 5, "{krate}: {graph:?}");
+        if let Some(cycle) = first_cycle(&graph) {
+            panic!(
+                "import cycle among the modules of {krate}: {}. Move the item the lower module needs into it (or into a module both can import), and re-export it where it was",
+                cycle.join(" -> ")
+            );
         }
     }
 }
@@ -250,4 +279,303 @@ fn the_first_command_compiles_no_network_stack() {
     );
     // The local pipeline keeps the registry's publish half (the directory store).
     assert!(crates.iter().any(|c| c.starts_with("cuda-aot-registry ")));
+}
+
+/// The repository's root.
+fn repo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Issue 42: the most lines a non-test file may have, unit tests included.
+const MAX_FILE_LINES: usize = 800;
+/// Issue 42: the most lines a function may have, from `fn` to its closing brace.
+const MAX_FN_LINES: usize = 150;
+/// Generated code the function rule skips, by file name (none today).
+const GENERATED: &[&str] = &[];
+
+/// Every Rust file of the repository (relative path, text): the workspace, the fuzz
+/// workspace, examples and tests; not build outputs or work folders.
+fn rust_files() -> Vec<(std::path::PathBuf, String)> {
+    let root = repo();
+    let skip = ["target", ".cuda-aot", ".gpu", ".device", ".git"];
+    let mut out = Vec::new();
+    let walk = walkdir::WalkDir::new(&root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| !skip.contains(&e.file_name().to_string_lossy().as_ref()));
+    for e in walk {
+        let e = e.unwrap();
+        if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "rs") {
+            let rel = e.path().strip_prefix(&root).unwrap().to_path_buf();
+            out.push((rel, std::fs::read_to_string(e.path()).unwrap()));
+        }
+    }
+    out
+}
+
+/// A test file: one below a `tests` folder (integration tests and their support).
+fn is_test_file(rel: &Path) -> bool {
+    rel.components().any(|c| c.as_os_str() == "tests")
+}
+
+/// The files of `files` past [`MAX_FILE_LINES`] that are not test files, with their length.
+fn long_files(files: &[(std::path::PathBuf, String)]) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(rel, _)| !is_test_file(rel))
+        .map(|(rel, text)| (rel, text.lines().count()))
+        .filter(|(_, n)| *n > MAX_FILE_LINES)
+        .map(|(rel, n)| format!("{} ({n} lines)", rel.display()))
+        .collect()
+}
+
+/// The functions of `text` (Rust source) past [`MAX_FN_LINES`]: `name:line (N lines)`,
+/// counted from the `fn` keyword to the body's closing brace, nested functions each on
+/// their own.
+fn long_functions(text: &str) -> Result<Vec<String>, syn::Error> {
+    use syn::visit::Visit;
+    struct Long(Vec<String>);
+    impl Long {
+        fn check(&mut self, sig: &syn::Signature, block: &syn::Block) {
+            let start = sig.fn_token.span.start().line;
+            let end = block.brace_token.span.close().end().line;
+            let n = end + 1 - start;
+            if n > MAX_FN_LINES {
+                self.0.push(format!("{}:{start} ({n} lines)", sig.ident));
+            }
+        }
+    }
+    impl<'ast> Visit<'ast> for Long {
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            self.check(&f.sig, &f.block);
+            syn::visit::visit_item_fn(self, f);
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            self.check(&f.sig, &f.block);
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+        fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+            if let Some(block) = &f.default {
+                self.check(&f.sig, block);
+            }
+            syn::visit::visit_trait_item_fn(self, f);
+        }
+    }
+    let file = syn::parse_file(text)?;
+    let mut long = Long(Vec::new());
+    long.visit_file(&file);
+    Ok(long.0)
+}
+
+#[test]
+fn no_non_test_file_is_past_800_lines() {
+    let files = rust_files();
+    assert!(files.len() > 100, "{} Rust files found", files.len());
+    let long = long_files(&files);
+    assert!(
+        long.is_empty(),
+        "past {MAX_FILE_LINES} lines: {}. Split each along its seams (a submodule per concern, each with the unit tests that test it)",
+        long.join(", ")
+    );
+}
+
+#[test]
+fn no_function_is_past_150_lines() {
+    let mut long = Vec::new();
+    for (rel, text) in rust_files() {
+        if GENERATED.iter().any(|g| rel.ends_with(g)) {
+            continue;
+        }
+        let found = long_functions(&text)
+            .unwrap_or_else(|e| panic!("{}: cannot parse: {e}", rel.display()));
+        long.extend(found.into_iter().map(|f| format!("{} {f}", rel.display())));
+    }
+    assert!(
+        long.is_empty(),
+        "functions past {MAX_FN_LINES} lines: {}. Make each a short list of named steps",
+        long.join(", ")
+    );
+}
+
+/// The repository-only tasks (issue 42): never in the installed `cargo cuda-aot`.
+const REPO_TASKS: &[&str] = &[
+    "Bench",
+    "BenchLoad",
+    "BenchServe",
+    "Servers",
+    "GpuBundle",
+    "GpuRun",
+];
+
+/// What makes a repository-only task reachable from the installed tool, given xtask's
+/// `Cargo.toml`, `src/lib.rs` and `src/repo.rs`: a default feature that turns on `repo`, a
+/// `mod repo` or a `Task` variant of lib.rs that is not behind `cfg(feature = "repo")`, or a
+/// repository task that is a `Task` variant of lib.rs rather than of `repo::Task`.
+fn repo_task_leaks(cargo_toml: &str, lib_rs: &str, repo_rs: &str) -> Vec<String> {
+    let mut leaks = Vec::new();
+    // 1. The default features, and everything they turn on, leave `repo` off.
+    let manifest: toml::Value = toml::from_str(cargo_toml).unwrap();
+    let features = manifest["features"].as_table().unwrap();
+    let mut on: Vec<String> = vec!["default".into()];
+    let mut seen = BTreeSet::new();
+    while let Some(f) = on.pop() {
+        if !seen.insert(f.clone()) {
+            continue;
+        }
+        for g in features
+            .get(&f)
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let g = g.as_str().unwrap();
+            if !g.contains(['/', ':']) {
+                on.push(g.to_string());
+            }
+        }
+    }
+    if seen.contains("repo") {
+        leaks.push("the default features turn on `repo`".into());
+    }
+    // 2. lib.rs: `mod repo` and every variant naming `repo::` sit behind the feature.
+    let gated = |attrs: &[syn::Attribute]| {
+        attrs.iter().any(|a| {
+            a.path().is_ident("cfg")
+                && a.meta
+                    .require_list()
+                    .is_ok_and(|l| l.tokens.to_string() == "feature = \"repo\"")
+        })
+    };
+    let lib = syn::parse_file(lib_rs).unwrap();
+    for item in &lib.items {
+        match item {
+            syn::Item::Mod(m) if m.ident == "repo" && !gated(&m.attrs) => {
+                leaks.push("`mod repo` is not behind cfg(feature = \"repo\")".into());
+            }
+            syn::Item::Enum(e) if e.ident == "Task" => {
+                for v in &e.variants {
+                    let ty = quote_fields(&v.fields);
+                    if ty.contains("repo ::") && !gated(&v.attrs) {
+                        leaks.push(format!(
+                            "Task::{} is not behind cfg(feature = \"repo\")",
+                            v.ident
+                        ));
+                    }
+                    if REPO_TASKS.contains(&v.ident.to_string().as_str()) {
+                        leaks.push(format!("Task::{} is a task of the installed tool", v.ident));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // 3. repo.rs: its Task holds exactly the repository's tasks.
+    let repo = syn::parse_file(repo_rs).unwrap();
+    let variants: BTreeSet<String> = repo
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Enum(e) if e.ident == "Task" => Some(e),
+            _ => None,
+        })
+        .flat_map(|e| e.variants.iter().map(|v| v.ident.to_string()))
+        .collect();
+    for t in REPO_TASKS {
+        if !variants.contains(*t) {
+            leaks.push(format!("repo::Task has no {t}"));
+        }
+    }
+    leaks
+}
+
+/// The fields of a variant as token text (`( repo :: Task )`).
+fn quote_fields(fields: &syn::Fields) -> String {
+    use quote::ToTokens;
+    fields.to_token_stream().to_string()
+}
+
+#[test]
+fn no_repository_task_is_reachable_from_the_installed_tool() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+    let leaks = repo_task_leaks(
+        &read("Cargo.toml"),
+        &read("src/lib.rs"),
+        &read("src/repo.rs"),
+    );
+    assert!(leaks.is_empty(), "{}", leaks.join("; "));
+}
+
+/// Each rule above fails on a planted violation (and passes without it).
+#[test]
+fn each_rule_fails_on_a_planted_violation() {
+    // A file of 801 lines, outside and inside a tests folder.
+    let text = "// line\n".repeat(MAX_FILE_LINES + 1);
+    let files = vec![
+        (std::path::PathBuf::from("src/big.rs"), text.clone()),
+        (std::path::PathBuf::from("xtask/tests/big.rs"), text),
+        (
+            std::path::PathBuf::from("src/small.rs"),
+            "// line\n".repeat(MAX_FILE_LINES),
+        ),
+    ];
+    assert_eq!(long_files(&files), ["src/big.rs (801 lines)"]);
+    // A function of 151 lines in an impl, one of 150 beside it, a long one nested.
+    let body = |n: usize| "    let _x = 1;\n".repeat(n - 2);
+    let planted = format!(
+        "impl A {{\n    fn long() {{\n{}    }}\n}}\nfn ok() {{\n{}}}\nfn outer() {{\n    fn inner() {{\n{}    }}\n}}\n",
+        body(MAX_FN_LINES + 1),
+        body(MAX_FN_LINES),
+        body(MAX_FN_LINES + 1),
+    );
+    let found = long_functions(&planted).unwrap();
+    assert_eq!(found.len(), 3, "{found:?}"); // long, outer (holds inner) and inner
+    assert!(found[0].starts_with("long:2 (151 lines)"), "{found:?}");
+    assert!(!found.iter().any(|f| f.starts_with("ok:")), "{found:?}");
+    // An import circle planted in a copy of a crate's graph.
+    let mut graph = import_graph_of(&repo().join("src"));
+    assert_eq!(first_cycle(&graph), None);
+    graph
+        .entry("digest".into())
+        .or_default()
+        .insert("runtime".into());
+    let cycle = first_cycle(&graph).expect("the planted circle");
+    assert_eq!(cycle.first(), cycle.last());
+    assert!(cycle.contains(&"digest".to_string()) && cycle.contains(&"runtime".to_string()));
+    // A repository task reachable from the installed tool, three ways.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(dir.join(p)).unwrap();
+    let (toml_text, lib, repo_rs) = (read("Cargo.toml"), read("src/lib.rs"), read("src/repo.rs"));
+    assert!(repo_task_leaks(&toml_text, &lib, &repo_rs).is_empty());
+    let default_on = toml_text.replace(
+        "default = [\"net\", \"driver\"]",
+        "default = [\"net\", \"gpu\"]",
+    );
+    assert_ne!(default_on, toml_text);
+    assert_eq!(
+        repo_task_leaks(&default_on, &lib, &repo_rs),
+        ["the default features turn on `repo`"]
+    );
+    let ungated = lib.replacen("#[cfg(feature = \"repo\")]\nmod repo;", "mod repo;", 1);
+    assert_ne!(ungated, lib);
+    assert_eq!(
+        repo_task_leaks(&toml_text, &ungated, &repo_rs),
+        ["`mod repo` is not behind cfg(feature = \"repo\")"]
+    );
+    let moved = lib.replacen(
+        "    Sync(sync::Args),",
+        "    Sync(sync::Args),\n    Servers(servers::Args),",
+        1,
+    );
+    let moved_repo = repo_rs.replacen("    Servers(servers::Args),\n", "", 1);
+    assert_eq!(
+        repo_task_leaks(&toml_text, &moved, &moved_repo),
+        [
+            "Task::Servers is a task of the installed tool",
+            "repo::Task has no Servers"
+        ]
+    );
 }

@@ -85,6 +85,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
     let name = ModuleName::new(&m.name).map_err(|e| e.to_string())?;
     let source = std::fs::read_to_string(&m.source)
         .map_err(|e| format!("reading {}: {e}", m.source.display()))?;
+    // 1. The device.
     eprintln!("parity {}: step 1/5 device", m.name);
     let device = Device::open(args.device).map_err(|e| format!("device {}: {e}", args.device))?;
     let info = device.info().clone();
@@ -126,15 +127,57 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
             m.schedule_version, m.name
         ));
     }
+    // 3. NVRTC straight to a cubin for this device, then every build loaded.
+    let (builds, nvrtc, aot_records) = load_builds(&m, &name, &source, &device, sm, aot)?;
+    // 4. Resources per entry point and build.
+    let (kernels, resources) = resources(&m, &builds)?;
+    // 5. Every case.
+    let (cases, first, error) = run_cases(args, &m, &device, &builds, &kernels)?;
+    let verdict = if first.is_none() && error.is_none() && !cases.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    let report = ParityReport {
+        schema: ParityReport::SCHEMA.into(),
+        module: m.name.clone(),
+        schedule_version,
+        verdict,
+        first_difference: first,
+        error,
+        spec_digest: m.spec_digest(),
+        source_digest: Digest::of(source.as_bytes()),
+        device: device_rec,
+        research_build: nvrtc,
+        aot: aot_records,
+        manifests,
+        cases,
+        resources,
+        started: started.to_string(),
+        finished: Time::now().to_string(),
+        command,
+    };
+    write_report(args, &m, &report)?;
+    Ok(report)
+}
 
-    // 3. NVRTC straight to a cubin for this device: a research-channel module, admitted
-    //    only by the research policy.
+/// Step 3: the module compiled by NVRTC straight to a cubin for this device (a
+/// research-channel module, admitted only by the research policy), loaded first; then every
+/// AOT cubin, loaded. Returns the builds under test and what the report records of them.
+fn load_builds(
+    m: &ParityModule,
+    name: &ModuleName,
+    source: &str,
+    device: &Device,
+    sm: Target,
+    aot: Vec<(Manifest, Digest, Vec<u8>)>,
+) -> Result<(Vec<Build>, ResearchBuildRecord, Vec<AotRecord>), String> {
     eprintln!("parity {}: step 3/5 NVRTC build for {sm}", m.name);
     let options = m.research_options();
     let t = Instant::now();
     let research = ResearchModule::compile(&ResearchSource {
-        module: &name,
-        source: &source,
+        module: name,
+        source,
         file: &m.source_name,
         target: sm,
         options: &options,
@@ -188,8 +231,22 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
             manifest: man,
         });
     }
+    Ok((builds, nvrtc, aot_records))
+}
 
-    // 4. Resources per entry point and build: the cubin's attributes, and the driver's.
+/// Step 4: resources per entry point and build: the cubin's attributes, and the driver's;
+/// and each build's kernels, by entry point.
+#[allow(clippy::type_complexity)]
+fn resources(
+    m: &ParityModule,
+    builds: &[Build],
+) -> Result<
+    (
+        Vec<BTreeMap<String, cuda_aot::cuda::Kernel>>,
+        Vec<ResourceRecord>,
+    ),
+    String,
+> {
     eprintln!("parity {}: step 4/5 resources", m.name);
     let entries: Vec<String> = {
         let mut v: Vec<String> = m.parity.launches.iter().map(|l| l.entry.clone()).collect();
@@ -199,7 +256,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
     let entry_refs: Vec<&str> = entries.iter().map(String::as_str).collect();
     let mut kernels = Vec::new();
     let mut resources = Vec::new();
-    for b in &builds {
+    for b in builds {
         let ks = gpu::kernels(&b.module, &b.manifest, &entry_refs)?;
         for f in &b.manifest.functions {
             let k = b
@@ -221,8 +278,19 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
         }
         kernels.push(ks);
     }
+    Ok((kernels, resources))
+}
 
-    // 5. Every case: CPU step, then each build, after every launch; then the reference.
+/// Step 5: every case (those of `--case`, else all): the CPU step, then each build, compared
+/// after every launch, then the reference; stops at the first difference or error.
+#[allow(clippy::type_complexity)]
+fn run_cases(
+    args: &Args,
+    m: &ParityModule,
+    device: &Device,
+    builds: &[Build],
+    kernels: &[BTreeMap<String, cuda_aot::cuda::Kernel>],
+) -> Result<(Vec<CaseRecord>, Option<Difference>, Option<String>), String> {
     eprintln!("parity {}: step 5/5 cases", m.name);
     let stream = device.new_stream().map_err(|e| e.to_string())?;
     let mut cases = Vec::new();
@@ -232,7 +300,7 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
         if !args.cases.is_empty() && !args.cases.contains(&p.case) {
             continue;
         }
-        match run_case(&p, &builds, &kernels, &stream) {
+        match run_case(&p, builds, kernels, &stream) {
             Ok((rec, diff)) => {
                 let pass = diff.is_none();
                 eprintln!(
@@ -260,45 +328,27 @@ fn run(args: &Args, command: Vec<String>) -> Result<ParityReport, String> {
             }
         }
     }
-    let verdict = if first.is_none() && error.is_none() && !cases.is_empty() {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    };
-    let report = ParityReport {
-        schema: ParityReport::SCHEMA.into(),
-        module: m.name.clone(),
-        schedule_version,
-        verdict,
-        first_difference: first,
-        error,
-        spec_digest: m.spec_digest(),
-        source_digest: Digest::of(source.as_bytes()),
-        device: device_rec,
-        research_build: nvrtc,
-        aot: aot_records,
-        manifests,
-        cases,
-        resources,
-        started: started.to_string(),
-        finished: Time::now().to_string(),
-        command,
-    };
-    let mut text = serde_json::to_vec_pretty(&report).expect("serialisable");
+    Ok((cases, first, error))
+}
+
+/// Writes the report (pretty JSON) to `--report` and says where, with its verdict and
+/// digest.
+fn write_report(args: &Args, m: &ParityModule, report: &ParityReport) -> Result<(), String> {
+    let mut text = serde_json::to_vec_pretty(report).expect("serialisable");
     text.push(b'\n');
     std::fs::write(&args.report, &text)
         .map_err(|e| format!("writing {}: {e}", args.report.display()))?;
     eprintln!(
         "parity {}: {} — report {} (blake3 {})",
         m.name,
-        match verdict {
+        match report.verdict {
             Verdict::Pass => "PASS",
             Verdict::Fail => "FAIL",
         },
         args.report.display(),
         Digest::of(&text)
     );
-    Ok(report)
+    Ok(())
 }
 
 type Aot = (Vec<Digest>, Vec<(Manifest, Digest, Vec<u8>)>);
