@@ -213,6 +213,7 @@ pub fn publish(
     let statement = store_records(store, build, &promotions)?;
     // 5. The versions this publish starts from and the index version it creates.
     let v = next_versions(store, &base, opts)?;
+    // The next index's entries, statements and promotion records.
     let (entries, statements, promotion_refs, removed) = next_entries(
         &base,
         build,
@@ -223,9 +224,11 @@ pub fn publish(
     );
     // 6. Statements kept from the current index meet the builder threshold.
     check_kept_statements(store, &base, &statements, &statement, v.base_index, opts)?;
+    // Production: every module is promoted.
     if channel == Channel::Production {
         check_promoted(build, &promotions, &base)?;
     }
+    // A release equal to what the registry serves commits nothing.
     let unchanged = base.index.as_ref().is_some_and(|old| {
         old.channel == channel
             && old.statements == statements
