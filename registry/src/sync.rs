@@ -323,12 +323,11 @@ pub fn sync(
         Err(_) => opts.seen,
     };
 
-    let (src, index) = match verify_all(remote, target, &staging, anchor, seen, opts, true) {
+    let (src, index) = match fetch_and_verify(remote, target, &staging, anchor, seen, opts, true) {
         Ok(v) => v,
         // A reused local file of the target may be damaged: once more, fetching everything.
-        Err(f) if f.1 => {
-            verify_all(remote, target, &staging, anchor, seen, opts, false).map_err(|f| f.0)?
-        }
+        Err(f) if f.1 => fetch_and_verify(remote, target, &staging, anchor, seen, opts, false)
+            .map_err(|f| f.0)?,
         Err(f) => return Err(f.0),
     };
 
@@ -397,7 +396,7 @@ pub fn sync(
 /// Runs the whole verification through a fresh [`SyncSource`]. On failure, also says
 /// whether unchecked local files took part (then a run without reuse may succeed).
 #[allow(clippy::type_complexity)]
-fn verify_all<'a>(
+fn fetch_and_verify<'a>(
     remote: &'a dyn Remote,
     target: &Path,
     staging: &Path,

@@ -579,3 +579,67 @@ fn each_rule_fails_on_a_planted_violation() {
         ]
     );
 }
+
+/// Issue 42: `docs/architecture.md` maps every workspace member (what it owns, what it may
+/// depend on), and each crate's normal and build dependencies inside the workspace are
+/// among those its row allows.
+#[test]
+fn the_architecture_map_names_every_crate_and_its_allowed_dependencies() {
+    let root = repo();
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    // Rows of the crates table: | `name` | folder | owns | may depend on |
+    let mut allowed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in doc.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() != 6 {
+            continue;
+        }
+        let name = cells[1].trim_matches('`').to_string();
+        let deps = cells[4]
+            .split(',')
+            .map(|d| d.trim().trim_matches('`').to_string())
+            .filter(|d| !d.is_empty() && d != "—")
+            .collect();
+        allowed.insert(name, deps);
+    }
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--no-deps",
+        ])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let members: BTreeSet<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    let listed: BTreeSet<String> = allowed.keys().cloned().collect();
+    assert_eq!(
+        members, listed,
+        "docs/architecture.md's crates table must name exactly the workspace members"
+    );
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        for d in p["dependencies"].as_array().unwrap() {
+            let dep = d["name"].as_str().unwrap();
+            let dev = d["kind"].as_str() == Some("dev");
+            if members.contains(dep) && dep != name && !dev {
+                assert!(
+                    allowed[name].contains(dep),
+                    "{name} depends on {dep}, which docs/architecture.md does not allow it: change the map (and say why) or the dependency"
+                );
+            }
+        }
+    }
+}
