@@ -52,6 +52,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod defaults;
 mod dir;
 mod error;
 #[cfg(feature = "net")]

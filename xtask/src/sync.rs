@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::args::CheckArgs;
+use cuda_aot_registry::defaults::http;
 
 #[cfg(feature = "net")]
 mod run;
@@ -39,17 +40,17 @@ pub struct Args {
     #[command(flatten)]
     check: CheckArgs,
     /// Seconds allowed to open a connection.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = http::CONNECT_TIMEOUT_SECS)]
     connect_timeout_secs: u64,
     /// Seconds allowed without receiving a byte.
-    #[arg(long, value_name = "N", default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = http::READ_TIMEOUT_SECS)]
     read_timeout_secs: u64,
     /// Fail (and retry) a transfer averaging fewer bytes per second than this over 30 s
     /// (0: no minimum).
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = http::MIN_SPEED_BYTES_PER_SEC)]
     min_speed: u64,
     /// Attempts per file on transient failures (connection errors, timeouts, 5xx, 429).
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = http::ATTEMPTS)]
     attempts: u32,
     /// Mirror a candidate release awaiting its independent rebuild (`publish
     /// --awaiting-rebuild`): its build statement needs one listed builder's signature instead

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::defaults::http as defaults;
+
 /// A minimum transfer rate: a download that receives fewer than `bytes_per_sec` on average
 /// over a whole `window` is failed (and retried), like curl's `--speed-limit/--speed-time`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,13 +72,13 @@ impl std::fmt::Debug for HttpOptions {
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(defaults::CONNECT_TIMEOUT_SECS),
+            read_timeout: Duration::from_secs(defaults::READ_TIMEOUT_SECS),
             min_speed: Some(MinSpeed {
-                bytes_per_sec: 1024,
-                window: Duration::from_secs(30),
+                bytes_per_sec: defaults::MIN_SPEED_BYTES_PER_SEC,
+                window: Duration::from_secs(defaults::MIN_SPEED_WINDOW_SECS),
             }),
-            attempts: 5,
+            attempts: defaults::ATTEMPTS,
             backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(8),
             bearer_token: None,

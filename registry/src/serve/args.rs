@@ -3,6 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+use crate::defaults::serve as defaults;
 #[cfg(feature = "net")]
 use std::time::Duration;
 
@@ -28,28 +30,28 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
     /// Open connections at most; more are closed at once.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// Open connections from one client address (IPv6: one /64) at most; more are closed
     /// at once. Behind a reverse proxy, raise it to --max-connections.
-    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS_PER_ADDR, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections_per_addr: u64,
     /// Requests served on one connection at most (then `Connection: close`).
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_REQUESTS_PER_CONNECTION, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_requests_per_connection: u64,
     /// Seconds a client has to send its request headers (and an idle keep-alive
     /// connection is kept).
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
     /// Seconds a response write may make no progress (the client reads nothing) before the
     /// connection is closed.
-    #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = defaults::SEND_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..))]
     pub send_timeout_secs: u64,
     /// Seconds a client has to send a whole upload body (publishing); slower: 408.
-    #[arg(long, value_name = "N", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = defaults::BODY_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_secs: u64,
     /// Seconds in-flight requests may take to finish after SIGTERM.
-    #[arg(long, value_name = "N", default_value_t = 30)]
+    #[arg(long, value_name = "N", default_value_t = defaults::SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
     /// Do not write the per-request log lines.
     #[arg(long)]
@@ -65,7 +67,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "publish_token_file")]
     pub trust: Option<PathBuf>,
     /// The largest blob upload accepted, in MiB.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_UPLOAD_MIB)]
     pub max_upload_mib: u64,
 }
 

@@ -10,6 +10,7 @@ mod log;
 #[path = "publish.rs"]
 mod publish;
 
+use crate::defaults::serve as defaults;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -81,18 +82,20 @@ impl ServeOptions {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         ServeOptions {
             root: root.into(),
-            max_connections: 4096,
-            max_connections_per_addr: 256,
-            max_requests_per_connection: 1000,
-            header_timeout: Duration::from_secs(10),
-            send_timeout: Duration::from_secs(30),
-            body_timeout: Duration::from_secs(120),
+            max_connections: defaults::MAX_CONNECTIONS,
+            max_connections_per_addr: usize::try_from(defaults::MAX_CONNECTIONS_PER_ADDR)
+                .unwrap_or(usize::MAX),
+            max_requests_per_connection: usize::try_from(defaults::MAX_REQUESTS_PER_CONNECTION)
+                .unwrap_or(usize::MAX),
+            header_timeout: Duration::from_secs(defaults::HEADER_TIMEOUT_SECS),
+            send_timeout: Duration::from_secs(defaults::SEND_TIMEOUT_SECS),
+            body_timeout: Duration::from_secs(defaults::BODY_TIMEOUT_SECS),
             auth_throttle: AuthThrottle::default(),
             max_header_bytes: 16 * 1024,
-            shutdown_grace: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(defaults::SHUTDOWN_GRACE_SECS),
             access_log: true,
             publish: None,
-            max_upload: 64 * 1024 * 1024,
+            max_upload: defaults::MAX_UPLOAD_MIB * 1024 * 1024,
             limits: cuda_aot::Limits::default(),
         }
     }

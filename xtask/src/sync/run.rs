@@ -30,7 +30,9 @@ impl Args {
             read_timeout: Duration::from_secs(self.read_timeout_secs),
             min_speed: (self.min_speed > 0).then_some(MinSpeed {
                 bytes_per_sec: self.min_speed,
-                window: Duration::from_secs(30),
+                window: Duration::from_secs(
+                    cuda_aot_registry::defaults::http::MIN_SPEED_WINDOW_SECS,
+                ),
             }),
             attempts: self.attempts.max(1),
             ..HttpOptions::default()
