@@ -6,7 +6,7 @@ use anyhow::Result;
 use cuda_aot::metadata::RoleName;
 use cuda_aot::verify::Options;
 use cuda_aot::{Channel, SecretKey};
-use cuda_aot_registry::PublishOptions;
+use cuda_aot_registry::{PublishOptions, Published};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,7 +15,7 @@ use crate::advice::fail;
 use crate::args::{CacheArgs, FormatArgs, SelectArgs};
 use crate::process::check_interrupt;
 use crate::{anchor, devkeys, message, paths, publish, sign, verify};
-use cuda_aot_builder::build::{self, JsonReport};
+use cuda_aot_builder::build::{self, BuildOptions, BuildReport, JsonReport};
 
 /// The main job: toolchain, build, sign, publish and verify the release set in one go.
 ///
@@ -81,6 +81,44 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let started = Instant::now();
         self.select.select_project()?;
+        // The registry: a folder (a remote registry is refused with the way to reach it).
+        let registry = self.registry_folder()?;
+        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
+        let mut opts = self.select.build_options(&self.cache);
+        opts.out = out.clone();
+
+        // 0. Everything that can fail without compiling fails now.
+        let keys = self.checks(&mut opts, &registry)?;
+        // 1. The pinned toolchain, fetched and unpacked on first use.
+        self.toolchain()?;
+        // 2. Every selected module for every target SM (cached).
+        let report = build_step(&opts)?;
+        // 3. The manifests, signed with the builder key.
+        sign_step(&out, &keys)?;
+        // 4. Published into the registry with the publisher key.
+        let p = publish_step(&registry, &out, &keys)?;
+        // 5. The registry verified, the way a prover's startup does.
+        let v = verify_step(&registry, &keys)?;
+
+        let finished = Finished {
+            keys: &keys,
+            registry: &registry,
+            report: &report,
+            published: &p,
+            verified: &v,
+            started,
+        };
+        // The summary: one JSON message, or the table and the closing line.
+        if message::json() {
+            finished.emit();
+            return Ok(());
+        }
+        finished.print();
+        Ok(())
+    }
+
+    /// The registry to publish into (the default or --registry), which must be a folder.
+    fn registry_folder(&self) -> Result<PathBuf> {
         let registry = self
             .registry
             .clone()
@@ -101,21 +139,22 @@ impl Args {
                 ),
             ));
         }
-        let out = self.out.clone().unwrap_or_else(paths::default_build_out);
-        let mut opts = self.select.build_options(&self.cache);
-        opts.out = out.clone();
+        Ok(registry)
+    }
 
-        // 0. Everything that can fail without compiling fails now.
+    /// Step 0: the spec and the selection, the keys against the trust root and a writable
+    /// registry; sets the build's channel to the keys' and says what is released where.
+    fn checks(&self, opts: &mut BuildOptions, registry: &Path) -> Result<Signers> {
         let spec = build::spec::load(&opts.spec, None)?;
         spec.jobs(&opts.modules, &opts.targets)?;
         let keys = self.signers()?;
         opts.channel = keys.channel;
-        check_writable(&registry)?;
+        check_writable(registry)?;
         eprintln!(
             "release [{}] of {} → {} (trust root {})",
             keys.channel,
             paths::shown(&spec.path),
-            paths::shown(&registry),
+            paths::shown(registry),
             paths::shown(&keys.trust)
         );
         if keys.dev {
@@ -124,7 +163,11 @@ impl Args {
                 paths::shown(&paths::dev_keys_dir())
             );
         }
+        Ok(keys)
+    }
 
+    /// Step 1: the pinned CUDA toolkit, fetched and unpacked on first use.
+    fn toolchain(&self) -> Result<()> {
         eprintln!("[1/5] toolchain");
         let tk = cuda_aot_builder::toolchain::ensure_with(&self.select.toolkit.options())?;
         eprintln!(
@@ -133,113 +176,7 @@ impl Args {
             tk.identity.source,
             tk.identity.digest.short()
         );
-        check_interrupt()?;
-
-        eprintln!("[2/5] build");
-        let report = build::run_build(&opts)?;
-        let cached = report.modules.iter().filter(|m| m.cached).count();
-        eprintln!(
-            "      {} module(s): {} built, {} cached, nvcc ran {} time(s), {:.1?}",
-            report.modules.len(),
-            report.modules.len() - cached,
-            cached,
-            report.nvcc_runs,
-            report.wall
-        );
-        check_interrupt()?;
-
-        eprintln!(
-            "[3/5] sign (builder {})",
-            keys.builder.public().key_id().short()
-        );
-        let n = sign::sign_output(&out, &keys.builder)?;
-        eprintln!("      {n} manifest(s) signed");
-        check_interrupt()?;
-
-        eprintln!(
-            "[4/5] publish (publisher {})",
-            keys.publisher.public().key_id().short()
-        );
-        let p = publish::publish_output(
-            &registry,
-            &out,
-            &keys.trust,
-            &keys.publisher,
-            &PublishOptions::default(),
-        )?;
-        eprintln!("      {}", publish::describe(&p, &registry));
-
-        eprintln!("[5/5] verify");
-        let state = paths::state_file(&registry)?;
-        let v = verify::verify_registry(
-            &registry,
-            &keys.trust,
-            &state,
-            &Options::default(),
-            verify::SaveState::Yes,
-        )?;
-        eprintln!(
-            "      registry verifies: index v{}, {} module(s) checked",
-            v.index.index().version,
-            v.index.manifests().len()
-        );
-
-        if message::json() {
-            message::emit(
-                "release-finished",
-                serde_json::json!({
-                    "channel": keys.channel.to_string(),
-                    "dev_keys": keys.dev,
-                    "trust": keys.trust,
-                    "registry": registry,
-                    "unchanged": p.unchanged,
-                    "index_version": p.index_version,
-                    "publish": publish::json_fields(&p, &registry),
-                    "verified_modules": v.index.manifests().len(),
-                    "loadable_until": v.loadable_until.to_string(),
-                    "wall_ms": started.elapsed().as_millis(),
-                    "build": JsonReport::of(&report),
-                }),
-            );
-            return Ok(());
-        }
-        // Summary: module × target with size, digest prefix and built/cached.
-        let mut rows: BTreeMap<(String, String), String> = BTreeMap::new();
-        for m in &report.modules {
-            let id = &m.manifest.identity;
-            rows.insert(
-                (id.module.to_string(), format!("{} {}", id.sm, id.kind)),
-                format!(
-                    "{:>9}  {:<12}  {}",
-                    m.manifest.size,
-                    m.manifest.module_digest.short(),
-                    if m.cached { "cached" } else { "built" }
-                ),
-            );
-        }
-        println!(
-            "\n{:<10} {:<20} {:>9}  {:<12}  RESULT",
-            "MODULE", "TARGET", "BYTES", "BLAKE3"
-        );
-        for ((module, target), rest) in &rows {
-            println!("{module:<10} {target:<20} {rest}");
-        }
-        println!(
-            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: {} verify --registry {} --trust {}",
-            keys.channel,
-            if p.unchanged {
-                "unchanged in"
-            } else {
-                "published to"
-            },
-            paths::shown(&registry),
-            p.index_version,
-            started.elapsed(),
-            crate::advice::tool(),
-            paths::shell(&registry),
-            paths::shell(&keys.trust)
-        );
-        Ok(())
+        check_interrupt()
     }
 
     /// The builder and publisher keys and the trust root, each key checked to be a key of
@@ -318,6 +255,144 @@ impl Args {
             channel: root.root().channel,
             dev,
         })
+    }
+}
+
+/// Step 2: builds every selected module of the spec for every target SM (cached).
+fn build_step(opts: &BuildOptions) -> Result<BuildReport> {
+    eprintln!("[2/5] build");
+    let report = build::run_build(opts)?;
+    let cached = report.modules.iter().filter(|m| m.cached).count();
+    eprintln!(
+        "      {} module(s): {} built, {} cached, nvcc ran {} time(s), {:.1?}",
+        report.modules.len(),
+        report.modules.len() - cached,
+        cached,
+        report.nvcc_runs,
+        report.wall
+    );
+    check_interrupt()?;
+    Ok(report)
+}
+
+/// Step 3: signs the manifests of the build output `out` with the builder key.
+fn sign_step(out: &Path, keys: &Signers) -> Result<()> {
+    eprintln!(
+        "[3/5] sign (builder {})",
+        keys.builder.public().key_id().short()
+    );
+    let n = sign::sign_output(out, &keys.builder)?;
+    eprintln!("      {n} manifest(s) signed");
+    check_interrupt()
+}
+
+/// Step 4: publishes the build output `out` into `registry` with the publisher key.
+fn publish_step(registry: &Path, out: &Path, keys: &Signers) -> Result<Published> {
+    eprintln!(
+        "[4/5] publish (publisher {})",
+        keys.publisher.public().key_id().short()
+    );
+    let p = publish::publish_output(
+        registry,
+        out,
+        &keys.trust,
+        &keys.publisher,
+        &PublishOptions::default(),
+    )?;
+    eprintln!("      {}", publish::describe(&p, registry));
+    Ok(p)
+}
+
+/// Step 5: verifies `registry` against the trust root and saves its state.
+fn verify_step(registry: &Path, keys: &Signers) -> Result<verify::Verified> {
+    eprintln!("[5/5] verify");
+    let state = paths::state_file(registry)?;
+    let v = verify::verify_registry(
+        registry,
+        &keys.trust,
+        &state,
+        &Options::default(),
+        verify::SaveState::Yes,
+    )?;
+    eprintln!(
+        "      registry verifies: index v{}, {} module(s) checked",
+        v.index.index().version,
+        v.index.manifests().len()
+    );
+    Ok(v)
+}
+
+/// What a finished release reports.
+struct Finished<'a> {
+    keys: &'a Signers,
+    registry: &'a Path,
+    report: &'a BuildReport,
+    published: &'a Published,
+    verified: &'a verify::Verified,
+    started: Instant,
+}
+
+impl Finished<'_> {
+    /// The `release-finished` message (--json).
+    fn emit(&self) {
+        let (keys, registry, p, v) = (self.keys, self.registry, self.published, self.verified);
+        message::emit(
+            "release-finished",
+            serde_json::json!({
+                "channel": keys.channel.to_string(),
+                "dev_keys": keys.dev,
+                "trust": keys.trust,
+                "registry": registry,
+                "unchanged": p.unchanged,
+                "index_version": p.index_version,
+                "publish": publish::json_fields(p, registry),
+                "verified_modules": v.index.manifests().len(),
+                "loadable_until": v.loadable_until.to_string(),
+                "wall_ms": self.started.elapsed().as_millis(),
+                "build": JsonReport::of(self.report),
+            }),
+        );
+    }
+
+    /// The summary table (module × target with size, digest prefix and built/cached) and
+    /// the closing line.
+    fn print(&self) {
+        let (keys, registry, p) = (self.keys, self.registry, self.published);
+        let mut rows: BTreeMap<(String, String), String> = BTreeMap::new();
+        for m in &self.report.modules {
+            let id = &m.manifest.identity;
+            rows.insert(
+                (id.module.to_string(), format!("{} {}", id.sm, id.kind)),
+                format!(
+                    "{:>9}  {:<12}  {}",
+                    m.manifest.size,
+                    m.manifest.module_digest.short(),
+                    if m.cached { "cached" } else { "built" }
+                ),
+            );
+        }
+        println!(
+            "\n{:<10} {:<20} {:>9}  {:<12}  RESULT",
+            "MODULE", "TARGET", "BYTES", "BLAKE3"
+        );
+        for ((module, target), rest) in &rows {
+            println!("{module:<10} {target:<20} {rest}");
+        }
+        println!(
+            "\nrelease [{}] {} {} as index v{} in {:.1?}; verify with: {} verify --registry {} --trust {}",
+            keys.channel,
+            if p.unchanged {
+                "unchanged in"
+            } else {
+                "published to"
+            },
+            paths::shown(registry),
+            p.index_version,
+            self.started.elapsed(),
+            crate::advice::tool(),
+            paths::shell(registry),
+            paths::shell(&keys.trust)
+        );
     }
 }
 
