@@ -50,36 +50,79 @@ impl Args {
         ignored(&root, &out)?;
         replaceable(&out)?;
         let me = std::env::current_exe().context("finding the running tool")?;
-        let tool = |args: &[&str]| -> Result<()> {
-            step(
-                Command::new(&me).args(args).current_dir(&root),
-                &args.join(" "),
-            )
-        };
         let work = paths::work_dir();
-        let foreign_build = work.join("foreign-build");
-        let foreign_registry = work.join("foreign-registry");
-        tool(&["release"])?;
+        let steps = Steps { root, me, work };
+        // The dev release and the foreign-style registry.
+        let foreign_registry = steps.registries()?;
+        // Release builds: the examples, the tool with NVRTC, the C ABI and the C++ prover.
+        let cpp_prover = steps.binaries()?;
+        // The runtime's GPU test executables (with --research also its library tests).
+        let tests = steps.tests(self.research)?;
+        // With --review: the two AOT builds, the parity runner and the review's tests.
+        let review = if self.review {
+            Some(steps.review()?)
+        } else {
+            None
+        };
+        // The folder, replaced: its marker and every binary, stripped.
+        let count = steps.fill(&out, cpp_prover, tests, review.as_ref())?;
+        // Both registries and the dev trust root beside them.
+        steps.registries_into(&out, &foreign_registry)?;
+        // What the folder holds and the command to run there.
+        summary(&out, count)
+    }
+}
+
+/// What the build steps share: the checkout, this tool and the project's work folder.
+struct Steps {
+    root: PathBuf,
+    me: PathBuf,
+    work: PathBuf,
+}
+
+impl Steps {
+    /// Runs this tool with `args` in the checkout, as one step.
+    fn tool(&self, args: &[&str]) -> Result<()> {
+        step(
+            Command::new(&self.me).args(args).current_dir(&self.root),
+            &args.join(" "),
+        )
+    }
+
+    /// Runs cargo with `args` in the checkout, as one step.
+    fn cargo(&self, args: &[&str]) -> Result<()> {
+        step(
+            process::cargo().args(args).current_dir(&self.root),
+            &format!("cargo {}", args.join(" ")),
+        )
+    }
+
+    /// The dev release (`release`) and the foreign-style registry (`build`, `sign`,
+    /// `publish` of kernels/foreign/foreign.toml); returns the foreign registry's folder.
+    fn registries(&self) -> Result<PathBuf> {
+        let foreign_build = self.work.join("foreign-build");
+        let foreign_registry = self.work.join("foreign-registry");
+        self.tool(&["release"])?;
         let (fb, fr) = (
             foreign_build.display().to_string(),
             foreign_registry.display().to_string(),
         );
-        tool(&[
+        self.tool(&[
             "build",
             "--spec",
             "kernels/foreign/foreign.toml",
             "--out",
             &fb,
         ])?;
-        tool(&["sign", &fb])?;
-        tool(&["publish", "--registry", &fr, &fb])?;
-        let cargo = |args: &[&str]| -> Result<()> {
-            step(
-                process::cargo().args(args).current_dir(&root),
-                &format!("cargo {}", args.join(" ")),
-            )
-        };
-        cargo(&[
+        self.tool(&["sign", &fb])?;
+        self.tool(&["publish", "--registry", &fr, &fb])?;
+        Ok(foreign_registry)
+    }
+
+    /// Release builds of the examples, the tool (with NVRTC) and the C ABI, and the C++
+    /// example prover compiled against it; returns the C++ prover's path.
+    fn binaries(&self) -> Result<PathBuf> {
+        self.cargo(&[
             "build",
             "--release",
             "-p",
@@ -93,7 +136,7 @@ impl Args {
         ])?;
         // The tool always with NVRTC: bench-load's gate against an NVRTC build needs it
         // (the GPU host has libnvrtc), and without it that gate cannot pass.
-        cargo(&[
+        self.cargo(&[
             "build",
             "--release",
             "-p",
@@ -101,17 +144,24 @@ impl Args {
             "--features",
             "research",
         ])?;
-        cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
+        self.cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
         let cpp_prover = paths::work_dir().join("prover-cpp");
-        compile_cpp_prover(&root, &cpp_prover)?;
+        compile_cpp_prover(&self.root, &cpp_prover)?;
+        Ok(cpp_prover)
+    }
+
+    /// The runtime crate's GPU test executables (runtime, foreign, promoted) and, with
+    /// `research`, its library tests of the research build.
+    fn tests(&self, research: bool) -> Result<Vec<(String, PathBuf)>> {
+        let root = &self.root;
         let mut tests = test_executables(
-            &root,
+            root,
             &["--release", "-p", "cuda-aot"],
             &["runtime", "foreign", "promoted"],
         )?;
-        if self.research {
+        if research {
             let lib = test_executables(
-                &root,
+                root,
                 &[
                     "--release",
                     "-p",
@@ -127,68 +177,82 @@ impl Args {
                     .map(|(_, p)| ("lib_tests_research".to_string(), p)),
             );
         }
-        let review = if self.review {
-            let builds = work.join("review-build");
-            for (name, spec) in [
-                ("ntt_fused", "kernels/research/research.toml"),
-                (
-                    "ntt_fused_altered",
-                    "kernels/research/altered/research.toml",
-                ),
-            ] {
-                let dest = builds.join(name).display().to_string();
-                tool(&[
-                    "build",
-                    "--spec",
-                    spec,
-                    "--module",
-                    "ntt_fused",
-                    "--target",
-                    "sm_90",
-                    "--target",
-                    "sm_90a",
-                    "--channel",
-                    "production",
-                    "--out",
-                    &dest,
-                ])?;
-            }
-            let kernels = [
-                "--release",
-                "-p",
-                "cuda-aot-kernels",
-                "--features",
-                "research",
-            ];
-            cargo(&[
-                "build",
-                "--release",
-                "-p",
-                "cuda-aot-kernels",
-                "--features",
-                "research",
-                "--bin",
-                "parity-runner",
-            ])?;
-            let mut exes = test_executables(&root, &kernels, &["parity_gpu"])?;
-            exes.extend(test_executables(
-                &root,
-                &["--release", "-p", "cuda-aot", "--features", "research"],
-                &["promoted"],
-            )?);
-            Some((builds, exes))
-        } else {
-            None
-        };
+        Ok(tests)
+    }
 
-        let _ = std::fs::remove_dir_all(&out);
-        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    /// The review's inputs: production-channel AOT builds of ntt_fused and of its altered
+    /// copy, the parity runner, and the parity and promoted test executables; returns the
+    /// builds' folder and the executables.
+    fn review(&self) -> Result<Review> {
+        let builds = self.work.join("review-build");
+        for (name, spec) in [
+            ("ntt_fused", "kernels/research/research.toml"),
+            (
+                "ntt_fused_altered",
+                "kernels/research/altered/research.toml",
+            ),
+        ] {
+            let dest = builds.join(name).display().to_string();
+            self.tool(&[
+                "build",
+                "--spec",
+                spec,
+                "--module",
+                "ntt_fused",
+                "--target",
+                "sm_90",
+                "--target",
+                "sm_90a",
+                "--channel",
+                "production",
+                "--out",
+                &dest,
+            ])?;
+        }
+        let kernels = [
+            "--release",
+            "-p",
+            "cuda-aot-kernels",
+            "--features",
+            "research",
+        ];
+        self.cargo(&[
+            "build",
+            "--release",
+            "-p",
+            "cuda-aot-kernels",
+            "--features",
+            "research",
+            "--bin",
+            "parity-runner",
+        ])?;
+        let mut exes = test_executables(&self.root, &kernels, &["parity_gpu"])?;
+        exes.extend(test_executables(
+            &self.root,
+            &["--release", "-p", "cuda-aot", "--features", "research"],
+            &["promoted"],
+        )?);
+        Ok((builds, exes))
+    }
+
+    /// Replaces `out` with a folder holding its marker, every binary stripped and, with
+    /// `review`, the review's builds and binaries in `review/`; returns how many binaries
+    /// (outside `review/`) it holds.
+    fn fill(
+        &self,
+        out: &Path,
+        cpp_prover: PathBuf,
+        tests: Vec<(String, PathBuf)>,
+        review: Option<&Review>,
+    ) -> Result<usize> {
+        let _ = std::fs::remove_dir_all(out);
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         std::fs::write(
             out.join(MARKER),
             b"made by cargo xtask gpu-bundle; replaced by the next\n",
         )
         .with_context(|| format!("writing {}", out.join(MARKER).display()))?;
-        let release = root.join("target/release");
+        let release = self.root.join("target/release");
         let mut binaries: Vec<(String, PathBuf)> = vec![
             ("prover".into(), release.join("examples/prover")),
             ("readme".into(), release.join("examples/readme")),
@@ -210,10 +274,10 @@ impl Args {
                 .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
             strip(&to);
         }
-        if let Some((builds, exes)) = &review {
+        if let Some((builds, exes)) = review {
             let dir = out.join("review");
             crate::files::copy_tree(builds, &dir.join("build"))?;
-            let runner = root.join("target/release/parity-runner");
+            let runner = self.root.join("target/release/parity-runner");
             let review_binaries = exes
                 .iter()
                 .map(|(name, p)| (format!("{name}_tests"), p.clone()))
@@ -225,30 +289,45 @@ impl Args {
                 strip(&to);
             }
         }
-        crate::files::copy_tree(&work.join("registry"), &out.join("registry"))?;
-        crate::files::copy_tree(&foreign_registry, &out.join("foreign-registry"))?;
+        Ok(binaries.len())
+    }
+
+    /// Copies the release registry, the foreign-style registry and the dev trust root into
+    /// `out`.
+    fn registries_into(&self, out: &Path, foreign_registry: &Path) -> Result<()> {
+        crate::files::copy_tree(&self.work.join("registry"), &out.join("registry"))?;
+        crate::files::copy_tree(foreign_registry, &out.join("foreign-registry"))?;
         std::fs::copy(
             paths::dev_keys_dir().join("root.json"),
             out.join("root.json"),
         )
         .context("copying the dev trust root")?;
-        let bytes: u64 = crate::files::files_under(&out)?
-            .iter()
-            .filter_map(|f| std::fs::metadata(&f.path).ok())
-            .map(|m| m.len())
-            .sum();
-        println!(
-            "{}: {} binaries, both registries and the dev trust root, {:.1} MiB",
-            paths::shown(&out),
-            binaries.len(),
-            bytes as f64 / (1024.0 * 1024.0)
-        );
-        println!(
-            "there, from the checkout: {}/xtask gpu-run --out <folder for the logs>",
-            paths::shown(&out)
-        );
         Ok(())
     }
+}
+
+/// The review's AOT builds folder and its test executables (name, path).
+type Review = (PathBuf, Vec<(String, PathBuf)>);
+
+/// Prints what `out` holds (`binaries` binaries, the registries, the trust root, its size)
+/// and the command to run there.
+fn summary(out: &Path, binaries: usize) -> Result<()> {
+    let bytes: u64 = crate::files::files_under(out)?
+        .iter()
+        .filter_map(|f| std::fs::metadata(&f.path).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "{}: {} binaries, both registries and the dev trust root, {:.1} MiB",
+        paths::shown(out),
+        binaries,
+        bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "there, from the checkout: {}/xtask gpu-run --out <folder for the logs>",
+        paths::shown(out)
+    );
+    Ok(())
 }
 
 /// Compiles `examples/cpp/prover.cpp` into `out` against the C ABI's static library
