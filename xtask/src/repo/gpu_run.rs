@@ -55,6 +55,37 @@ struct Outcome {
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
+        // A bundle made by gpu-bundle, or advice on making one.
+        self.check_bundle()?;
+        let run = Run {
+            bundle: self.bundle.clone(),
+            out: self.out.clone(),
+            review: Review::of(&self.bundle, &self.out),
+        };
+        let gpus = run.device_line()?;
+        // The two-device tests are skipped (and said so) on a host with one GPU.
+        let skip = run.skip_two_devices(gpus)?;
+        // The GPU test executables.
+        let mut outcomes = run.gpu_tests(&skip);
+        // The Rust and the C++ prover examples.
+        outcomes.extend(run.provers());
+        let me = path(&std::env::current_exe().context("finding the running tool")?);
+        // doctor, LTO speed and the README example.
+        outcomes.extend(run.examples(&me)?);
+        // The promotion review, with a `--review` bundle.
+        if let Some(review) = &run.review {
+            outcomes.extend(review.run(&run, &me)?);
+        }
+        // bench-load, unless --no-bench.
+        if !self.no_bench {
+            outcomes.push(run.bench_load(&me));
+        }
+        // summary.txt, printed too; an error if any step failed.
+        run.summary(&outcomes)
+    }
+
+    /// Refuses a folder that `gpu-bundle` did not make.
+    fn check_bundle(&self) -> Result<()> {
         let b = &self.bundle;
         if !b.join(".gpu-bundle").is_file() {
             return Err(crate::advice::fail(
@@ -65,13 +96,37 @@ impl Args {
                 "run `cargo xtask gpu-bundle` on the build host and carry its folder here, then run this from the checkout",
             ));
         }
-        let run = Run {
-            bundle: b.clone(),
-            out: self.out.clone(),
-            review: Review::of(b, &self.out),
-        };
-        let gpus = run.device_line()?;
-        let mut outcomes = Vec::new();
+        Ok(())
+    }
+}
+
+/// A path as an argument of a step's command.
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The arguments of a GPU test executable: the ignored (GPU) tests, one at a time, their
+/// output shown, then `extra`.
+fn test_args(extra: &[String]) -> Vec<String> {
+    ["--ignored", "--test-threads=1", "--nocapture"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .collect()
+}
+
+/// Where one run reads its bundle and writes its logs.
+struct Run {
+    bundle: PathBuf,
+    out: PathBuf,
+    /// The promotion review, when the bundle has one (`gpu-bundle --review`).
+    review: Option<Review>,
+}
+
+impl Run {
+    /// The test arguments that skip the two-device tests on a host with fewer than two
+    /// GPUs (written to `skipped.txt` and printed); none otherwise.
+    fn skip_two_devices(&self, gpus: usize) -> Result<Vec<String>> {
         let mut skip: Vec<String> = Vec::new();
         if gpus < 2 {
             skip = vec!["--skip".into(), "two_devices".into()];
@@ -81,34 +136,44 @@ impl Args {
             std::fs::write(self.out.join("skipped.txt"), &note)?;
             print!("gpu-run: {note}");
         }
+        Ok(skip)
+    }
+
+    /// The runtime's, the foreign-style corpus's and (with a `--research` bundle) the
+    /// library's GPU tests; the runtime's with `skip`.
+    fn gpu_tests(&self, skip: &[String]) -> Vec<Outcome> {
+        let b = &self.bundle;
+        let mut outcomes = Vec::new();
         let tests = test_args;
-        outcomes.push(run.tests(
+        outcomes.push(self.tests(
             "runtime GPU tests",
             "gpu-tests.txt",
             "runtime_tests",
-            &tests(&skip),
+            &tests(skip),
         ));
-        outcomes.push(run.tests(
+        outcomes.push(self.tests(
             "foreign-style corpus GPU tests",
             "foreign-tests.txt",
             "foreign_tests",
             &tests(&[]),
         ));
         if b.join("lib_tests_research").is_file() {
-            outcomes.push(run.tests(
+            outcomes.push(self.tests(
                 "cuda layer GPU tests (research build)",
                 "lib-tests-research.txt",
                 "lib_tests_research",
                 &tests(&[]),
             ));
         }
-        let (reg, foreign, trust) = (
-            b.join("registry"),
-            b.join("foreign-registry"),
-            b.join("root.json"),
-        );
-        let path = |p: &Path| p.display().to_string();
-        outcomes.push(run.step(
+        outcomes
+    }
+
+    /// The Rust prover and the C++ prover (both load APIs).
+    fn provers(&self) -> Vec<Outcome> {
+        let b = &self.bundle;
+        let mut outcomes = Vec::new();
+        let (reg, trust) = (b.join("registry"), b.join("root.json"));
+        outcomes.push(self.step(
             "Rust prover example",
             "prover.txt",
             &[vec![
@@ -132,16 +197,28 @@ impl Args {
             v.extend(extra.iter().map(|s| s.to_string()));
             v
         };
-        outcomes.push(run.step(
+        outcomes.push(self.step(
             "C++ prover example (cuModuleLoadData, then cuLibraryLoadData)",
             "prover-cpp.txt",
             &[cpp(&[]), cpp(&["--library"])],
             None,
         ));
-        let me = path(&std::env::current_exe().context("finding the running tool")?);
+        outcomes
+    }
+
+    /// `doctor` for both registries, the LTO speed example and the README example in a
+    /// project folder of its own; `me` is this tool.
+    fn examples(&self, me: &str) -> Result<Vec<Outcome>> {
+        let b = &self.bundle;
+        let mut outcomes = Vec::new();
+        let (reg, foreign, trust) = (
+            b.join("registry"),
+            b.join("foreign-registry"),
+            b.join("root.json"),
+        );
         let doctor = |r: &Path| {
             vec![
-                me.clone(),
+                me.to_string(),
                 "doctor".into(),
                 "--registry".into(),
                 path(r),
@@ -149,13 +226,13 @@ impl Args {
                 path(&trust),
             ]
         };
-        outcomes.push(run.step(
+        outcomes.push(self.step(
             "doctor (this host's devices, probed) for both registries",
             "doctor.txt",
             &[doctor(&reg), doctor(&foreign)],
             None,
         ));
-        outcomes.push(run.step(
+        outcomes.push(self.step(
             "LTO speed (foreign_ntt vs foreign_ntt_lto)",
             "lto-speed.txt",
             &[vec![
@@ -174,40 +251,51 @@ impl Args {
         std::fs::copy(&trust, project.path().join(".cuda-aot/dev-keys/root.json"))?;
         let readme =
             std::fs::canonicalize(b.join("readme")).context("finding the README example")?;
-        outcomes.push(run.step(
+        outcomes.push(self.step(
             "README example",
             "readme.txt",
             &[vec![path(&readme)]],
             Some(project.path()),
         ));
-        if let Some(review) = &run.review {
-            outcomes.extend(review.run(&run, &me)?);
-        }
-        if !self.no_bench {
-            outcomes.push(run.step(
-                "bench-load",
-                "bench-load.txt",
-                &[vec![
-                    me.clone(),
-                    "bench-load".into(),
-                    "--registry".into(),
-                    path(&reg),
-                    "--trust".into(),
-                    path(&trust),
-                    "--spec".into(),
-                    "manifests/release.toml".into(),
-                    "--also-registry".into(),
-                    path(&foreign),
-                    "--out".into(),
-                    path(&self.out),
-                    "--reps".into(),
-                    "20".into(),
-                ]],
-                None,
-            ));
-        }
+        Ok(outcomes)
+    }
+
+    /// bench-load over both registries, its results into the logs folder; `me` is this
+    /// tool.
+    fn bench_load(&self, me: &str) -> Outcome {
+        let b = &self.bundle;
+        let (reg, foreign, trust) = (
+            b.join("registry"),
+            b.join("foreign-registry"),
+            b.join("root.json"),
+        );
+        self.step(
+            "bench-load",
+            "bench-load.txt",
+            &[vec![
+                me.to_string(),
+                "bench-load".into(),
+                "--registry".into(),
+                path(&reg),
+                "--trust".into(),
+                path(&trust),
+                "--spec".into(),
+                "manifests/release.toml".into(),
+                "--also-registry".into(),
+                path(&foreign),
+                "--out".into(),
+                path(&self.out),
+                "--reps".into(),
+                "20".into(),
+            ]],
+            None,
+        )
+    }
+
+    /// Writes `summary.txt` (one line per step) and prints it; fails if any step did.
+    fn summary(&self, outcomes: &[Outcome]) -> Result<()> {
         let mut summary = String::new();
-        for o in &outcomes {
+        for o in outcomes {
             let _ = writeln!(
                 summary,
                 "{:<6} {:<62} {:>6.1} s  {}  ({})",
@@ -233,27 +321,7 @@ impl Args {
         }
         Ok(())
     }
-}
 
-/// The arguments of a GPU test executable: the ignored (GPU) tests, one at a time, their
-/// output shown, then `extra`.
-fn test_args(extra: &[String]) -> Vec<String> {
-    ["--ignored", "--test-threads=1", "--nocapture"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(extra.iter().cloned())
-        .collect()
-}
-
-/// Where one run reads its bundle and writes its logs.
-struct Run {
-    bundle: PathBuf,
-    out: PathBuf,
-    /// The promotion review, when the bundle has one (`gpu-bundle --review`).
-    review: Option<Review>,
-}
-
-impl Run {
     /// Writes `device.txt` (the time and `nvidia-smi`'s line per GPU) and returns how many
     /// GPUs this host has.
     fn device_line(&self) -> Result<usize> {
