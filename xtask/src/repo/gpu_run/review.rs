@@ -78,37 +78,121 @@ impl Review {
             .prefix("cuda-aot-review-work.")
             .tempdir()
             .context("a temporary work folder")?;
-        let (keys, work) = (keys.path(), work.path());
-        let p = |p: &Path| p.display().to_string();
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         let o = &self.out;
-        let runner = p(&self.inputs.join("parity-runner"));
-        let report = o.join("parity-ntt_fused.json");
-        let altered_report = o.join("parity-ntt_fused-altered.json");
-        let (registry, trust) = (o.join("registry"), o.join("root.json"));
-        let mut outcomes = Vec::new();
-
-        let parity = |build: &str, spec: &str, report: &Path| -> Vec<String> {
-            let mut v = s(&[&runner, "--spec", spec, "--module", MODULE, "--build"]);
-            v.push(p(&self.build(build)));
-            v.push("--report".into());
-            v.push(p(report));
-            v
+        let steps = Steps {
+            review: self,
+            run,
+            me,
+            keys: keys.path(),
+            work: work.path(),
+            report: o.join("parity-ntt_fused.json"),
+            altered_report: o.join("parity-ntt_fused-altered.json"),
+            registry: o.join("registry"),
+            trust: o.join("root.json"),
         };
+        let mut outcomes = Vec::new();
+        // Steps 1-3: parity of ntt_fused, of its altered copy (stopped at a difference)
+        // and the parity GPU tests.
+        outcomes.extend(steps.parity());
+        // Step 4: the keys and a production trust root.
+        outcomes.extend(steps.trust_root());
+        // Step 5: the promotion with the altered kernel's report, refused.
+        outcomes.push(steps.promote_altered()?);
+        // Step 6: ntt_fused promoted and published into a production registry.
+        outcomes.push(steps.promote()?);
+        // Steps 7-10: the registry verified and the promoted kernel run under the
+        // production policy (GPU tests, Rust and C++ provers).
+        outcomes.extend(steps.production());
+        Ok(outcomes)
+    }
+}
+
+/// A path as an argument of a step's command.
+fn p(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Arguments of a step's command.
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect::<Vec<String>>()
+}
+
+/// One review run: where its inputs, keys, work and outputs are.
+struct Steps<'a> {
+    review: &'a Review,
+    run: &'a Run,
+    /// This tool.
+    me: &'a str,
+    /// The temporary folder of the private keys.
+    keys: &'a Path,
+    /// The temporary work folder.
+    work: &'a Path,
+    /// The parity reports of ntt_fused and of its altered copy.
+    report: PathBuf,
+    altered_report: PathBuf,
+    /// The production registry and its trust root.
+    registry: PathBuf,
+    trust: PathBuf,
+}
+
+impl Steps<'_> {
+    /// The parity runner's command for the AOT build `build` of `spec`, writing `report`.
+    fn parity_command(&self, build: &str, spec: &str, report: &Path) -> Vec<String> {
+        let runner = p(&self.review.inputs.join("parity-runner"));
+        let mut v = s(&[&runner, "--spec", spec, "--module", MODULE, "--build"]);
+        v.push(p(&self.review.build(build)));
+        v.push("--report".into());
+        v.push(p(report));
+        v
+    }
+
+    /// The private key file of `name`.
+    fn key(&self, name: &str) -> PathBuf {
+        self.keys.join(format!("{name}.key"))
+    }
+
+    /// The promote command of `spec`'s build copied to `folder`, with the parity `report`
+    /// and both reviewers' keys, into `registry`.
+    fn promote_command(
+        &self,
+        spec: &str,
+        folder: &Path,
+        report: &Path,
+        registry: &Path,
+    ) -> Vec<String> {
+        let mut v = s(&[self.me, "promote", MODULE, "--spec", spec, "--out"]);
+        v.push(p(folder));
+        v.extend(s(&["--reuse-build", "--trust"]));
+        v.push(p(&self.trust));
+        v.push("--registry".into());
+        v.push(p(registry));
+        v.push("--parity-report".into());
+        v.push(p(report));
+        for r in ["reviewer", "reviewer2"] {
+            v.push("--reviewer-key".into());
+            v.push(p(&self.key(r)));
+        }
+        v
+    }
+
+    /// Steps 1-3: parity of ntt_fused, parity of the altered kernel (which must stop at a
+    /// difference) and the parity GPU tests.
+    fn parity(&self) -> Vec<Outcome> {
+        let (run, mut outcomes) = (self.run, Vec::new());
         outcomes.push(run.step(
             "review 1: parity of ntt_fused (NVRTC, AOT sm_90 and sm_90a, CPU)",
             "review-1-parity.txt",
-            &[parity("ntt_fused", SPEC, &report)],
+            &[self.parity_command("ntt_fused", SPEC, &self.report)],
             None,
         ));
-        let altered = parity("ntt_fused_altered", ALTERED_SPEC, &altered_report);
+        let altered = self.parity_command("ntt_fused_altered", ALTERED_SPEC, &self.altered_report);
         let mut o2 = run.step(
             "review 2: parity of the altered kernel stops at a difference",
             "review-2-parity-altered.txt",
             &[altered],
             None,
         );
-        refused(&mut o2, first_difference(&altered_report));
+        refused(&mut o2, first_difference(&self.altered_report));
         outcomes.push(o2);
         outcomes.push(run.tests(
             "review 3: parity GPU tests (passes, and the altered kernel named)",
@@ -116,7 +200,13 @@ impl Review {
             "review/parity_gpu_tests",
             &super::test_args(&[]),
         ));
+        outcomes
+    }
 
+    /// Step 4: keys of every role, then a production trust root listing them with a
+    /// reviewer threshold of 2.
+    fn trust_root(&self) -> Vec<Outcome> {
+        let (run, me, mut outcomes) = (self.run, self.me, Vec::new());
         const ROLES: [(&str, &str); 5] = [
             ("root", "root"),
             ("builder", "builder"),
@@ -124,12 +214,11 @@ impl Review {
             ("reviewer2", "reviewer"),
             ("publisher", "publisher"),
         ];
-        let key = |name: &str| keys.join(format!("{name}.key"));
         let keygens: Vec<Vec<String>> = ROLES
             .iter()
             .map(|(name, role)| {
                 let mut v = s(&[me, "keygen", "--role", role, "--out"]);
-                v.push(p(&key(name)));
+                v.push(p(&self.key(name)));
                 v
             })
             .collect();
@@ -140,12 +229,12 @@ impl Review {
             None,
         ));
         let public = |name: &str| -> String {
-            crate::devkeys::read_key(&key(name))
+            crate::devkeys::read_key(&self.key(name))
                 .map(|k| k.public().to_string())
                 .unwrap_or_else(|e| format!("(unreadable key {name}: {e:#})"))
         };
         let mut root = s(&[me, "trust-root", "--out"]);
-        root.push(p(&trust));
+        root.push(p(&self.trust));
         root.extend(s(&["--channel", "production", "--root"]));
         root.push(public("root"));
         root.push("--builder".into());
@@ -157,38 +246,32 @@ impl Review {
         root.extend(s(&["--reviewer-threshold", "2", "--publisher"]));
         root.push(public("publisher"));
         root.push("--sign-with".into());
-        root.push(p(&key("root")));
+        root.push(p(&self.key("root")));
         outcomes.push(run.step(
             "review 4: a production trust root, reviewer threshold 2",
             "review-4-trust-root.txt",
             &[root],
             None,
         ));
+        outcomes
+    }
 
-        let promote = |spec: &str, folder: &Path, report: &Path, registry: &Path| {
-            let mut v = s(&[me, "promote", MODULE, "--spec", spec, "--out"]);
-            v.push(p(folder));
-            v.extend(s(&["--reuse-build", "--trust"]));
-            v.push(p(&trust));
-            v.push("--registry".into());
-            v.push(p(registry));
-            v.push("--parity-report".into());
-            v.push(p(report));
-            for r in ["reviewer", "reviewer2"] {
-                v.push("--reviewer-key".into());
-                v.push(p(&key(r)));
-            }
-            v
-        };
+    /// Step 5: the promotion with the altered kernel's report must be refused, saying
+    /// `parity FAILED`.
+    fn promote_altered(&self) -> Result<Outcome> {
+        let (run, work) = (self.run, self.work);
         let altered_dir = work.join("altered");
-        crate::files::copy_tree(&self.build("ntt_fused_altered"), &altered_dir.join("build"))?;
+        crate::files::copy_tree(
+            &self.review.build("ntt_fused_altered"),
+            &altered_dir.join("build"),
+        )?;
         let mut o5 = run.step(
             "review 5: promotion with the altered kernel's report is refused",
             "review-5-promote-altered.txt",
-            &[promote(
+            &[self.promote_command(
                 ALTERED_SPEC,
                 &altered_dir,
-                &altered_report,
+                &self.altered_report,
                 &work.join("unused-registry"),
             )],
             None,
@@ -202,26 +285,31 @@ impl Review {
                 Err("the refusal does not say `parity FAILED`".into())
             },
         );
-        outcomes.push(o5);
+        Ok(o5)
+    }
 
-        let promote_dir = work.join("promote");
-        crate::files::copy_tree(&self.build("ntt_fused"), &promote_dir.join("build"))?;
-        let mut publish = promote(SPEC, &promote_dir, &report, &registry);
+    /// Step 6: ntt_fused promoted and published into the production registry; its review
+    /// and promotion record copied into the outputs.
+    fn promote(&self) -> Result<Outcome> {
+        let (run, o) = (self.run, &self.review.out);
+        let promote_dir = self.work.join("promote");
+        crate::files::copy_tree(&self.review.build("ntt_fused"), &promote_dir.join("build"))?;
+        let mut publish = self.promote_command(SPEC, &promote_dir, &self.report, &self.registry);
         publish.extend(s(&[
             "--note",
             "parity on the GPU host (NVRTC, sm_90, sm_90a, CPU); resources reviewed",
             "--publish",
             "--builder-key",
         ]));
-        publish.push(p(&key("builder")));
+        publish.push(p(&self.key("builder")));
         publish.push("--publisher-key".into());
-        publish.push(p(&key("publisher")));
-        outcomes.push(run.step(
+        publish.push(p(&self.key("publisher")));
+        let outcome = run.step(
             "review 6: promote ntt_fused into a production registry",
             "review-6-promote.txt",
             &[publish],
             None,
-        ));
+        );
         for (from, to) in [
             (promote_dir.join("review.json"), o.join("review.json")),
             (
@@ -231,11 +319,18 @@ impl Review {
         ] {
             let _ = std::fs::copy(from, to);
         }
+        Ok(outcome)
+    }
 
+    /// Steps 7-10: `verify --production` of the registry, the promoted GPU tests, and the
+    /// Rust and C++ provers under the production policy.
+    fn production(&self) -> Vec<Outcome> {
+        let (run, me, work, mut outcomes) = (self.run, self.me, self.work, Vec::new());
+        let (registry, trust) = (&self.registry, &self.trust);
         let mut verify = s(&[me, "verify", "--production", "--registry"]);
-        verify.push(p(&registry));
+        verify.push(p(registry));
         verify.push("--trust".into());
-        verify.push(p(&trust));
+        verify.push(p(trust));
         verify.push("--state".into());
         verify.push(p(&work.join("state.json")));
         outcomes.push(run.step(
@@ -251,9 +346,9 @@ impl Review {
             &super::test_args(&[]),
         ));
         let mut prover = s(&[&p(&run.bundle.join("prover")), "--production", "--registry"]);
-        prover.push(p(&registry));
+        prover.push(p(registry));
         prover.push("--trust".into());
-        prover.push(p(&trust));
+        prover.push(p(trust));
         prover.extend(s(&["--log-n", "20"]));
         outcomes.push(run.step(
             "review 9: the Rust prover under Policy::production()",
@@ -261,7 +356,7 @@ impl Review {
             &[prover],
             None,
         ));
-        let mut cpp = vec![p(&run.bundle.join("prover_cpp")), p(&registry), p(&trust)];
+        let mut cpp = vec![p(&run.bundle.join("prover_cpp")), p(registry), p(trust)];
         cpp.extend(s(&["--production", "--state"]));
         cpp.push(p(&work.join("cpp-state.json")));
         outcomes.push(run.step(
@@ -270,7 +365,7 @@ impl Review {
             &[cpp],
             None,
         ));
-        Ok(outcomes)
+        outcomes
     }
 }
 
