@@ -131,29 +131,10 @@ enum Via {
 impl Args {
     /// Runs the benchmark.
     pub fn run(self) -> Result<()> {
-        let mut base = BuildOptions {
-            progress: false,
-            toolkit: self.toolkit.options(),
-            ..BuildOptions::default()
-        };
-        if let Some(j) = self.jobs {
-            base.jobs = j.max(1);
-        }
+        let base = self.base_options();
+        // --shared-cache: only the shared build cache rows.
         if self.shared_cache {
-            #[cfg(not(feature = "net"))]
-            {
-                crate::features::rerun("bench --shared-cache (its S3 row)", "net")?;
-                bail!("the tool did not run again with its network part");
-            }
-            #[cfg(feature = "net")]
-            {
-                let doc = (!self.no_doc).then(|| {
-                    self.doc
-                        .clone()
-                        .unwrap_or_else(|| paths::repo_root().join("docs/shared-cache-bench.md"))
-                });
-                return shared::run(&base, self.heavy_modules.max(1), doc.as_deref());
-            }
+            return self.shared_cache_rows(&base);
         }
         let runs = self.noop_runs.max(1);
         let repeat = self.repeat.max(1);
@@ -175,35 +156,10 @@ impl Args {
         let full_via = if cargo { Via::Cargo } else { Via::Binary };
         let mut load = Load::default();
 
-        eprintln!(
-            "bench: {repeat} full release build(s), cold cache, -j{}, through {}",
-            par.jobs,
-            via_name(full_via)
-        );
-        let mut fulls = Vec::new();
-        let mut full_nvcc = 0;
-        let mut blobs = 0;
-        for _ in 0..repeat {
-            for d in [&par.cache, &par.out] {
-                let _ = std::fs::remove_dir_all(d);
-            }
-            load.sample();
-            let (wall, report) = build_process(full_via, &par, &self.toolkit)?;
-            full_nvcc = report_count(&report, "nvcc_runs");
-            blobs = report["modules"].as_array().map_or(0, Vec::len);
-            fulls.push(wall);
-        }
-        let full = Stats::of(fulls);
-
-        eprintln!("bench: {runs} no-op rebuilds in process");
-        let mut noop = Vec::new();
-        for _ in 0..runs {
-            load.sample();
-            let r = build::run_build(&par)?;
-            expect_noop(&r)?;
-            noop.push(r.wall);
-        }
-
+        // (a) Full release builds from a cold cache.
+        let (full, full_nvcc, blobs) = self.full_builds(full_via, &par, repeat, &mut load)?;
+        // (b) No-op rebuilds: in process, as processes, through cargo; cargo's own share.
+        let noop = noop_in_process(&par, runs, &mut load)?;
         eprintln!("bench: {runs} no-op rebuilds as `xtask build` processes");
         let noop_process = noop_processes(Via::Binary, &par, &self.toolkit, runs, &mut load)?;
         let noop_cargo = if cargo {
@@ -218,70 +174,20 @@ impl Args {
         } else {
             None
         };
-
         let cargo_check = if cargo {
-            eprintln!("bench: {runs} no-op `cargo build -p xtask` (cargo's own share)");
-            let mut walls = Vec::new();
-            for _ in 0..runs {
-                load.sample();
-                walls.push(cargo_noop_check()?);
-            }
-            Some(Stats::of(walls))
+            Some(cargo_checks(runs, &mut load)?)
         } else {
             None
         };
-
-        let header = match most_included_header(&src)? {
-            Some(h) => {
-                eprintln!("bench: rebuild after changing {h}, then after reverting it");
-                let path = src.join(&h);
-                let original = std::fs::read(&path)?;
-                let mut text = original.clone();
-                text.extend_from_slice(b"\n// changed by cargo xtask bench\n");
-                std::fs::write(&path, text)?;
-                load.sample();
-                let r = build::run_build(&par)?;
-                std::fs::write(&path, original)?;
-                load.sample();
-                let back = build::run_build(&par)?;
-                if back.nvcc_runs != 0 {
-                    bail!(
-                        "reverting {h} ran nvcc {} times: the build cache did not find the earlier inputs",
-                        back.nvcc_runs
-                    );
-                }
-                Some(Header {
-                    name: h,
-                    nvcc: r.nvcc_runs,
-                    wall: r.wall,
-                    revert_nvcc: back.nvcc_runs,
-                    revert_wall: back.wall,
-                })
-            }
-            None => None,
-        };
-
+        // (c) A rebuild after changing the most included header, then after reverting it.
+        let header = header_edit(&src, &par, &mut load)?;
+        // (d) The -j1 builds, for parallel efficiency.
         let serial = if self.skip_serial {
             None
         } else {
-            eprintln!("bench: {repeat} full release build(s), cold cache, -j1");
-            let one = BuildOptions {
-                jobs: 1,
-                cache: tmp.path().join("cache-j1"),
-                out: tmp.path().join("out-j1"),
-                ..par.clone()
-            };
-            let mut walls = Vec::new();
-            for _ in 0..repeat {
-                for d in [&one.cache, &one.out] {
-                    let _ = std::fs::remove_dir_all(d);
-                }
-                load.sample();
-                walls.push(build_process(full_via, &one, &self.toolkit)?.0);
-            }
-            Some(Stats::of(walls))
+            Some(self.serial_builds(tmp.path(), full_via, &par, repeat, &mut load)?)
         };
-
+        // (e) The scaling row.
         let scale = if self.skip_scale {
             None
         } else {
@@ -303,6 +209,102 @@ impl Args {
             scale,
             load,
         };
+        // The table, printed, and the document unless --no-doc.
+        self.report(&f, &plan)
+    }
+
+    /// The build options every build of the run starts from (-j, the toolkit, no progress).
+    fn base_options(&self) -> BuildOptions {
+        let mut base = BuildOptions {
+            progress: false,
+            toolkit: self.toolkit.options(),
+            ..BuildOptions::default()
+        };
+        if let Some(j) = self.jobs {
+            base.jobs = j.max(1);
+        }
+        base
+    }
+
+    /// The shared build cache rows (`--shared-cache`), which need the network part: without
+    /// it, the tool runs again with it.
+    fn shared_cache_rows(&self, base: &BuildOptions) -> Result<()> {
+        #[cfg(not(feature = "net"))]
+        {
+            let _ = base;
+            crate::features::rerun("bench --shared-cache (its S3 row)", "net")?;
+            bail!("the tool did not run again with its network part");
+        }
+        #[cfg(feature = "net")]
+        {
+            let doc = (!self.no_doc).then(|| {
+                self.doc
+                    .clone()
+                    .unwrap_or_else(|| paths::repo_root().join("docs/shared-cache-bench.md"))
+            });
+            shared::run(base, self.heavy_modules.max(1), doc.as_deref())
+        }
+    }
+
+    /// (a) `repeat` full release builds from a cold cache through `via`: their times, and
+    /// the last one's nvcc runs and module count.
+    fn full_builds(
+        &self,
+        via: Via,
+        par: &BuildOptions,
+        repeat: usize,
+        load: &mut Load,
+    ) -> Result<(Stats, usize, usize)> {
+        eprintln!(
+            "bench: {repeat} full release build(s), cold cache, -j{}, through {}",
+            par.jobs,
+            via_name(via)
+        );
+        let mut fulls = Vec::new();
+        let mut full_nvcc = 0;
+        let mut blobs = 0;
+        for _ in 0..repeat {
+            for d in [&par.cache, &par.out] {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            load.sample();
+            let (wall, report) = build_process(via, par, &self.toolkit)?;
+            full_nvcc = report_count(&report, "nvcc_runs");
+            blobs = report["modules"].as_array().map_or(0, Vec::len);
+            fulls.push(wall);
+        }
+        Ok((Stats::of(fulls), full_nvcc, blobs))
+    }
+
+    /// (d) `repeat` full release builds with -j1 from a cold cache of their own (in `dir`).
+    fn serial_builds(
+        &self,
+        dir: &Path,
+        via: Via,
+        par: &BuildOptions,
+        repeat: usize,
+        load: &mut Load,
+    ) -> Result<Stats> {
+        eprintln!("bench: {repeat} full release build(s), cold cache, -j1");
+        let one = BuildOptions {
+            jobs: 1,
+            cache: dir.join("cache-j1"),
+            out: dir.join("out-j1"),
+            ..par.clone()
+        };
+        let mut walls = Vec::new();
+        for _ in 0..repeat {
+            for d in [&one.cache, &one.out] {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            load.sample();
+            walls.push(build_process(via, &one, &self.toolkit)?.0);
+        }
+        Ok(Stats::of(walls))
+    }
+
+    /// Prints the table of `f` and, unless --no-doc, rewrites the document with it.
+    fn report(&self, f: &Figures, plan: &build::Plan) -> Result<()> {
         let table = f.table();
         println!("{table}");
         if !self.no_doc {
@@ -310,7 +312,7 @@ impl Args {
                 .doc
                 .clone()
                 .unwrap_or_else(|| paths::repo_root().join("docs/build-bench.md"));
-            report::write_doc(&doc, &f, &table, &plan, &self.command_args())?;
+            report::write_doc(&doc, f, &table, plan, &self.command_args())?;
             println!("wrote {}", doc.display());
         }
         Ok(())
@@ -407,6 +409,64 @@ impl Args {
             entries_large: registries[1].1,
         })
     }
+}
+
+/// (b) `runs` no-op rebuilds in process: their times.
+fn noop_in_process(par: &BuildOptions, runs: usize, load: &mut Load) -> Result<Vec<Duration>> {
+    eprintln!("bench: {runs} no-op rebuilds in process");
+    let mut noop = Vec::new();
+    for _ in 0..runs {
+        load.sample();
+        let r = build::run_build(par)?;
+        expect_noop(&r)?;
+        noop.push(r.wall);
+    }
+    Ok(noop)
+}
+
+/// (b) `runs` no-op `cargo build -p xtask`: cargo's own share of `cargo xtask build`.
+fn cargo_checks(runs: usize, load: &mut Load) -> Result<Stats> {
+    eprintln!("bench: {runs} no-op `cargo build -p xtask` (cargo's own share)");
+    let mut walls = Vec::new();
+    for _ in 0..runs {
+        load.sample();
+        walls.push(cargo_noop_check()?);
+    }
+    Ok(Stats::of(walls))
+}
+
+/// (c) A rebuild after changing the header most modules of `src` include, then after
+/// reverting it (which must run no nvcc); none when no header is included.
+fn header_edit(src: &Path, par: &BuildOptions, load: &mut Load) -> Result<Option<Header>> {
+    Ok(match most_included_header(src)? {
+        Some(h) => {
+            eprintln!("bench: rebuild after changing {h}, then after reverting it");
+            let path = src.join(&h);
+            let original = std::fs::read(&path)?;
+            let mut text = original.clone();
+            text.extend_from_slice(b"\n// changed by cargo xtask bench\n");
+            std::fs::write(&path, text)?;
+            load.sample();
+            let r = build::run_build(par)?;
+            std::fs::write(&path, original)?;
+            load.sample();
+            let back = build::run_build(par)?;
+            if back.nvcc_runs != 0 {
+                bail!(
+                    "reverting {h} ran nvcc {} times: the build cache did not find the earlier inputs",
+                    back.nvcc_runs
+                );
+            }
+            Some(Header {
+                name: h,
+                nvcc: r.nvcc_runs,
+                wall: r.wall,
+                revert_nvcc: back.nvcc_runs,
+                revert_wall: back.wall,
+            })
+        }
+        None => None,
+    })
 }
 
 fn via_name(v: Via) -> &'static str {
