@@ -111,53 +111,37 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
     three_targets.insert(1, ADDED);
     let spec3 = write_corpus(&dir.join("three"), modules, &three_targets)?;
     let shared = dir.join("shared");
-    let remote = |at: &Path, mode: SharedCacheMode| RemoteOptions {
-        url: format!("file://{}", at.display()),
-        mode,
-        trust: None,
-        key: None,
-        timeout: std::time::Duration::from_secs(crate::args::REMOTE_CACHE_TIMEOUT_SECS),
-    };
-    let build = |spec: &Path, name: &str, at: &Path, mode, shard| -> Result<Measured> {
-        let opts = BuildOptions {
-            spec: spec.to_path_buf(),
-            sources: None,
-            cache: dir.join(format!("cache-{name}")),
-            out: dir.join(format!("out-{name}")),
-            remote: Some(remote(at, mode)),
-            shard,
-            ..base.clone()
-        };
-        Ok(Measured::of(
-            build::run_build(&opts).with_context(|| format!("bench build {name}"))?,
-        ))
-    };
+    let builds = Builds { dir, base };
     let jobs = modules * TARGETS.len();
+    // The cold build into the shared cache: every job compiled.
     eprintln!(
         "bench: shared cache: cold build of {modules} heavy modules x {} SMs ({jobs} jobs, -j{}) into a shared cache",
         TARGETS.len(),
         base.jobs
     );
-    let cold = build(&spec, "cold", &shared, SharedCacheMode::ReadWrite, None)?;
+    let cold = builds.build(&spec, "cold", &shared, SharedCacheMode::ReadWrite, None)?;
     if cold.nvcc != jobs {
         bail!(
             "the cold build ran nvcc {} times for {jobs} jobs",
             cold.nvcc
         );
     }
+    // A second machine: empty local cache, the same shared cache, the same blobs.
     eprintln!(
         "bench: shared cache: cold {:.1} s; a second machine (empty local cache, same shared cache)",
         cold.wall.as_secs_f64()
     );
-    let second = build(&spec, "second", &shared, SharedCacheMode::Read, None)?;
+    let second = builds.build(&spec, "second", &shared, SharedCacheMode::Read, None)?;
     if second.blobs != cold.blobs {
         bail!("the second machine's blobs differ from the cold build's");
     }
+    // One SM added: only its jobs compile.
     eprintln!("bench: shared cache: adding {ADDED} to the targets");
-    let added = build(&spec3, "second", &shared, SharedCacheMode::ReadWrite, None)?;
+    let added = builds.build(&spec3, "second", &shared, SharedCacheMode::ReadWrite, None)?;
     let only_added =
         added.compiled.iter().all(|j| j.ends_with(ADDED)) && added.compiled.len() == modules;
 
+    // The remote fetch against a plain copy of the same bytes.
     eprintln!("bench: shared cache: remote fetch vs plain copy of the same bytes");
     let (fetch, copy, bytes) = fetch_vs_copy(
         &cold.report,
@@ -165,120 +149,238 @@ pub(super) fn run(base: &BuildOptions, modules: usize, doc: Option<&Path>) -> Re
         &shared,
     )?;
 
+    // The same entries from an S3 server.
     eprintln!("bench: shared cache: the same entries from an S3 server (moto, loopback)");
     let s3 = s3_row(dir, &spec, &shared, base, &cold.report)?;
 
-    let timings = shared.join("v1/timings.json");
-    let mut shards = Vec::new();
-    for n in [2usize, 3, 4] {
-        let at = dir.join(format!("shared-{n}"));
-        crate::files::write(&at.join("v1/timings.json"), &std::fs::read(&timings)?)?;
-        let mut row = ShardRow {
-            n,
-            walls: Vec::new(),
-            nvcc: Vec::new(),
-            final_nvcc: 0,
-            every_job_once: false,
-        };
-        let mut seen = BTreeSet::new();
-        let mut twice = false;
-        for k in 1..=n {
-            eprintln!("bench: shared cache: shard {k}/{n}");
-            let part = build(
-                &spec,
-                &format!("shard-{n}-{k}"),
-                &at,
-                SharedCacheMode::ReadWrite,
-                Some(Shard { index: k, count: n }),
-            )?;
-            for j in &part.compiled {
-                twice |= !seen.insert(j.clone());
-            }
-            row.walls.push(part.wall);
-            row.nvcc.push(part.nvcc);
-        }
-        eprintln!("bench: shared cache: final build after {n} shards");
-        let last = build(
-            &spec,
-            &format!("final-{n}"),
-            &at,
-            SharedCacheMode::Read,
-            None,
-        )?;
-        row.final_nvcc = last.nvcc;
-        row.every_job_once = !twice
-            && seen.len() == jobs
-            && row.nvcc.iter().sum::<usize>() == jobs
-            && last.nvcc == 0
-            && last.taken == jobs
-            && last.blobs == cold.blobs;
-        shards.push(row);
-    }
+    // 2, 3 and 4 shards, each with a final build.
+    let shards = builds.shards(&spec, &shared, jobs, &cold)?;
 
-    let second_pct = 100.0 * second.wall.as_secs_f64() / cold.wall.as_secs_f64();
-    let mut t = String::new();
-    t += "| row | figure | aim | |\n|---|---|---|---|\n";
-    t += &format!(
-        "| cold build, {modules} modules × {} SMs ({jobs} jobs, -j{}), into the shared cache | {:.1} s, {} nvcc runs | — | |\n",
-        TARGETS.len(),
-        base.jobs,
-        cold.wall.as_secs_f64(),
-        cold.nvcc
-    );
-    t += &format!(
-        "| second machine (empty local cache, same shared cache) | {:.2} s = **{second_pct:.2} %** of the cold build, {} nvcc runs, {} taken, same blobs | ≤ {AIM_SECOND_PCT} %, 0 nvcc | {} |\n",
-        second.wall.as_secs_f64(),
-        second.nvcc,
-        second.taken,
-        pass(second_pct <= AIM_SECOND_PCT && second.nvcc == 0)
-    );
-    t += &format!(
-        "| adding {ADDED} to the targets | {} nvcc runs ({} jobs of {ADDED}), {:.1} s | only {ADDED}'s {modules} jobs | {} |\n",
-        added.nvcc,
-        added.compiled.iter().filter(|j| j.ends_with(ADDED)).count(),
-        added.wall.as_secs_f64(),
-        pass(only_added)
-    );
-    for r in &shards {
-        let walls: Vec<String> = r
-            .walls
-            .iter()
-            .map(|w| format!("{:.1}", w.as_secs_f64()))
-            .collect();
-        let nvcc: Vec<String> = r.nvcc.iter().map(usize::to_string).collect();
-        t += &format!(
-            "| {} shards: each shard's build wall time (s), nvcc runs | {} s; {} nvcc; largest / mean **{:.3}**; final build {} nvcc | ≤ {AIM_SHARD_RATIO}, every job once | {} |\n",
-            r.n,
-            walls.join(" / "),
-            nvcc.join(" + "),
-            r.ratio(),
-            r.final_nvcc,
-            pass(r.ratio() <= AIM_SHARD_RATIO && r.every_job_once)
-        );
+    // The table, printed, and the document.
+    let t = Rows {
+        modules,
+        jobs,
+        base_jobs: base.jobs,
+        cold,
+        second,
+        added,
+        only_added,
+        shards,
+        fetch,
+        copy,
+        bytes,
+        s3,
     }
-    let mbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e6;
-    t += &format!(
-        "| remote fetch ({jobs} entries, {:.1} MB, every check `verify` makes) vs a plain copy of the same bytes from the same folder | {:.1} MB/s vs {:.1} MB/s: **{:.2}×** the copy's time | reported | |\n",
-        bytes as f64 / 1e6,
-        mbps(fetch),
-        mbps(copy),
-        fetch.as_secs_f64() / copy.as_secs_f64()
-    );
-    t += &format!(
-        "| second machine with the shared cache in an S3 bucket (the same entries, moto on loopback, `xtask build` process) vs a plain GET of the same {:.1} MB from the same server | build {:.2} s ({} nvcc), GETs {:.2} s: **{:.2}×** | 0 nvcc | {} |\n",
-        s3.bytes as f64 / 1e6,
-        s3.build.as_secs_f64(),
-        s3.nvcc,
-        s3.get.as_secs_f64(),
-        s3.build.as_secs_f64() / s3.get.as_secs_f64(),
-        pass(s3.nvcc == 0)
-    );
+    .table();
     println!("{t}");
     if let Some(doc) = doc {
         write_doc(doc, &t, modules)?;
         println!("wrote {}", doc.display());
     }
     Ok(())
+}
+
+/// The shared cache at `at` (a folder) in `mode`.
+fn remote(at: &Path, mode: SharedCacheMode) -> RemoteOptions {
+    RemoteOptions {
+        url: format!("file://{}", at.display()),
+        mode,
+        trust: None,
+        key: None,
+        timeout: std::time::Duration::from_secs(crate::args::REMOTE_CACHE_TIMEOUT_SECS),
+    }
+}
+
+/// The builds of one run: their folders in `dir`, their options from `base`.
+struct Builds<'a> {
+    dir: &'a Path,
+    base: &'a BuildOptions,
+}
+
+impl Builds<'_> {
+    /// A build of `spec` named `name` (its own cache and output folders) with the shared
+    /// cache at `at` in `mode`, as shard `shard` if given.
+    fn build(
+        &self,
+        spec: &Path,
+        name: &str,
+        at: &Path,
+        mode: SharedCacheMode,
+        shard: Option<Shard>,
+    ) -> Result<Measured> {
+        let dir = self.dir;
+        let opts = BuildOptions {
+            spec: spec.to_path_buf(),
+            sources: None,
+            cache: dir.join(format!("cache-{name}")),
+            out: dir.join(format!("out-{name}")),
+            remote: Some(remote(at, mode)),
+            shard,
+            ..self.base.clone()
+        };
+        Ok(Measured::of(
+            build::run_build(&opts).with_context(|| format!("bench build {name}"))?,
+        ))
+    }
+
+    /// The shard rows: for 2, 3 and 4 shards, each shard built into a shared cache of its
+    /// own (seeded with the cold build's timings from `shared`), then a final build that
+    /// must take every one of the `jobs` entries and compile none.
+    fn shards(
+        &self,
+        spec: &Path,
+        shared: &Path,
+        jobs: usize,
+        cold: &Measured,
+    ) -> Result<Vec<ShardRow>> {
+        let dir = self.dir;
+        let timings = shared.join("v1/timings.json");
+        let mut shards = Vec::new();
+        for n in [2usize, 3, 4] {
+            let at = dir.join(format!("shared-{n}"));
+            crate::files::write(&at.join("v1/timings.json"), &std::fs::read(&timings)?)?;
+            let mut row = ShardRow {
+                n,
+                walls: Vec::new(),
+                nvcc: Vec::new(),
+                final_nvcc: 0,
+                every_job_once: false,
+            };
+            let mut seen = BTreeSet::new();
+            let mut twice = false;
+            for k in 1..=n {
+                eprintln!("bench: shared cache: shard {k}/{n}");
+                let part = self.build(
+                    spec,
+                    &format!("shard-{n}-{k}"),
+                    &at,
+                    SharedCacheMode::ReadWrite,
+                    Some(Shard { index: k, count: n }),
+                )?;
+                for j in &part.compiled {
+                    twice |= !seen.insert(j.clone());
+                }
+                row.walls.push(part.wall);
+                row.nvcc.push(part.nvcc);
+            }
+            eprintln!("bench: shared cache: final build after {n} shards");
+            let last = self.build(
+                spec,
+                &format!("final-{n}"),
+                &at,
+                SharedCacheMode::Read,
+                None,
+            )?;
+            row.final_nvcc = last.nvcc;
+            row.every_job_once = !twice
+                && seen.len() == jobs
+                && row.nvcc.iter().sum::<usize>() == jobs
+                && last.nvcc == 0
+                && last.taken == jobs
+                && last.blobs == cold.blobs;
+            shards.push(row);
+        }
+        Ok(shards)
+    }
+}
+
+/// Every figure of the shared-cache rows.
+struct Rows {
+    modules: usize,
+    jobs: usize,
+    /// The builds' -j.
+    base_jobs: usize,
+    cold: Measured,
+    second: Measured,
+    added: Measured,
+    /// Whether adding the SM compiled only its jobs.
+    only_added: bool,
+    shards: Vec<ShardRow>,
+    /// The remote fetch's and the plain copy's times, and the bytes of each.
+    fetch: Duration,
+    copy: Duration,
+    bytes: u64,
+    s3: S3Row,
+}
+
+impl Rows {
+    /// The Markdown table: one row per figure, with its aim and verdict.
+    fn table(&self) -> String {
+        let Rows {
+            modules,
+            jobs,
+            base_jobs,
+            cold,
+            second,
+            added,
+            only_added,
+            shards,
+            fetch,
+            copy,
+            bytes,
+            s3,
+        } = self;
+        let (fetch, copy, bytes) = (*fetch, *copy, *bytes);
+        let second_pct = 100.0 * second.wall.as_secs_f64() / cold.wall.as_secs_f64();
+        let mut t = String::new();
+        t += "| row | figure | aim | |\n|---|---|---|---|\n";
+        t += &format!(
+            "| cold build, {modules} modules × {} SMs ({jobs} jobs, -j{}), into the shared cache | {:.1} s, {} nvcc runs | — | |\n",
+            TARGETS.len(),
+            base_jobs,
+            cold.wall.as_secs_f64(),
+            cold.nvcc
+        );
+        t += &format!(
+            "| second machine (empty local cache, same shared cache) | {:.2} s = **{second_pct:.2} %** of the cold build, {} nvcc runs, {} taken, same blobs | ≤ {AIM_SECOND_PCT} %, 0 nvcc | {} |\n",
+            second.wall.as_secs_f64(),
+            second.nvcc,
+            second.taken,
+            pass(second_pct <= AIM_SECOND_PCT && second.nvcc == 0)
+        );
+        t += &format!(
+            "| adding {ADDED} to the targets | {} nvcc runs ({} jobs of {ADDED}), {:.1} s | only {ADDED}'s {modules} jobs | {} |\n",
+            added.nvcc,
+            added.compiled.iter().filter(|j| j.ends_with(ADDED)).count(),
+            added.wall.as_secs_f64(),
+            pass(*only_added)
+        );
+        for r in shards {
+            let walls: Vec<String> = r
+                .walls
+                .iter()
+                .map(|w| format!("{:.1}", w.as_secs_f64()))
+                .collect();
+            let nvcc: Vec<String> = r.nvcc.iter().map(usize::to_string).collect();
+            t += &format!(
+                "| {} shards: each shard's build wall time (s), nvcc runs | {} s; {} nvcc; largest / mean **{:.3}**; final build {} nvcc | ≤ {AIM_SHARD_RATIO}, every job once | {} |\n",
+                r.n,
+                walls.join(" / "),
+                nvcc.join(" + "),
+                r.ratio(),
+                r.final_nvcc,
+                pass(r.ratio() <= AIM_SHARD_RATIO && r.every_job_once)
+            );
+        }
+        let mbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e6;
+        t += &format!(
+            "| remote fetch ({jobs} entries, {:.1} MB, every check `verify` makes) vs a plain copy of the same bytes from the same folder | {:.1} MB/s vs {:.1} MB/s: **{:.2}×** the copy's time | reported | |\n",
+            bytes as f64 / 1e6,
+            mbps(fetch),
+            mbps(copy),
+            fetch.as_secs_f64() / copy.as_secs_f64()
+        );
+        t += &format!(
+            "| second machine with the shared cache in an S3 bucket (the same entries, moto on loopback, `xtask build` process) vs a plain GET of the same {:.1} MB from the same server | build {:.2} s ({} nvcc), GETs {:.2} s: **{:.2}×** | 0 nvcc | {} |\n",
+            s3.bytes as f64 / 1e6,
+            s3.build.as_secs_f64(),
+            s3.nvcc,
+            s3.get.as_secs_f64(),
+            s3.build.as_secs_f64() / s3.get.as_secs_f64(),
+            pass(s3.nvcc == 0)
+        );
+        t
+    }
 }
 
 /// The S3 row's figures.
