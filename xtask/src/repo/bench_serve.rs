@@ -8,6 +8,12 @@ use std::path::PathBuf;
 use crate::args::RegistryArgs;
 
 #[cfg(feature = "net")]
+mod clients;
+#[cfg(feature = "net")]
+mod hostile;
+#[cfg(feature = "net")]
+mod report;
+#[cfg(feature = "net")]
 mod run;
 
 /// Load benchmark of the HTTP server against nginx: concurrent verified syncs and GETs.
