@@ -13,8 +13,12 @@ use crate::args::RegistryArgs;
 mod contexts;
 #[cfg(feature = "gpu")]
 mod copies;
+#[cfg(feature = "gpu")]
+mod nvrtc;
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 mod order;
+#[cfg(feature = "gpu")]
+mod report;
 #[cfg(feature = "gpu")]
 mod run;
 #[cfg(feature = "gpu")]
