@@ -11,7 +11,8 @@
 //! - support: `args` (shared arguments), `features` (running again with a part this build
 //!   leaves out);
 //! - pipeline: `toolchain`, `build`, `sign`, `publish`, `verify`, `doctor`;
-//! - the network: `remote` (OCI and HTTP registries as publish targets), `sync`, `serve`
+//! - the network: `endpoint` (where a `--registry` points: a folder, OCI, HTTP or S3, and
+//!   how to reach it), `sync`, `serve`
 //!   (the registry crate's server); their code needs the `net` feature, and `net` runs them
 //!   again under a build that has it;
 //! - composite tasks: `release`, `repro`, `kernels`, `promote`, `rebuild`, `keygen`,
@@ -24,6 +25,7 @@
 mod args;
 mod build;
 mod doctor;
+mod endpoint;
 #[cfg(not(all(feature = "net", feature = "driver", feature = "gpu")))]
 mod features;
 mod kernels;
@@ -32,7 +34,6 @@ mod promote;
 mod publish;
 mod rebuild;
 mod release;
-mod remote;
 #[cfg(feature = "repo")]
 mod repo;
 mod repro;

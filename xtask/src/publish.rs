@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::advice::{fail, refix};
 use crate::args::{FormatArgs, RegistryArgs};
-use crate::remote::{RemoteArgs, Target};
+use crate::endpoint::{RemoteArgs, Target};
 use crate::{anchor, devkeys, message, outdir, paths};
 
 /// Publish a signed build output into a registry: a folder, a publishing

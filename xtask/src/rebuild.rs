@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::advice::{fail, tool};
 use crate::args::{RegistryArgs, ToolkitChoice};
-use crate::remote::Target;
+use crate::endpoint::Target;
 use crate::verify::{SaveState, verify_registry};
 use crate::{devkeys, files, outdir, paths, sign};
 use cuda_aot_builder::build::{self, BuildOptions};

@@ -124,8 +124,8 @@ impl Args {
             .clone()
             .unwrap_or_else(paths::default_registry);
         if !matches!(
-            crate::remote::Target::of(&registry),
-            crate::remote::Target::Dir(_)
+            crate::endpoint::Target::of(&registry),
+            crate::endpoint::Target::Dir(_)
         ) {
             return Err(fail(
                 format!(

@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long)]
     awaiting_rebuild: bool,
     #[command(flatten)]
-    oci: crate::remote::RemoteArgs,
+    oci: crate::endpoint::RemoteArgs,
 }
 
 #[cfg(not(feature = "net"))]

@@ -1,4 +1,5 @@
-//! Registries elsewhere than a local folder: an OCI tag (`oci://HOST/REPO:TAG`), a
+//! Where a `--registry` value points, and how to reach it: a local folder, or a registry
+//! elsewhere: an OCI tag (`oci://HOST/REPO:TAG`), a
 //! publishing `cuda-aot-registry serve` (`http(s)://…`) or a bucket (`s3://BUCKET/PREFIX`). The credential and transport
 //! arguments of `sync` and `publish`, and the OCI publish flow (the tag's release brought
 //! into a local folder, the build published there, the result pushed back).
