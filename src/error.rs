@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::metadata::RoleName;
+use crate::role::RoleName;
 
 /// Everything that can refuse a trust root, a registry artifact or a module load.
 ///
@@ -576,19 +576,11 @@ impl DriverFault {
         DriverFault(Box::new(fault))
     }
 
-    /// The driver layer's error, with its evidence (entry point, driver status, message).
-    #[cfg(feature = "driver")]
-    pub fn cuda(&self) -> &crate::cuda::CudaError {
-        let fault: &(dyn std::error::Error + 'static) = &*self.0;
-        fault
-            .downcast_ref()
-            .expect("the driver layer's CudaError is the only Fault")
-    }
-
-    /// True when libcuda is not loadable on this host.
-    #[cfg(feature = "driver")]
-    pub fn is_driver_missing(&self) -> bool {
-        self.cuda().is_driver_missing()
+    /// The error it holds, as a plain error (the driver layer downcasts it: `cuda()`, in
+    /// `cuda/error.rs`, with the `driver` feature).
+    #[cfg_attr(not(feature = "driver"), allow(dead_code))]
+    pub(crate) fn fault(&self) -> &(dyn std::error::Error + 'static) {
+        &*self.0
     }
 }
 

@@ -71,6 +71,7 @@ pub mod provenance;
 pub mod ptx;
 #[cfg(feature = "research")]
 pub mod research;
+mod role;
 #[cfg(feature = "driver")]
 pub mod runtime;
 pub mod source;

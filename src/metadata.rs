@@ -11,6 +11,8 @@ use crate::identity::{Channel, Kind};
 use crate::keys::{PublicKey, SecretKey};
 use crate::name::{ModuleName, Target};
 
+pub use crate::role::RoleName;
+
 /// A point in time, written in RFC 3339 UTC (`2027-01-01T00:00:00Z`), whole seconds since
 /// the Unix epoch. Arithmetic saturates and formatting never panics, whatever the clock or
 /// a document says.
@@ -113,56 +115,6 @@ pub struct Roles {
     pub reviewer: Role,
     /// Signs the bundle index and the timestamp.
     pub publisher: Role,
-}
-
-/// Names a role, for lookups and messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RoleName {
-    /// See [`Roles::root`].
-    Root,
-    /// See [`Roles::builder`].
-    Builder,
-    /// See [`Roles::reviewer`].
-    Reviewer,
-    /// See [`Roles::publisher`].
-    Publisher,
-}
-
-impl RoleName {
-    /// All roles, in a fixed order.
-    pub const ALL: [RoleName; 4] = [
-        RoleName::Root,
-        RoleName::Builder,
-        RoleName::Reviewer,
-        RoleName::Publisher,
-    ];
-    /// The role's name as written in files and messages.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RoleName::Root => "root",
-            RoleName::Builder => "builder",
-            RoleName::Reviewer => "reviewer",
-            RoleName::Publisher => "publisher",
-        }
-    }
-}
-
-impl fmt::Display for RoleName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for RoleName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        RoleName::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown role {s:?}: expected root, builder, reviewer or publisher")
-            })
-    }
 }
 
 impl Roles {

@@ -428,6 +428,21 @@ impl From<CudaError> for DriverFault {
     }
 }
 
+// The driver layer's side of [`DriverFault`]: it alone knows what the trait object holds.
+impl DriverFault {
+    /// The driver layer's error, with its evidence (entry point, driver status, message).
+    pub fn cuda(&self) -> &CudaError {
+        self.fault()
+            .downcast_ref()
+            .expect("the driver layer's CudaError is the only Fault")
+    }
+
+    /// True when libcuda is not loadable on this host.
+    pub fn is_driver_missing(&self) -> bool {
+        self.cuda().is_driver_missing()
+    }
+}
+
 impl From<CudaError> for Error {
     fn from(e: CudaError) -> Self {
         Error::Cuda(e.into())
