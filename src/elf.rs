@@ -52,6 +52,8 @@ use object::read::elf::{
 use crate::identity::{GlobalSpace, LaunchAbi, Param};
 use crate::name::Target;
 
+pub use crate::identity::{GlobalInfo, is_user_global};
+
 /// `e_machine` of CUDA ELF files.
 pub const EM_CUDA: u16 = 190;
 /// `st_other` bit of a kernel entry symbol.
@@ -98,29 +100,6 @@ pub struct KernelInfo {
     pub symbol: String,
     /// The launch ABI the cubin records.
     pub abi: LaunchAbi,
-}
-
-/// One device global a cubin (or PTX text) defines: see the module docs for which symbols
-/// count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GlobalInfo {
-    /// The symbol (mangled for C++ names).
-    pub symbol: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// `__constant__` or `__device__`.
-    pub space: GlobalSpace,
-    /// Has a non-zero initial value in the image.
-    pub initialised: bool,
-    /// A `__managed__` variable (unified memory): never signed.
-    pub managed: bool,
-}
-
-/// Whether a data symbol's name is one a user's variable has: not empty, not starting with
-/// `$` (nvcc's string literals) or `__` (names C and C++ reserve to the implementation:
-/// `__unnamed_N`, `__cudart_*` tables, `__nv_static_*`). The rule for cubins and PTX alike.
-pub fn is_user_global(name: &str) -> bool {
-    !name.is_empty() && !name.starts_with('$') && !name.starts_with("__")
 }
 
 /// What a cubin says about itself.
@@ -882,23 +861,6 @@ mod tests {
         // The kernel-only fixtures define none.
         let add = inspect(include_bytes!("../tests/data/elf/add_sm_90.cubin")).unwrap();
         assert!(add.globals.is_empty(), "{:?}", add.globals);
-    }
-
-    #[test]
-    fn reserved_names_are_not_user_globals() {
-        for name in [
-            "$str",
-            "$str$1",
-            "__unnamed_1",
-            "__cudart_i2opi_f",
-            "__nv_static_1_x",
-            "",
-        ] {
-            assert!(!is_user_global(name), "{name}");
-        }
-        for name in ["counter", "_ZN6tables7counterE", "_counter", "x__y"] {
-            assert!(is_user_global(name), "{name}");
-        }
     }
 
     #[test]

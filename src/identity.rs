@@ -1,7 +1,9 @@
 //! Module identity: every input that determines a built module's bytes, the digest that keys
 //! the build cache, the registry and the process-wide module cache; and what a manifest says
-//! of a module's kernels (their launch ABI) and globals. The manifest document itself is
-//! `manifest.rs`, looking kernels and globals up by name `lookup.rs`.
+//! of a module's kernels (their launch ABI) and globals, and what the cubin and PTX readers
+//! report of a global ([`GlobalInfo`], with the one rule for which names count). The
+//! manifest document itself is `manifest.rs`, looking kernels and globals up by name
+//! `lookup.rs`.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -10,7 +12,6 @@ use std::str::FromStr;
 
 use crate::digest::Digest;
 use crate::error::Error;
-use crate::lookup::canonical_cpp;
 use crate::name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 
 /// What kind of blob a module is.
@@ -250,27 +251,6 @@ impl Function {
     pub fn display_name(&self) -> &str {
         self.name.as_str()
     }
-
-    /// Whether `query` names this kernel: its exact symbol, its demangled name without
-    /// parameters, or its full demangled signature (with or without a leading return type),
-    /// as `cpp_demangle` or c++filt spell them ([`canonical_cpp`]: `a<4, true>` =
-    /// `a<4,true>`, `stage<(unsigned int)10>` = `stage<10u>`).
-    pub fn matches(&self, query: &str) -> bool {
-        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
-    }
-
-    /// [`Function::matches`] for a query already in canonical form ([`canonical_cpp`]),
-    /// without the symbol: what a resolver calls for every kernel, canonicalising once.
-    pub(crate) fn matches_canonical(&self, q: &str) -> bool {
-        if q == canonical_cpp(self.name.as_str()) {
-            return true;
-        }
-        let Some(sig) = &self.signature else {
-            return false;
-        };
-        let sig = canonical_cpp(sig.as_str());
-        q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
-    }
 }
 
 /// Where a device global lives.
@@ -314,17 +294,27 @@ pub struct Global {
     pub initialised: bool,
 }
 
-impl Global {
-    /// Whether `query` names this global: its exact symbol or its demangled name, in either
-    /// demangler's spelling (as for kernels, [`Function::matches`]).
-    pub fn matches(&self, query: &str) -> bool {
-        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
-    }
+/// One device global a cubin (or PTX text) defines: see [`crate::elf`]'s docs for which
+/// symbols count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalInfo {
+    /// The symbol (mangled for C++ names).
+    pub symbol: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// `__constant__` or `__device__`.
+    pub space: GlobalSpace,
+    /// Has a non-zero initial value in the image.
+    pub initialised: bool,
+    /// A `__managed__` variable (unified memory): never signed.
+    pub managed: bool,
+}
 
-    /// [`Global::matches`] for a query already in canonical form, without the symbol.
-    pub(crate) fn matches_canonical(&self, q: &str) -> bool {
-        q == canonical_cpp(self.name.as_str())
-    }
+/// Whether a data symbol's name is one a user's variable has: not empty, not starting with
+/// `$` (nvcc's string literals) or `__` (names C and C++ reserve to the implementation:
+/// `__unnamed_N`, `__cudart_*` tables, `__nv_static_*`). The rule for cubins and PTX alike.
+pub fn is_user_global(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('$') && !name.starts_with("__")
 }
 
 #[cfg(test)]
@@ -399,6 +389,23 @@ pub(crate) mod tests {
     fn driver_versions_print_as_major_minor() {
         assert_eq!(DriverVersion::from_cuda(13000).to_string(), "13.0");
         assert_eq!(DriverVersion::from_cuda(12080).to_string(), "12.8");
+    }
+
+    #[test]
+    fn reserved_names_are_not_user_globals() {
+        for name in [
+            "$str",
+            "$str$1",
+            "__unnamed_1",
+            "__cudart_i2opi_f",
+            "__nv_static_1_x",
+            "",
+        ] {
+            assert!(!is_user_global(name), "{name}");
+        }
+        for name in ["counter", "_ZN6tables7counterE", "_counter", "x__y"] {
+            assert!(is_user_global(name), "{name}");
+        }
     }
 
     pub(crate) fn global(symbol: &str, name: &str, size: u64, space: GlobalSpace) -> Global {

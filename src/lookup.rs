@@ -4,6 +4,43 @@
 
 use crate::identity::{Function, Global};
 
+// Matching a query against one kernel or global: how lookup reads a name, so it lives here.
+impl Function {
+    /// Whether `query` names this kernel: its exact symbol, its demangled name without
+    /// parameters, or its full demangled signature (with or without a leading return type),
+    /// as `cpp_demangle` or c++filt spell them ([`canonical_cpp`]: `a<4, true>` =
+    /// `a<4,true>`, `stage<(unsigned int)10>` = `stage<10u>`).
+    pub fn matches(&self, query: &str) -> bool {
+        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
+    }
+
+    /// [`Function::matches`] for a query already in canonical form ([`canonical_cpp`]),
+    /// without the symbol: what a resolver calls for every kernel, canonicalising once.
+    pub(crate) fn matches_canonical(&self, q: &str) -> bool {
+        if q == canonical_cpp(self.name.as_str()) {
+            return true;
+        }
+        let Some(sig) = &self.signature else {
+            return false;
+        };
+        let sig = canonical_cpp(sig.as_str());
+        q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
+    }
+}
+
+impl Global {
+    /// Whether `query` names this global: its exact symbol or its demangled name, in either
+    /// demangler's spelling (as for kernels, [`Function::matches`]).
+    pub fn matches(&self, query: &str) -> bool {
+        query == self.symbol.as_str() || self.matches_canonical(&canonical_cpp(query))
+    }
+
+    /// [`Global::matches`] for a query already in canonical form, without the symbol.
+    pub(crate) fn matches_canonical(&self, q: &str) -> bool {
+        q == canonical_cpp(self.name.as_str())
+    }
+}
+
 /// Resolves `query` to exactly one of `functions` ([`Function::matches`]); an exact symbol
 /// wins outright. `Err(candidates)`: every kernel that matched (empty when none did).
 pub fn resolve_function<'a>(

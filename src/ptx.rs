@@ -3,8 +3,7 @@
 //! launch bound (`.maxntid`), and its device globals (module-scope `.global` and `.const`
 //! declarations, [`globals`]). The builder and the verifier both read PTX through here.
 
-use crate::elf::{GlobalInfo, is_user_global};
-use crate::identity::{GlobalSpace, LaunchAbi, Param};
+use crate::identity::{GlobalInfo, GlobalSpace, LaunchAbi, Param, is_user_global};
 
 /// What PTX text says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
