@@ -148,7 +148,7 @@ pub struct BuildReport {
     /// The output folder.
     pub out: PathBuf,
     /// One entry per (module, target), in spec order.
-    pub modules: Vec<BuiltModule>,
+    pub modules: Vec<JobOutput>,
     /// How many times nvcc ran (0 for a no-op rebuild).
     pub nvcc_runs: usize,
     /// Wall time of the whole build.
@@ -180,9 +180,9 @@ pub struct SharedCache {
     pub read_failed: Option<String>,
 }
 
-/// One built (module, target).
+/// What one job left in the output folder: one built (module, target).
 #[derive(Debug, Clone)]
-pub struct BuiltModule {
+pub struct JobOutput {
     /// The unsigned manifest (as written next to the blob).
     pub manifest: Manifest,
     /// `<out>/<module>/<target>.<kind>`.

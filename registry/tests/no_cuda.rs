@@ -15,7 +15,7 @@ const CUDA_CODE: [&str; 4] = [
     "cudarc::",
     "cuda_aot::cuda::",
     "cuda_aot::runtime::",
-    "cuda_aot_bench::",
+    "cuda_aot_baseline::",
 ];
 
 /// The demangled symbols of an executable that name one of [`CUDA_CODE`], and how many

@@ -24,7 +24,7 @@
 //! section.
 //!
 //! No build of this crate has a loader of unchecked bytes for benchmarks: the bare-driver
-//! baselines are the crate `cuda-aot-bench`. These doctests run with whatever features
+//! baselines are the crate `cuda-aot-baseline`. These doctests run with whatever features
 //! cargo unified into the crate (in `cargo test --workspace`, those of every member): the
 //! image checks the baselines share compile, the baselines themselves do not.
 //!

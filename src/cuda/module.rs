@@ -121,7 +121,7 @@ impl fmt::Debug for LoadedModule {
 /// Declares a loader that takes raw bytes: public only in builds with the `research`
 /// feature (the research loop loads what NVRTC just compiled). A production build reaches
 /// the driver only through [`LoadedModule::load_verified`], which takes the verifier's
-/// proof; the benchmarks' bare loads live in the `cuda-aot-bench` crate.
+/// proof; the benchmarks' bare loads live in the `cuda-aot-baseline` crate.
 macro_rules! byte_loader {
     ($(#[$m:meta])* fn $name:ident $($rest:tt)*) => {
         #[cfg(feature = "research")]

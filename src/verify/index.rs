@@ -194,7 +194,7 @@ impl VerifiedIndex {
         let modules = {
             let this = &self;
             crate::parallel::try_map(&manifests, threads(manifests.len(), bytes), |(i, m)| {
-                let module = this.load_module(src, m).map_err(|error| {
+                let module = this.verify_blob(src, m).map_err(|error| {
                     Failed::at(error, m.entry(), Some(m.manifest().module_digest))
                 })?;
                 // A caller that only checks drops the bytes at once.
@@ -378,7 +378,7 @@ impl VerifiedIndex {
 
     /// Steps 7 and 8 for one module: reads the blob (size first, at most `size + 1` bytes),
     /// checks its blake3, then its content (a cubin's ELF SM, PTX text).
-    fn load_module(
+    fn verify_blob(
         &self,
         src: &dyn RegistrySource,
         m: &VerifiedManifest,

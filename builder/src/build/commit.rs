@@ -12,7 +12,7 @@ use super::cache::{self, Cache, DepFile, DepRecord, LastBuild, StoredRecord};
 use super::evict::{Eviction, Protected};
 use super::inputs::Names;
 use super::job::{Ctx, Done, UnitDone, UnitHow};
-use super::{BuildOptions, BuiltModule, Job, Keyed, Plan, provenance};
+use super::{BuildOptions, Job, JobOutput, Keyed, Plan, provenance};
 use crate::advice::Subject;
 use crate::process::{self, Interrupted};
 use crate::{outdir, paths};
@@ -21,7 +21,7 @@ use crate::{outdir, paths};
 #[derive(Default)]
 pub(super) struct Written {
     /// One entry per job, in job order.
-    pub(super) modules: Vec<BuiltModule>,
+    pub(super) modules: Vec<JobOutput>,
     /// The output files this build wrote or found identical.
     keep: BTreeSet<PathBuf>,
     /// Whether any output file changed.
@@ -166,7 +166,7 @@ pub(super) fn commit_all(
         w.changed |= wrote;
         w.keep.insert(blob_path.clone());
         w.keep.insert(manifest_path.clone());
-        w.modules.push(BuiltModule {
+        w.modules.push(JobOutput {
             manifest,
             blob: blob_path,
             manifest_path,

@@ -5,7 +5,7 @@ use cuda_aot::{Digest, Kind, ModuleName, Target};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-use super::{BuildReport, BuiltModule, Plan, explain};
+use super::{BuildReport, JobOutput, Plan, explain};
 use crate::message;
 
 /// Prints the `build-plan` JSON message of `--dry-run`.
@@ -95,7 +95,7 @@ pub fn print_report(r: &BuildReport, explain: bool) {
         );
     }
     if explain {
-        let compiled: Vec<&BuiltModule> = r.modules.iter().filter(|b| !b.cached).collect();
+        let compiled: Vec<&JobOutput> = r.modules.iter().filter(|b| !b.cached).collect();
         if compiled.is_empty() {
             println!("explain: every job was a cache hit; nvcc did not run");
         }

@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::cache::{Cache, StoredRecord};
-use super::{BuildOptions, BuiltModule, Keyed, SharedCache};
+use super::{BuildOptions, JobOutput, Keyed, SharedCache};
 use crate::message::Progress;
 use crate::{anchor, devkeys, files, paths};
 
@@ -592,7 +592,7 @@ impl Remote {
     pub(super) fn share(
         &self,
         cache: &Cache,
-        modules: &[BuiltModule],
+        modules: &[JobOutput],
         keyed: &Keyed,
         opts: &BuildOptions,
         shared_taken: usize,

@@ -55,7 +55,7 @@ struct Measured {
     report: BuildReport,
 }
 
-fn name(m: &build::BuiltModule) -> String {
+fn name(m: &build::JobOutput) -> String {
     format!("{} {}", m.manifest.identity.module, m.manifest.identity.sm)
 }
 
@@ -425,7 +425,7 @@ fn s3_row(
         std::thread::sleep(Duration::from_millis(50));
     }
     let row = (|| -> Result<S3Row> {
-        let (id, secret) = ("cuda-aot-bench", "cuda-aot-bench-secret");
+        let (id, secret) = ("cuda-aot-baseline", "cuda-aot-baseline-secret");
         let client = S3Client::open(
             "s3://cache/bench",
             &S3Options {

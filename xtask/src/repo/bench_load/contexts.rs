@@ -18,7 +18,7 @@
 //! - `per_context_module` and `library_once` again with one context, so a prover also
 //!   learns whether the library API helps with one context.
 //!
-//! The two bare ways run through the same layer (`cuda_aot_bench`), the runtime's
+//! The two bare ways run through the same layer (`cuda_aot_baseline`), the runtime's
 //! `LoadedModule` cannot place one library in several contexts. All arms load the same
 //! long-lived verified bytes, read just before the clock. They run under the driver's
 //! module loading mode of bench-load itself (its header records `CUDA_MODULE_LOADING`):
@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use cuda_aot::cuda::{CudaContext, LoadApi, LoadedModule};
 use cuda_aot::verify::VerifiedModule;
 use cuda_aot::{Kind, Policy, Runtime};
-use cuda_aot_bench as raw;
+use cuda_aot_baseline as raw;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

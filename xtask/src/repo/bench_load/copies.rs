@@ -33,7 +33,7 @@
 use anyhow::{Context, Result};
 use cuda_aot::cuda::CudaContext;
 use cuda_aot::{Policy, Runtime};
-use cuda_aot_bench as raw;
+use cuda_aot_baseline as raw;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;

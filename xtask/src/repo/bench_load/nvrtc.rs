@@ -6,7 +6,7 @@ use anyhow::Context;
 use anyhow::Result;
 use cuda_aot::cuda;
 #[cfg(feature = "research")]
-use cuda_aot_bench as raw;
+use cuda_aot_baseline as raw;
 use std::path::Path;
 #[cfg(feature = "research")]
 use std::time::{Duration, Instant};

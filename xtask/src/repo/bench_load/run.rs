@@ -7,7 +7,7 @@ use cuda_aot::cuda::{self, Device};
 use cuda_aot::source::DirSource;
 use cuda_aot::verify::{Options, Verified, verify_all};
 use cuda_aot::{Channel, Kind, Policy, Runtime};
-use cuda_aot_bench as raw;
+use cuda_aot_baseline as raw;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;

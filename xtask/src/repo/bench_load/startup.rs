@@ -10,7 +10,7 @@
 
 use anyhow::{Context, Result, bail};
 use cuda_aot::{Policy, Runtime};
-use cuda_aot_bench::BareStartup;
+use cuda_aot_baseline::BareStartup;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -268,7 +268,7 @@ fn check_loading_mode() -> Result<()> {
     if want != Loading::Lazy.value() && want != Loading::Eager.value() {
         return Ok(());
     }
-    let got = cuda_aot_bench::module_loading_mode()
+    let got = cuda_aot_baseline::module_loading_mode()
         .context("asking the driver for its module loading mode")?;
     if got != want {
         bail!(

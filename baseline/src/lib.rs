@@ -1,4 +1,4 @@
-//! cuda-aot-bench: bare driver loads with no cuda-aot checks around them, the baseline
+//! cuda-aot-baseline: bare driver loads with no cuda-aot checks around them, the baseline
 //! that `cargo xtask bench-load` measures the runtime's verified load against.
 //!
 //! A crate of its own so that no prover can reach unverified loaders: the runtime crate
