@@ -66,7 +66,7 @@ fn publish_via(
     publisher: &SecretKey,
 ) -> Result<Published, Error> {
     let root = cuda_aot::trust::verify_anchor(&f.root_file, &Limits::default(), "root").unwrap();
-    let (statement, files) = build(mods, &f.keys.builder);
+    let Build { statement, files } = Build::legacy(mods, &[&f.keys.builder]);
     let release = Release {
         build: SignedBuild::new(&root, statement, files)?,
         promotions: vec![],
@@ -244,7 +244,7 @@ fn a_valid_token_alone_cannot_publish() {
     let thief = key();
     // Content-addressed files are inert bytes: accepted when they hash to their name.
     let m = f.module("sm_90", None);
-    let (statement, files) = build(std::slice::from_ref(&m), &thief);
+    let Build { statement, files } = Build::legacy(std::slice::from_ref(&m), &[&thief]);
     let (manifest_file, blob) = &files[0];
     assert_eq!(put(&s, &Fixture::blob_rel(&m), blob, &h).0, 201);
     let manifest_rel = layout::manifest(&Digest::of(manifest_file));

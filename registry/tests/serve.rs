@@ -13,7 +13,7 @@ use cuda_aot::Digest;
 
 fn served() -> (Fixture, ServeProcess) {
     let f = Fixture::new();
-    f.publish(&["sm_80", "sm_90"]);
+    f.append(&["sm_80", "sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     (f, s)
 }
@@ -97,7 +97,7 @@ fn conditional_requests_and_ranges() {
     assert_eq!(r.status, 206);
 
     // A republish replaces timestamp.json: its ETag changes with its bytes.
-    f.publish(&["sm_120"]);
+    f.append(&["sm_120"]);
     let r = http_get(s.addr, "/timestamp.json", &[("If-None-Match", &etag)]);
     assert_eq!(r.status, 200);
     assert_ne!(r.header("etag").unwrap(), etag);
@@ -166,7 +166,7 @@ fn every_request_is_one_json_log_line() {
 fn sigterm_lets_in_flight_downloads_finish_then_exits() {
     let f = Fixture::new();
     let big = f.module("compute_90", Some(16 << 20));
-    f.publish_modules(std::slice::from_ref(&big));
+    f.append_modules(std::slice::from_ref(&big));
     let mut s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     // A slow reader: the server cannot push the whole blob into the socket at once.
     let mut c = TcpStream::connect(s.addr).unwrap();

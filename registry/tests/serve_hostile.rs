@@ -82,7 +82,7 @@ fn honest_get(addr: SocketAddr, path: &str, expect: &[u8]) -> Duration {
 fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
     let f = Fixture::new();
     let big = f.module("compute_90", Some(8 << 20));
-    f.publish_modules(&[big.clone(), f.module("sm_90", None)]);
+    f.append_modules(&[big.clone(), f.module("sm_90", None)]);
     let s = ServeProcess::start(
         &f.reg_path(),
         "127.0.0.1:0",
@@ -176,7 +176,7 @@ fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
 #[test]
 fn finding_1_requests_per_connection_are_capped() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let s = ServeProcess::start(
         &f.reg_path(),
         "127.0.0.1:0",
@@ -281,7 +281,7 @@ fn status_of(addr: SocketAddr, head: &[u8]) -> Option<u16> {
 #[test]
 fn finding_2_random_paths_headers_and_ranges_always_get_an_answer() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let mut seed = [0u8; 8];
     getrandom::fill(&mut seed).unwrap();
@@ -364,7 +364,7 @@ fn finding_2_random_paths_headers_and_ranges_always_get_an_answer() {
 #[test]
 fn finding_3_a_fifo_in_the_served_folder_pins_no_thread() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let fifo = layout::manifest(&Digest::of(b"a fifo"));
     mkfifo(&f.reg_path().join(&fifo));
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
@@ -404,7 +404,7 @@ fn finding_3_a_fifo_in_the_served_folder_pins_no_thread() {
 #[test]
 fn finding_5_a_racing_link_never_serves_an_outside_byte() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let reg = f.reg_path();
     let outside = f.path("outside");
     let secret = b"OUTSIDE-THE-ROOT-SECRET".repeat(10);
@@ -496,7 +496,7 @@ fn finding_5_a_racing_link_never_serves_an_outside_byte() {
 fn finding_8_files_outside_the_layout_are_not_served() {
     let f = Fixture::new();
     let m = f.module("sm_90", None);
-    f.publish_modules(std::slice::from_ref(&m));
+    f.append_modules(std::slice::from_ref(&m));
     let reg = f.reg_path();
     std::fs::write(reg.join("notes.txt"), b"private notes").unwrap();
     std::fs::create_dir_all(reg.join("keys")).unwrap();

@@ -59,7 +59,7 @@ fn visible_files(dir: &Path) -> Vec<String> {
 #[test]
 fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
     let f = Fixture::new();
-    f.publish(&["sm_80", "sm_90"]);
+    f.append(&["sm_80", "sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let target = f.path("mirror");
 
@@ -102,7 +102,7 @@ fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
     );
 
     let new = f.module("sm_120", None);
-    f.publish_modules(std::slice::from_ref(&new));
+    f.append_modules(std::slice::from_ref(&new));
     let r = sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
     assert_eq!((r.index_version, r.modules), (2, 3));
     // timestamp, index 2, the new build statement, manifest and blob; the rest is reused.
@@ -120,7 +120,7 @@ fn sync_verifies_and_a_second_sync_transfers_only_what_changed() {
 #[test]
 fn a_server_killed_mid_transfer_leaves_the_previous_version_and_the_next_sync_resumes() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let mut s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let target = f.path("mirror");
     sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
@@ -128,7 +128,7 @@ fn a_server_killed_mid_transfer_leaves_the_previous_version_and_the_next_sync_re
 
     let big = f.module("compute_90", Some(4 << 20));
     let size = big.0.size;
-    f.publish_modules(std::slice::from_ref(&big));
+    f.append_modules(std::slice::from_ref(&big));
     let proxy = FaultProxy::start(s.addr, Mode::Throttle(1 << 20));
     let (url, t2, root) = (proxy.url(), target.clone(), f.root_file.clone());
     let syncing = std::thread::spawn(move || sync_url(&url, &t2, &root, fast()));
@@ -175,7 +175,7 @@ fn a_server_killed_mid_transfer_leaves_the_previous_version_and_the_next_sync_re
 #[test]
 fn a_trickling_server_fails_on_the_minimum_speed_with_a_clear_error() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let proxy = FaultProxy::start(s.addr, Mode::Trickle(Duration::from_millis(20)));
     let http = HttpOptions {
@@ -238,7 +238,7 @@ fn a_server_that_never_answers_hits_the_read_timeout() {
 fn a_response_longer_than_the_signed_size_is_refused_at_the_cap() {
     let f = Fixture::new();
     let m = f.module("sm_90", None);
-    f.publish_modules(std::slice::from_ref(&m));
+    f.append_modules(std::slice::from_ref(&m));
     let blob = f.reg_path().join(Fixture::blob_rel(&m));
     let mut bytes = std::fs::read(&blob).unwrap();
     bytes.extend(std::iter::repeat_n(0u8, 8 << 20));
@@ -311,14 +311,14 @@ fn an_endless_response_is_cut_at_the_file_limit() {
 #[test]
 fn a_blob_altered_on_the_server_is_refused_and_nothing_is_stored() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let target = f.path("mirror");
     sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
     let v1_files = visible_files(&target);
 
     let m = f.module("sm_120", None);
-    f.publish_modules(std::slice::from_ref(&m));
+    f.append_modules(std::slice::from_ref(&m));
     let blob = f.reg_path().join(Fixture::blob_rel(&m));
     let mut bytes = std::fs::read(&blob).unwrap();
     bytes[100] ^= 1;
@@ -346,10 +346,10 @@ fn a_blob_altered_on_the_server_is_refused_and_nothing_is_stored() {
 #[test]
 fn a_stale_server_cannot_roll_the_local_copy_back() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let old = f.path("old");
     copy_dir(&f.reg_path(), &old);
-    f.publish(&["sm_120"]);
+    f.append(&["sm_120"]);
     let target = f.path("mirror");
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();
@@ -380,15 +380,15 @@ fn a_stale_server_cannot_roll_the_local_copy_back() {
 #[test]
 fn issue_18_a_mirror_cannot_roll_a_target_back_after_a_publisher_rotation() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let publisher2 = key();
     let root2 = f.root_rotating_publisher(2, &publisher2);
     std::fs::write(f.reg_path().join(layout::root(2)), &root2).unwrap();
-    let p = f.publish_modules_as(&[f.module("sm_80", None)], &publisher2);
+    let p = f.append_modules_as(&[f.module("sm_80", None)], &publisher2);
     assert!(p.recovered, "{p:?}");
     let old = f.path("old");
     copy_dir(&f.reg_path(), &old);
-    let newer = f.publish_modules_as(&[f.module("sm_120", None)], &publisher2);
+    let newer = f.append_modules_as(&[f.module("sm_120", None)], &publisher2);
     assert!(
         newer.index_version > p.index_version,
         "{newer:?} after {p:?}"
@@ -421,7 +421,7 @@ fn issue_18_a_mirror_cannot_roll_a_target_back_after_a_publisher_rotation() {
 #[test]
 fn issue_18_a_fifo_in_the_target_is_refused_without_blocking() {
     let f = Fixture::new();
-    f.publish(&["sm_90"]);
+    f.append(&["sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     for victim in [layout::TIMESTAMP.to_string(), layout::index(1)] {
         let target = f.path(&format!("mirror-{}", victim.len()));
@@ -457,7 +457,7 @@ fn issue_18_a_fifo_in_the_target_is_refused_without_blocking() {
 #[test]
 fn a_damaged_local_copy_is_repaired_from_the_server() {
     let f = Fixture::new();
-    f.publish(&["sm_80", "sm_90"]);
+    f.append(&["sm_80", "sm_90"]);
     let s = ServeProcess::start(&f.reg_path(), "127.0.0.1:0", &[]);
     let target = f.path("mirror");
     sync_url(&s.url(), &target, &f.root_file, fast()).unwrap();

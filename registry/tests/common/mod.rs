@@ -1,195 +1,21 @@
-//! Shared fixtures of the registry's integration tests: generated keys and trust root, a
-//! directory registry published with the real publisher (real cubins, and a large PTX
-//! module for mid-transfer faults), the real `cuda-aot-registry serve` process, and a
-//! fault-injecting TCP proxy that sits between a client and a real server.
+//! Shared fixtures of the registry's integration tests: the real `cuda-aot-registry serve`
+//! process, a fault-injecting TCP proxy that sits between a client and a real server, and
+//! raw HTTP requests. Keys, trust roots, real cubins (and the large PTX module of
+//! mid-transfer faults) and registries published with the real publisher come from
+//! `cuda-aot-testkit`.
 
 #![allow(dead_code)] // each test file uses a subset
 
-#[path = "../../../tests/common/fixtures.rs"]
-mod fixtures;
-pub use fixtures::*;
+pub use cuda_aot_testkit::*;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use cuda_aot::metadata::{Attested, BuildStatement};
-use cuda_aot::source::DirSource;
-use cuda_aot::verify::{Options, Verified, verify_all};
-use cuda_aot::*;
-use cuda_aot_registry::{DirRegistry, PublishOptions, Published, Release, SignedBuild};
-
-/// A module as the build writes it: its manifest and blob.
-pub type Module = (Manifest, Vec<u8>);
-/// A manifest file and its blob, as a signed build holds them.
-pub type ManifestAndBlob = (Vec<u8>, Vec<u8>);
-
-/// A file of the workspace's `tests/data/`.
-pub fn data(rel: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data")
-        .join(rel);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// The signed trust root (v1, dev channel) of `keys`.
-pub fn root_file(keys: &Keys) -> Vec<u8> {
-    sign_doc(&root_payload(keys, 1, Channel::Dev), &[&keys.root])
-}
-
-/// A dev-channel manifest for `blob`, as the build would write it (`compute_*` targets
-/// are PTX).
-pub fn manifest(module: &str, target: &str, blob: &[u8]) -> Manifest {
-    fixtures::manifest(module, target, blob, Channel::Dev)
-}
-
-/// PTX text of `add.cu` padded with comment lines to about `size` bytes: a large module
-/// whose transfer takes long enough to be interrupted.
-pub fn big_ptx(size: usize, salt: u64) -> Vec<u8> {
-    let mut b = data("elf/add_compute_90.ptx");
-    let mut n = salt;
-    while b.len() < size {
-        n = n
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        b.extend_from_slice(format!("// pad {n:016x}\n").as_bytes());
-    }
-    b
-}
-
-/// A temporary directory registry with a trust root.
-pub struct Fixture {
-    pub dir: tempfile::TempDir,
-    pub keys: Keys,
-    pub root_file: Vec<u8>,
-}
-
-impl Fixture {
-    pub fn new() -> Self {
-        let keys = Keys::new();
-        let root_file = root_file(&keys);
-        let f = Fixture {
-            dir: tempfile::tempdir().unwrap(),
-            keys,
-            root_file,
-        };
-        f.registry().ensure_root(&f.root_file).unwrap();
-        f
-    }
-
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-
-    pub fn reg_path(&self) -> PathBuf {
-        self.path("registry")
-    }
-
-    pub fn registry(&self) -> DirRegistry {
-        DirRegistry::new(self.reg_path())
-    }
-
-    /// A module: the real cubin of `add` for `sm_*`, or PTX for `compute_*` (padded to
-    /// `pad` bytes when given).
-    pub fn module(&self, target: &str, pad: Option<usize>) -> Module {
-        let blob = match (target.starts_with("compute_"), pad) {
-            (true, Some(n)) => big_ptx(n, 7),
-            (true, None) => data(&format!("elf/add_{target}.ptx")),
-            (false, _) => data(&format!("elf/add_{target}.cubin")),
-        };
-        (manifest("add", target, &blob), blob)
-    }
-
-    /// Publishes `add` for each target.
-    pub fn publish(&self, targets: &[&str]) -> Published {
-        let mods: Vec<_> = targets.iter().map(|t| self.module(t, None)).collect();
-        self.publish_modules(&mods)
-    }
-
-    /// Publishes `mods` as one build signed by the fixture's builder, keeping the entries
-    /// of earlier builds (so each publish adds to the registry).
-    pub fn publish_modules(&self, mods: &[Module]) -> Published {
-        self.publish_modules_as(mods, &self.keys.publisher)
-    }
-
-    /// [`Fixture::publish_modules`] signed by `publisher` (a key a rotation introduced).
-    pub fn publish_modules_as(&self, mods: &[Module], publisher: &SecretKey) -> Published {
-        let anchor = &self.root_file;
-        let root = cuda_aot::trust::verify_anchor(anchor, &Limits::default(), "root").unwrap();
-        let (statement, files) = build(mods, &self.keys.builder);
-        let release = Release {
-            build: SignedBuild::new(&root, statement, files).unwrap(),
-            promotions: vec![],
-        };
-        let opts = PublishOptions {
-            keep_unlisted: true,
-            ..PublishOptions::default()
-        };
-        self.registry()
-            .publish(anchor, &release, &[publisher], &opts)
-            .unwrap()
-    }
-
-    /// Root v`version` of the fixture's keys with `publisher` as the only publisher key,
-    /// signed by the fixture's root key (the root keys stay: old and new root keys are the
-    /// same), as `root/<version>.root.json` bytes.
-    pub fn root_rotating_publisher(&self, version: u64, publisher: &SecretKey) -> Vec<u8> {
-        let mut root = root_payload(&self.keys, version, Channel::Dev);
-        root.roles.publisher = cuda_aot::metadata::Role {
-            keys: vec![publisher.public()],
-            threshold: 1,
-        };
-        sign_doc(&root, &[&self.keys.root])
-    }
-
-    /// The registry file of a module's blob.
-    pub fn blob_rel(m: &Module) -> String {
-        cuda_aot::source::layout::blob(&m.0.module_digest)
-    }
-}
-
-/// A signed build of `mods`: the build statement (signed by `builder`) and each manifest
-/// file with its blob.
-pub fn build(mods: &[Module], builder: &SecretKey) -> (Vec<u8>, Vec<ManifestAndBlob>) {
-    let files: Vec<(Vec<u8>, Vec<u8>)> = mods
-        .iter()
-        .map(|(m, b)| (json::to_vec(m), b.clone()))
-        .collect();
-    let mut manifests: Vec<Attested> = mods
-        .iter()
-        .zip(&files)
-        .map(|((m, _), (f, _))| Attested {
-            module: m.identity.module.clone(),
-            sm: m.identity.sm,
-            kind: m.identity.kind,
-            manifest: Digest::of(f),
-            manifest_size: f.len() as u64,
-        })
-        .collect();
-    manifests.sort();
-    let statement = BuildStatement {
-        schema: BuildStatement::SCHEMA.into(),
-        channel: Channel::Dev,
-        manifests,
-    };
-    (sign_doc(&statement, &[builder]), files)
-}
-
-/// Verifies the registry folder `dir` fully (metadata and every blob) against `root_file`.
-pub fn verify_dir(dir: &Path, root_file: &[u8]) -> Result<Verified> {
-    let src = DirSource::new(dir);
-    Ok(verify_all(
-        &src,
-        root_file,
-        Default::default(),
-        &Options::default(),
-    )?)
-}
 
 /// The real `cuda-aot-registry serve` process.
 pub struct ServeProcess {
