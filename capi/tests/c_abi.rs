@@ -84,7 +84,7 @@ fn verify_c_names_the_module_and_the_fix_when_one_byte_of_a_blob_is_flipped() {
 #[test]
 fn verify_c_refuses_a_missing_registry_with_a_fix() {
     let r = Registry::publish();
-    let missing = r.dir.path().join("no-such-registry");
+    let missing = r.fixture.path("no-such-registry");
     let out = run(verify_c(), &[&missing, &r.trust_root()], &r.state_dir());
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -219,7 +219,7 @@ fn handles_under_asan(r: &Registry, state: &Path, defines: &[&str]) -> std::proc
 #[test]
 fn every_handle_is_freed_under_address_sanitizer_with_the_static_library() {
     let r = Registry::publish();
-    let state = r.dir.path().join("state.json");
+    let state = r.fixture.path("state.json");
     let out = handles_under_asan(&r, &state, &[]);
     let (stdout, stderr) = texts(&out);
     assert!(
@@ -236,7 +236,7 @@ fn every_handle_is_freed_under_address_sanitizer_with_the_static_library() {
 #[test]
 fn address_sanitizer_reports_a_report_that_is_not_freed() {
     let r = Registry::publish();
-    let out = handles_under_asan(&r, &r.dir.path().join("state.json"), &["LEAK_ONE_REPORT"]);
+    let out = handles_under_asan(&r, &r.fixture.path("state.json"), &["LEAK_ONE_REPORT"]);
     let (stdout, stderr) = texts(&out);
     assert_eq!(out.status.code(), Some(23), "{stdout}\n{stderr}");
     assert!(

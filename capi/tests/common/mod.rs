@@ -1,104 +1,55 @@
-//! Shared by the C tests: a real signed registry (generated keys, real cubins of
-//! `tests/data/elf/add.cu`, published in-process with the real publisher), the built
-//! library found beside the test binary, and C programs compiled against it with `cc`.
+//! Shared by the C tests: a real signed registry of `cuda-aot-testkit` (generated keys, real
+//! cubins of `tests/data/elf/add.cu`, published in-process with the real publisher) laid out
+//! for the C programs, the built library found beside the test binary, and C programs
+//! compiled against it with `cc`.
 
 #![allow(dead_code)] // each test file uses a subset
 
-#[path = "../../../tests/common/fixtures.rs"]
-mod fixtures;
-pub use fixtures::*;
+pub use cuda_aot_testkit::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-use cuda_aot::metadata::BuildStatement;
-use cuda_aot::source::layout;
-use cuda_aot::*;
-use cuda_aot_registry::{DirRegistry, PublishOptions, Release, SignedBuild};
 
 /// The workspace root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A real cubin of `tests/data/elf/add.cu` for `sm`.
-pub fn cubin(sm: &str) -> Vec<u8> {
-    let p = repo().join(format!("tests/data/elf/add_{sm}.cubin"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// A registry published in a temporary folder, and the trust root file it verifies with.
+/// A test registry of the testkit as the C programs see it: the registry folder, its trust
+/// root in a file beside it, and a folder for the rollback state.
 pub struct Registry {
-    pub dir: tempfile::TempDir,
-    pub keys: Keys,
+    /// The published registry, its keys and its temporary folder.
+    pub fixture: Fixture,
 }
 
 impl Registry {
     /// `add` for sm_80 and sm_90, one dev-channel build signed by a generated builder key,
     /// published by a generated publisher key under a generated root (v1).
     pub fn publish() -> Registry {
-        let keys = Keys::new();
-        let root_file = sign_doc(&root_payload(&keys, 1, Channel::Dev), &[&keys.root]);
-        let r = Registry {
-            dir: tempfile::tempdir().unwrap(),
-            keys,
-        };
-        std::fs::write(r.trust_root(), &root_file).unwrap();
-        let store = DirRegistry::new(r.path());
-        store.ensure_root(&root_file).unwrap();
-        let modules: Vec<(Manifest, Vec<u8>)> = ["sm_80", "sm_90"]
-            .iter()
-            .map(|sm| {
-                let blob = cubin(sm);
-                (manifest("add", sm, &blob, Channel::Dev), blob)
-            })
-            .collect();
-        let files: Vec<(Vec<u8>, Vec<u8>)> = modules
-            .iter()
-            .map(|(m, b)| (json::to_vec(m), b.clone()))
-            .collect();
-        let statement = BuildStatement::over(
-            Channel::Dev,
-            modules
-                .iter()
-                .zip(&files)
-                .map(|((m, _), (f, _))| (m, f.as_slice())),
-        );
-        let statement = sign_doc(&statement, &[&r.keys.builder]);
-        let root = cuda_aot::trust::verify_anchor(&root_file, &Limits::default(), "root").unwrap();
-        let release = Release {
-            build: SignedBuild::new(&root, statement, files).unwrap(),
-            promotions: vec![],
-        };
-        store
-            .publish(
-                &root_file,
-                &release,
-                &[&r.keys.publisher],
-                &PublishOptions::default(),
-            )
-            .unwrap();
-        r
+        let fixture = Fixture::new();
+        std::fs::write(fixture.path("root.json"), &fixture.root_file).unwrap();
+        fixture.append(&["sm_80", "sm_90"]);
+        Registry { fixture }
     }
 
     /// The registry folder.
     pub fn path(&self) -> PathBuf {
-        self.dir.path().join("registry")
+        self.fixture.reg_path()
     }
 
     /// The trust root file (beside the registry).
     pub fn trust_root(&self) -> PathBuf {
-        self.dir.path().join("root.json")
+        self.fixture.path("root.json")
     }
 
     /// The rollback-state folder the C programs are pointed at (`CUDA_AOT_STATE_DIR`).
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.fixture.path("state")
     }
 
     /// The published blob of `add` for `sm`.
     pub fn blob(&self, sm: &str) -> PathBuf {
-        self.path().join(layout::blob(&Digest::of(&cubin(sm))))
+        self.fixture.blob_path(sm)
     }
 }
 
