@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn wrong_payload_type_is_refused() {
-        let k = SecretKey::from_seed([1; 32]);
+        let k = crate::keys::tests::key();
         let env = Envelope::sign(PayloadType::Build, b"{}", &[&k]);
         let err =
             Envelope::parse(&env.to_bytes(), 1 << 16, PayloadType::Index, "index").unwrap_err();

@@ -209,10 +209,18 @@ mod tests {
     use cuda_aot::metadata::{MaxExpiry, Role, Roles, Root, Time};
     use cuda_aot::{Channel, SecretKey};
 
-    fn root_file(seed: u8) -> Vec<u8> {
-        let k = SecretKey::from_seed([seed; 32]);
-        let role = |s: u8| Role {
-            keys: vec![SecretKey::from_seed([s; 32]).public()],
+    /// A key from the OS random source: no key of a test is ever fixed.
+    fn key() -> SecretKey {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).unwrap();
+        SecretKey::from_seed(seed)
+    }
+
+    /// A signed trust root of freshly generated keys.
+    fn root_file() -> Vec<u8> {
+        let k = key();
+        let role = |k: &SecretKey| Role {
+            keys: vec![k.public()],
             threshold: 1,
         };
         let root = Root {
@@ -222,10 +230,10 @@ mod tests {
             channel: Channel::Dev,
             max_expiry: MaxExpiry::DEFAULT,
             roles: Roles {
-                root: role(seed),
-                builder: role(seed + 1),
-                reviewer: role(seed + 2),
-                publisher: role(seed + 3),
+                root: role(&k),
+                builder: role(&key()),
+                reviewer: role(&key()),
+                publisher: role(&key()),
             },
         };
         cuda_aot::metadata::sign_doc(&root, &[&k]).to_bytes()
@@ -262,7 +270,7 @@ mod tests {
         );
         // The same through a linked `index/` folder and a linked root folder.
         std::os::unix::fs::symlink(&outside, root.join("root")).unwrap();
-        let err = reg.ensure_root(&root_file(1)).unwrap_err();
+        let err = reg.ensure_root(&root_file()).unwrap_err();
         assert!(
             matches!(&err, Error::Core(cuda_aot::Error::Symlink { .. })),
             "{err}"
@@ -278,13 +286,14 @@ mod tests {
     fn a_different_root_of_the_same_version_is_a_root_conflict() {
         let d = tempfile::tempdir().unwrap();
         let reg = DirRegistry::new(d.path());
-        assert_eq!(reg.ensure_root(&root_file(1)).unwrap(), 1);
+        let (first, other) = (root_file(), root_file());
+        assert_eq!(reg.ensure_root(&first).unwrap(), 1);
         assert_eq!(
-            reg.ensure_root(&root_file(1)).unwrap(),
+            reg.ensure_root(&first).unwrap(),
             1,
             "the same root again is fine"
         );
-        let err = reg.ensure_root(&root_file(10)).unwrap_err();
+        let err = reg.ensure_root(&other).unwrap_err();
         assert!(
             matches!(&err, Error::RootConflict { version: 1, .. }),
             "{err}"
@@ -292,7 +301,7 @@ mod tests {
         assert!(err.fix().contains("trust-root --previous"), "{}", err.fix());
         assert_eq!(
             std::fs::read(d.path().join("root/1.root.json")).unwrap(),
-            root_file(1)
+            first
         );
     }
 }

@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn pem_is_the_rfc_8410_subject_public_key_info_of_the_key() {
-        let key = cuda_aot::SecretKey::from_seed([7; 32]).public();
+        let key = crate::devkeys::generate().unwrap().public();
         let pem = export(&key, Format::Pem).unwrap();
         let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
         use base64::Engine as _;
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn sslib_keyid_is_the_id_cuda_aot_signs_with() {
-        let key = cuda_aot::SecretKey::from_seed([9; 32]).public();
+        let key = crate::devkeys::generate().unwrap().public();
         let doc: serde_json::Value =
             serde_json::from_str(&export(&key, Format::Sslib).unwrap()).unwrap();
         assert_eq!(doc["keyid"], key.key_id().hex());
