@@ -1,0 +1,116 @@
+//! Shared-cache settings refused before anything is built: keys the trust root does not
+//! list, missing keys, URLs of unsupported kinds, and an expired trust root.
+
+use crate::common::{Keys, Out, Ws, snapshot, xtask};
+use crate::{build, url};
+use cuda_aot::metadata::{Root, Time};
+
+#[test]
+fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let other = Keys::new(&tmp.path().join("other"), "dev");
+    let ws = Ws::new();
+    let remote = tmp.path().join("shared");
+    // A builder key the trust root does not list.
+    let run = build(&ws, &remote, &keys, Some(&other.key("builder"))).failed();
+    assert!(
+        run.stderr
+            .contains("is not a builder key of the trust root"),
+        "{}",
+        run.stderr
+    );
+    // Read-write with a generated root and no key.
+    let run = ws
+        .build(&[
+            "--remote-cache",
+            &url(&remote),
+            "--remote-cache-trust",
+            &keys.root().display().to_string(),
+            "--remote-cache-mode",
+            "read-write",
+        ])
+        .failed();
+    assert!(
+        run.stderr.contains("no builder key was given"),
+        "{}",
+        run.stderr
+    );
+    // A URL of a kind not supported, an OCI tag where a repository is meant, and a bucket
+    // name S3 would refuse: each refused, saying what to give.
+    for (url, said) in [
+        (
+            "https://cache.example/team",
+            &[
+                "not a shared cache this tool can use",
+                "Fix: give file:///",
+                "s3://BUCKET/PREFIX",
+                "oci://HOST/REPOSITORY",
+            ][..],
+        ),
+        (
+            "oci://registry.example/team/cache:v1",
+            &["without a :TAG or @DIGEST"],
+        ),
+        ("s3://Not_A_Bucket/prefix", &["bucket name must be 3 to 63"]),
+    ] {
+        let out = Out::of(
+            xtask()
+                .args(["build", "--spec"])
+                .arg(ws.spec_path())
+                .args(["--remote-cache", url]),
+        )
+        .failed();
+        for s in said {
+            assert!(out.stderr.contains(s), "{url}: {}", out.stderr);
+        }
+    }
+    assert!(!remote.exists(), "nothing was written");
+    assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+}
+
+/// Entries are trusted through the trust root's builder keys, so not through a root that
+/// has expired: the build refuses the shared cache before it builds or reads anything,
+/// naming the root and saying how to renew it.
+#[test]
+fn an_expired_trust_root_is_refused_for_the_shared_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    // The same root, expired in 2001 and signed again with its own (generated) root key.
+    let bytes = std::fs::read(keys.root()).unwrap();
+    let (_, mut root) = cuda_aot::trust::decode_envelope::<Root>(&bytes, 1 << 20, "root").unwrap();
+    root.expires = Time::from_unix(1_000_000_000);
+    let text = std::fs::read_to_string(keys.key("root")).unwrap();
+    let seed = text.lines().find_map(|l| l.strip_prefix("seed: ")).unwrap();
+    let mut s = [0u8; 32];
+    hex::decode_to_slice(seed, &mut s).unwrap();
+    let root_key = cuda_aot::SecretKey::from_seed(s);
+    let expired = tmp.path().join("expired.json");
+    std::fs::write(
+        &expired,
+        cuda_aot::metadata::sign_doc(&root, &[&root_key]).to_bytes(),
+    )
+    .unwrap();
+
+    let ws = Ws::new();
+    let remote = tmp.path().join("shared");
+    std::fs::create_dir_all(&remote).unwrap();
+    let run = ws
+        .build(&[
+            "--remote-cache",
+            &url(&remote),
+            "--remote-cache-trust",
+            &expired.display().to_string(),
+        ])
+        .failed();
+    for said in [
+        "the shared build cache's trust root",
+        "trust root v1",
+        "2001-09-09",
+        "Fix: renew the trust root",
+    ] {
+        assert!(run.stderr.contains(said), "{said}: {}", run.stderr);
+    }
+    assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
+    assert!(snapshot(&remote).is_empty(), "nothing was read or written");
+}
