@@ -11,7 +11,7 @@
 //! - `CUDA_AOT_PARITY_ALTERED_SPEC` / `CUDA_AOT_PARITY_ALTERED_BUILD`: the same with the
 //!   altered kernel, the committed fixture `kernels/research/altered/` (the twiddle index
 //!   of `ntt_stages` forgets the tile's low bits, which only matters from the second fused
-//!   launch on: stages 10 and up; `xtask/tests/promote.rs` keeps it equal to `ntt_fused`
+//!   launch on: stages 10 and up; `xtask/tests/promote/altered.rs` keeps it equal to `ntt_fused`
 //!   but for that line).
 
 use std::path::{Path, PathBuf};
