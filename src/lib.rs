@@ -12,7 +12,9 @@
 //! use cuda_aot::{Policy, Runtime};
 //!
 //! # fn main() -> Result<(), cuda_aot::Error> {
-//! let trust = std::fs::read("keys/root.json").expect("trust root");
+//! // The production trust root the prover ships with (`cargo xtask trust-root` writes it;
+//! // keys/README.md): here beside the registry it opens.
+//! let trust = std::fs::read("/srv/cuda-aot/root.json").expect("trust root");
 //! let rt = Runtime::open("/srv/cuda-aot/registry", &trust, Policy::production())?;
 //! rt.preload()?;
 //! let kernel = rt.kernel("ntt", "ntt_butterfly")?; // launch on a cudarc stream
@@ -28,7 +30,7 @@
 //!
 //! # fn main() -> Result<(), cuda_aot::Error> {
 //! let src = DirSource::new("/srv/cuda-aot/registry");
-//! let trust = std::fs::read("keys/root.json").expect("trust root");
+//! let trust = std::fs::read("/srv/cuda-aot/root.json").expect("trust root");
 //! // Steps 1-8: root chain, timestamp, index, statements, promotions, manifests, blobs and
 //! // their content; the first failure is returned with the entry it concerns.
 //! let verified = verify_all(&src, &trust, Default::default(), &Options::default())?;
