@@ -50,7 +50,7 @@ impl DirRegistry {
     /// Stores the signed trust root file as `root/<N>.root.json` unless that file already
     /// holds exactly these bytes. A different file at the same version is refused.
     pub fn ensure_root(&self, anchor: &[u8]) -> Result<u64> {
-        publish::ensure_root(self, anchor)
+        publish::ensure_root(self, anchor, &self.limits)
     }
 
     /// Publishes `release` (see [`publish::publish`]).

@@ -13,7 +13,7 @@
 //! use cuda_aot_registry::{DirRegistry, PublishOptions, Release, SignedBuild};
 //! # let (anchor, statement, files, publisher): (Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>, cuda_aot::SecretKey) = todo!();
 //! let root = cuda_aot::trust::verify_anchor(&anchor, &Default::default(), "trust root")?;
-//! let build = SignedBuild::new(&root, statement, files)?; // builder threshold checked
+//! let build = SignedBuild::new(&root, statement, files, &Default::default())?; // builder threshold checked
 //! let reg = DirRegistry::new("/srv/registry");
 //! reg.ensure_root(&anchor)?;
 //! let release = Release { build, promotions: vec![] };

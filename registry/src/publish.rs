@@ -177,10 +177,10 @@ impl Step {
     }
 }
 
-/// Stores `anchor` (a signed trust root file) unless the registry holds it already.
-pub fn ensure_root(store: &dyn Store, anchor: &[u8]) -> Result<u64> {
-    let limits = Limits::default();
-    let root = cuda_aot::trust::verify_anchor(anchor, &limits, "trust root")?;
+/// Stores `anchor` (a signed trust root file, checked within `limits`) unless the
+/// registry holds it already.
+pub fn ensure_root(store: &dyn Store, anchor: &[u8], limits: &Limits) -> Result<u64> {
+    let root = cuda_aot::trust::verify_anchor(anchor, limits, "trust root")?;
     let version = root.root().version;
     store.put_root(version, anchor)?;
     Ok(version)

@@ -68,10 +68,10 @@ fn publish_via(
     let root = cuda_aot::trust::verify_anchor(&f.root_file, &Limits::default(), "root").unwrap();
     let Build { statement, files } = Build::legacy(mods, &[&f.keys.builder]);
     let release = Release {
-        build: SignedBuild::new(&root, statement, files)?,
+        build: SignedBuild::new(&root, statement, files, &Default::default())?,
         promotions: vec![],
     };
-    cuda_aot_registry::publish::ensure_root(st, &f.root_file)?;
+    cuda_aot_registry::publish::ensure_root(st, &f.root_file, &Default::default())?;
     cuda_aot_registry::publish::publish(
         st,
         &f.root_file,

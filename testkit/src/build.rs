@@ -69,7 +69,7 @@ impl Build {
     /// The build checked against `root` as the publisher takes it, with the one source the
     /// fixture's provenance names (a statement of the earlier form names none).
     pub fn signed(self, root: &VerifiedRoot) -> cuda_aot_registry::Result<SignedBuild> {
-        let mut signed = SignedBuild::new(root, self.statement, self.files)?;
+        let mut signed = SignedBuild::new(root, self.statement, self.files, &Default::default())?;
         if !signed.sources_named().is_empty() {
             signed.add_source(FIXTURE_SPEC.to_vec())?;
         }

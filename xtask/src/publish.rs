@@ -338,7 +338,7 @@ pub fn publish_output_to(
         false => root,
         true => root.awaiting_builders(),
     };
-    let mut build = SignedBuild::new(&builders, statement, files).map_err(|e| {
+    let mut build = SignedBuild::new(&builders, statement, files, &limits).map_err(|e| {
         let fix = format!(
             "{}; if the build output changed since it was signed, run cargo xtask sign again",
             e.fix()
@@ -370,7 +370,7 @@ pub fn publish_output_to(
             )
         })?;
     }
-    cuda_aot_registry::publish::ensure_root(store, &anchor)?;
+    cuda_aot_registry::publish::ensure_root(store, &anchor, &limits)?;
     let mut promotions = Vec::new();
     for p in outdir::promotion_files(out)?.iter().chain(extra) {
         let file = cuda_aot::fs::read_capped(p, limits.promotion, "promotion record")

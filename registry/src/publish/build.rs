@@ -43,13 +43,14 @@ impl SignedBuild {
     /// [`cuda_aot::provenance::open_build`] reads) against `root`, and
     /// pairs each attested manifest with its file and blob from `files` (manifest file
     /// bytes, blob bytes): every manifest the statement lists must be given exactly once,
-    /// match its attested size and blake3, and describe its blob (size, blake3).
+    /// match its attested size and blake3, and describe its blob (size, blake3). The
+    /// statement is read within `limits`, the caller's caps.
     pub fn new(
         root: &VerifiedRoot,
         statement_file: Vec<u8>,
         files: Vec<(Vec<u8>, Vec<u8>)>,
+        limits: &Limits,
     ) -> Result<Self> {
-        let limits = Limits::default();
         let opened = open_build(root, &statement_file, limits.statement, "build statement")?;
         let (statement, provenance) = (opened.attestation, opened.statement);
         // Every manifest and blob hashed once, on several threads when the build is large.

@@ -89,13 +89,12 @@ impl ServeArgs {
         o.access_log = !self.no_access_log;
         o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);
         if let (Some(token), Some(trust)) = (&self.publish_token_file, &self.trust) {
-            o.publish =
-                Some(
-                    PublishSettings::load(token, trust).map_err(|reason| Error::Serve {
-                        addr: self.addr.to_string(),
-                        reason: format!("publishing cannot start: {reason}"),
-                    })?,
-                );
+            o.publish = Some(
+                PublishSettings::load(token, trust, &o.limits).map_err(|reason| Error::Serve {
+                    addr: self.addr.to_string(),
+                    reason: format!("publishing cannot start: {reason}"),
+                })?,
+            );
         }
         Ok(o)
     }

@@ -643,12 +643,16 @@ impl std::fmt::Debug for PublishSettings {
 
 impl PublishSettings {
     /// Reads the token file (private, one line of at least 16 characters) and the trust
-    /// root file (which must verify on its own).
-    pub fn load(token_file: &Path, trust: &Path) -> std::result::Result<Self, String> {
+    /// root file (which must verify on its own, within the server's `limits`).
+    pub fn load(
+        token_file: &Path,
+        trust: &Path,
+        limits: &Limits,
+    ) -> std::result::Result<Self, String> {
         let token = read_token_file(token_file)?;
-        let anchor = cuda_aot::fs::read_capped(trust, Limits::default().root, "trust root")
+        let anchor = cuda_aot::fs::read_capped(trust, limits.root, "trust root")
             .map_err(|e| format!("{}: {e}", trust.display()))?;
-        cuda_aot::trust::verify_anchor(&anchor, &Limits::default(), &trust.display().to_string())
+        cuda_aot::trust::verify_anchor(&anchor, limits, &trust.display().to_string())
             .map_err(|e| format!("{e}"))?;
         Ok(PublishSettings { token, anchor })
     }
