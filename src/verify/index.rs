@@ -11,7 +11,7 @@ use crate::identity::Channel;
 use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::manifest::Manifest;
-use crate::metadata::{Index, IndexEntry, Time, Timestamp};
+use crate::metadata::{DocRef, Index, IndexEntry, Promotion, Time, Timestamp};
 use crate::source::{RegistrySource, layout, read_exact_signed};
 use crate::state::TrustState;
 use crate::trust::VerifiedRoot;
@@ -33,6 +33,15 @@ impl VerifiedIndex {
     /// The verified index.
     pub fn index(&self) -> &Index {
         &self.index
+    }
+    /// The promotion records the index lists, each opened against the root (reviewer
+    /// threshold: step 5), with its reference in the index, in index order: a publisher
+    /// keeping them reads none of them again.
+    pub fn promotions(&self) -> impl Iterator<Item = (&DocRef, &Promotion)> {
+        self.index
+            .promotions
+            .iter()
+            .zip(self.promotions.iter().map(|p| &p.promotion))
     }
     /// The build statements the index lists, verified (builder threshold, channel), in the
     /// order of their file digests.

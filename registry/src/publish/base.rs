@@ -43,15 +43,24 @@ pub(super) fn base(
         awaiting_rebuild: true,
         ..Options::ignoring_expiry()
     };
-    let (root, timestamp, index, recovered) = match raw_ts {
-        None => (walk(src, anchor_root, limits)?, None, None, false),
+    let (root, timestamp, index, promotions, recovered) = match raw_ts {
+        None => (
+            walk(src, anchor_root, limits)?,
+            None,
+            None,
+            Vec::new(),
+            false,
+        ),
         Some(ts_file) => match verify_metadata(src, anchor, TrustState::default(), &opts) {
+            // The current index's promotion records, as the verifier opened them.
             Ok(v) => {
                 let ts = v.timestamp().clone();
+                let promotions = v.promotions().map(|(r, p)| (*r, p.clone())).collect();
                 (
                     v.root().clone(),
                     Some((ts, Digest::of(&ts_file))),
                     Some(v.index().clone()),
+                    promotions,
                     false,
                 )
             }
@@ -68,20 +77,11 @@ pub(super) fn base(
                 let ts = decode_unverified::<Timestamp>(&ts_file, limits.timestamp, "timestamp")
                     .ok()
                     .map(|t| (t, digest));
-                (root, ts, None, true)
+                (root, ts, None, Vec::new(), true)
             }
             Err(e) => return Err(e.into()),
         },
     };
-    let mut promotions = Vec::new();
-    for r in index.as_ref().map_or(&[][..], |i: &Index| &i.promotions) {
-        let path = layout::promotion(&r.digest);
-        let file = cuda_aot::source::read_exact_signed(src, &path, r.size, &r.digest, &path)?;
-        promotions.push((
-            *r,
-            root.open::<Promotion>(&file, limits.promotion, &path)?.doc,
-        ));
-    }
     let keys = &root.root().roles.publisher.keys;
     if let Some(k) = publisher.iter().find(|k| !keys.contains(&k.public())) {
         return Err(Error::NotPublisher {
