@@ -1,7 +1,7 @@
 // A Poseidon2-style permutation over BabyBear whose constants live in device globals that
 // the host fills once after loading, before the first launch: the way provers ship round
 // constants, MDS matrices and NTT twiddles. cuda-aot signs every global's size, memory
-// space and initialisation (issue 19, item 4); the GPU tests (tests/foreign/globals.rs) fill the
+// space and initialisation (issue 19, item 4); the GPU tests (tests/foreign.rs) fill the
 // tables through Module::global, run the kernels and compare with a CPU reference.
 //
 // Globals (sizeof each, as the manifests sign them):
