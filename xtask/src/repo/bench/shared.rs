@@ -553,7 +553,7 @@ fn write_doc(doc: &Path, table: &str, modules: usize) -> Result<()> {
     let text = format!(
         "# Shared build cache benchmark\n\n\
 Written by `cargo xtask bench --shared-cache` (issue 20); do not edit by hand. The corpus is\n\
-generated: {modules} modules of `xtask/src/bench/heavy.cu` (prover-style Montgomery\n\
+generated: {modules} modules of `xtask/src/repo/bench/heavy.cu` (prover-style Montgomery\n\
 multiplication over 12- and 8-limb fields, unrolled chains of 4 to 7 rounds), each with its\n\
 own geometry, for {} and then {ADDED} as well. The shared cache is a folder\n\
 (`file://`), and for one row the same entries in a bucket of the pinned S3 server\n\
