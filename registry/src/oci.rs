@@ -20,7 +20,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use crate::error::{Error, Failure, Result};
-use crate::remote::{Fetched, HttpOptions, Remote};
+use crate::remote::{Attempt, Fetched, GaveUp, HttpOptions, Remote};
 
 /// The artifact type of a cuda-aot registry snapshot.
 pub const ARTIFACT_TYPE: &str = "application/vnd.cuda-aot.registry.v1";
@@ -410,25 +410,22 @@ pub(crate) async fn pull_layer(
 }
 
 /// Runs `attempt` until it succeeds, fails for good (its `false`), or the attempts of
-/// `http` are spent, waiting the policy's backoff between: the retry loop of every OCI
-/// transfer. `Ok` has the value and the retries made; `Err` the last failure and the
-/// attempts made.
+/// `http` are spent, waiting the policy's backoff between: every OCI transfer through the
+/// one retry loop ([`crate::remote::retrying`]). `Ok` has the value and the retries made;
+/// `Err` the last failure and the attempts made.
 pub(crate) fn with_retries<T>(
     http: &HttpOptions,
     mut attempt: impl FnMut() -> std::result::Result<T, (Failure, bool)>,
 ) -> std::result::Result<(T, u32), (Failure, u32)> {
-    let mut retries = 0;
-    loop {
-        match attempt() {
-            Ok(v) => return Ok((v, retries)),
-            Err((failure, transient)) => {
-                if !transient || retries + 1 >= http.attempts.max(1) {
-                    return Err((failure, retries + 1));
-                }
-                retries += 1;
-                std::thread::sleep(http.backoff_for(retries, None));
-            }
-        }
+    let run = crate::remote::retrying(http, |n| match attempt() {
+        Ok(v) => Attempt::Done(v),
+        Err((failure, true)) => Attempt::Transient(failure, None),
+        Err((failure, false)) => Attempt::Permanent((failure, n)),
+    });
+    match run {
+        Ok((v, attempts)) => Ok((v, attempts - 1)),
+        Err(GaveUp::Permanent(stopped)) => Err(stopped),
+        Err(GaveUp::Exhausted(failure, attempts)) => Err((failure, attempts)),
     }
 }
 

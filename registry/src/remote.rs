@@ -14,7 +14,7 @@ use reqwest::blocking::Client;
 
 pub(crate) use options::REDACTED;
 pub use options::{HttpOptions, MinSpeed};
-pub(crate) use retry::body_text;
+pub(crate) use retry::{Attempt, GaveUp, body_text, retrying};
 
 use crate::error::{Error, Result};
 

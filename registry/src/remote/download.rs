@@ -13,7 +13,8 @@ use reqwest::blocking::Response;
 use reqwest::header::{CONTENT_LENGTH, HeaderMap};
 
 use super::retry::{
-    AttemptError, body_text, is_transient_status, read_failure, retry_after, transient,
+    Attempt, AttemptError, GaveUp, body_text, is_transient_status, read_failure, retry_after,
+    retrying, transient,
 };
 use super::{Fetched, HttpRemote, Remote};
 use crate::error::{Error, Failure, Result};
@@ -148,38 +149,38 @@ impl HttpRemote {
         let cap = max.saturating_add(1);
         let mut stats = Fetched::default();
         let mut whole = !resume;
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
+        // Attempts that started over without a failure to retry (an inconsistent range
+        // answer): not counted as retries.
+        let mut restarts = 0u32;
+        let done = retrying(&self.opts, |_| {
             match self.attempt(&url, cap, sink, whole, &mut stats) {
-                Ok(Outcome::Done) => {
-                    stats.found = true;
-                    return Ok(stats);
-                }
-                Ok(Outcome::Missing) => return Ok(stats),
-                Ok(Outcome::Restart) if attempt < self.opts.attempts.max(1) => whole = true,
+                Ok(Outcome::Done) => Attempt::Done(true),
+                Ok(Outcome::Missing) => Attempt::Done(false),
                 Ok(Outcome::Restart) => {
-                    return Err(Error::Transfer {
-                        url: url.to_string(),
-                        attempts: attempt,
-                        failure: Failure::Other(
-                            "the server answered a range request inconsistently".into(),
-                        ),
-                    });
+                    whole = true;
+                    restarts += 1;
+                    Attempt::Again(Failure::Other(
+                        "the server answered a range request inconsistently".into(),
+                    ))
                 }
-                Err(AttemptError::Permanent(e)) => return Err(e),
+                Err(AttemptError::Permanent(e)) => Attempt::Permanent(e),
                 Err(AttemptError::Transient(failure, retry_after)) => {
-                    if attempt >= self.opts.attempts.max(1) {
-                        return Err(Error::Transfer {
-                            url: url.to_string(),
-                            attempts: attempt,
-                            failure,
-                        });
-                    }
-                    stats.retries += 1;
-                    std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
+                    Attempt::Transient(failure, retry_after)
                 }
             }
+        });
+        match done {
+            Ok((found, attempts)) => {
+                stats.found = found;
+                stats.retries = attempts - 1 - restarts;
+                Ok(stats)
+            }
+            Err(GaveUp::Permanent(e)) => Err(e),
+            Err(GaveUp::Exhausted(failure, attempts)) => Err(Error::Transfer {
+                url: url.to_string(),
+                attempts,
+                failure,
+            }),
         }
     }
 

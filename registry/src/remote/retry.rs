@@ -1,6 +1,7 @@
-//! Which failures of an HTTP exchange are transient (retried) or permanent, how long a
-//! server asks to wait (`Retry-After`), the texts that describe a failure, and the retrying
-//! send of one request (a publish's PUT). The download loop with resume is in `download`.
+//! The one retry loop of every transfer ([`retrying`]: HTTP downloads with resume, a
+//! publish's PUT, OCI pulls and pushes), which failures of an HTTP exchange are transient
+//! or permanent, how long a server asks to wait (`Retry-After`), the texts that describe a
+//! failure, and the retrying send of one request.
 
 use std::io::Read;
 use std::time::Duration;
@@ -18,6 +19,54 @@ pub(super) enum AttemptError {
     Permanent(Error),
 }
 
+/// What one attempt of a transfer came to, for [`retrying`].
+pub(crate) enum Attempt<T, E> {
+    /// It is over: succeeded, or ended in a way that is no failure (a missing file).
+    Done(T),
+    /// It failed in a way a later attempt may not (connection, timeout, 408/429/5xx): the
+    /// failure, and the wait the server asked for (`Retry-After`).
+    Transient(Failure, Option<Duration>),
+    /// Start over at once, without waiting (a server that answered a range request
+    /// inconsistently): an attempt, not a retry after a failure.
+    Again(Failure),
+    /// It failed for good.
+    Permanent(E),
+}
+
+/// How [`retrying`] gave up.
+pub(crate) enum GaveUp<E> {
+    /// An attempt failed for good.
+    Permanent(E),
+    /// Every attempt the options allow failed: the last failure, and how many were made.
+    Exhausted(Failure, u32),
+}
+
+/// The one retry loop of every transfer: runs `attempt` with its number (from 1) until it
+/// is done, fails for good, or the attempts of `opts` are spent, waiting the policy's
+/// backoff ([`HttpOptions::backoff_for`], a server's `Retry-After` honoured and capped)
+/// after a transient failure. `Ok` holds the value and the number of attempts made.
+pub(crate) fn retrying<T, E>(
+    opts: &HttpOptions,
+    mut attempt: impl FnMut(u32) -> Attempt<T, E>,
+) -> std::result::Result<(T, u32), GaveUp<E>> {
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        let (failure, wait) = match attempt(n) {
+            Attempt::Done(v) => return Ok((v, n)),
+            Attempt::Permanent(e) => return Err(GaveUp::Permanent(e)),
+            Attempt::Transient(f, retry_after) => (f, Some(retry_after)),
+            Attempt::Again(f) => (f, None),
+        };
+        if n >= opts.attempts.max(1) {
+            return Err(GaveUp::Exhausted(failure, n));
+        }
+        if let Some(retry_after) = wait {
+            std::thread::sleep(opts.backoff_for(n, retry_after));
+        }
+    }
+}
+
 impl HttpRemote {
     /// Sends one request built by `make` (a PUT of a publish), retrying transient failures
     /// (connection errors, timeouts, 408/429/5xx) with backoff; returns the final response
@@ -27,32 +76,31 @@ impl HttpRemote {
         url: &reqwest::Url,
         make: &dyn Fn(&Client) -> reqwest::blocking::RequestBuilder,
     ) -> Result<(Response, u32)> {
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
+        let sent = retrying(&self.opts, |_| {
             let mut req = make(&self.client);
             if let Some(t) = &self.opts.bearer_token {
                 req = req.bearer_auth(t);
             }
-            let (failure, retry_after) = match req.send() {
-                Ok(r) if is_transient_status(r.status()) => (
+            match req.send() {
+                Ok(r) if is_transient_status(r.status()) => Attempt::Transient(
                     Failure::Status(r.status().as_u16()),
                     retry_after(r.headers()),
                 ),
-                Ok(r) => return Ok((r, attempt - 1)),
+                Ok(r) => Attempt::Done(r),
                 Err(e) => match transient(&e, &self.opts) {
-                    AttemptError::Transient(f, ra) => (f, ra),
-                    AttemptError::Permanent(e) => return Err(e),
+                    AttemptError::Transient(f, ra) => Attempt::Transient(f, ra),
+                    AttemptError::Permanent(e) => Attempt::Permanent(e),
                 },
-            };
-            if attempt >= self.opts.attempts.max(1) {
-                return Err(Error::Transfer {
-                    url: url.to_string(),
-                    attempts: attempt,
-                    failure,
-                });
             }
-            std::thread::sleep(self.opts.backoff_for(attempt, retry_after));
+        });
+        match sent {
+            Ok((r, attempts)) => Ok((r, attempts - 1)),
+            Err(GaveUp::Permanent(e)) => Err(e),
+            Err(GaveUp::Exhausted(failure, attempts)) => Err(Error::Transfer {
+                url: url.to_string(),
+                attempts,
+                failure,
+            }),
         }
     }
 }
@@ -130,6 +178,39 @@ pub(crate) fn body_text(resp: Response) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one loop: transient failures retried up to the attempts allowed, a permanent
+    /// one stops at once, a start-over counts as an attempt, the value carries the count.
+    #[test]
+    fn retrying_retries_transient_failures_up_to_the_attempts_and_stops_on_permanent_ones() {
+        let opts = HttpOptions {
+            attempts: 3,
+            backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+            ..HttpOptions::default()
+        };
+        let mut seen = Vec::new();
+        let r: std::result::Result<(&str, u32), GaveUp<()>> = retrying(&opts, |n| {
+            seen.push(n);
+            match n {
+                1 => Attempt::Transient(Failure::Status(503), None),
+                2 => Attempt::Again(Failure::Other("range".into())),
+                _ => Attempt::Done("ok"),
+            }
+        });
+        assert!(matches!(r, Ok(("ok", 3))));
+        assert_eq!(seen, [1, 2, 3]);
+        let r: std::result::Result<((), u32), GaveUp<()>> =
+            retrying(&opts, |_| Attempt::Transient(Failure::Status(500), None));
+        assert!(matches!(r, Err(GaveUp::Exhausted(Failure::Status(500), 3))));
+        let mut calls = 0;
+        let r: std::result::Result<((), u32), GaveUp<&str>> = retrying(&opts, |_| {
+            calls += 1;
+            Attempt::Permanent("denied")
+        });
+        assert!(matches!(r, Err(GaveUp::Permanent("denied"))));
+        assert_eq!(calls, 1);
+    }
 
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
