@@ -10,6 +10,7 @@ mod foreign;
 mod kind;
 
 pub use driver::DriverFault;
+#[cfg(feature = "driver")]
 pub(crate) use driver::Fault;
 pub use foreign::{ForeignSignature, ForeignSigner};
 use foreign::{describe_foreign, describe_other_root};
