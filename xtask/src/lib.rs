@@ -26,7 +26,13 @@ mod args;
 mod build;
 mod doctor;
 mod endpoint;
-#[cfg(not(all(feature = "net", feature = "driver", feature = "gpu")))]
+// Running again with a part this build leaves out: the network stack, the driver layer,
+// or (for the repository's bench-load) the GPU part.
+#[cfg(any(
+    not(feature = "net"),
+    not(feature = "driver"),
+    all(feature = "repo", not(feature = "gpu"))
+))]
 mod features;
 mod kernels;
 mod keygen;
