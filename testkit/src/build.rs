@@ -91,22 +91,37 @@ impl Build {
 /// A provenance as `cargo xtask build` records one, for the fixture's modules: one source
 /// (the spec, [`FIXTURE_SPEC`]), no wheels, the first module's toolkit and channel.
 pub fn provenance(modules: &[Module]) -> Provenance {
-    use cuda_aot::provenance::*;
     let first = &modules.first().expect("a module").0;
+    provenance_for(
+        first.channel,
+        first.identity.toolkit.clone(),
+        first.identity.host_toolchain.clone(),
+    )
+}
+
+/// A provenance as `cargo xtask build` records one: one source (the spec,
+/// [`FIXTURE_SPEC`], as `manifests/release.toml`), no wheels, for `channel`, built by
+/// `toolkit` with `host_compiler`.
+pub fn provenance_for(
+    channel: Channel,
+    toolkit: cuda_aot::Toolkit,
+    host_compiler: String,
+) -> Provenance {
+    use cuda_aot::provenance::*;
     let spec = Dependency::source("manifests/release.toml", FIXTURE_SPEC);
     Provenance {
         build_definition: BuildDefinition {
             build_type: BUILD_TYPE.into(),
             external_parameters: ExternalParameters {
                 spec: spec.clone(),
-                channel: first.channel,
+                channel,
                 modules: vec![],
                 targets: vec![],
             },
             internal_parameters: InternalParameters {
                 tool: "cuda-aot tests".into(),
-                toolkit: first.identity.toolkit.clone(),
-                host_compiler: first.identity.host_toolchain.clone(),
+                toolkit,
+                host_compiler,
             },
             resolved_dependencies: vec![spec],
         },

@@ -24,7 +24,7 @@ mod registry;
 pub use blobs::{
     ManifestAndBlob, Module, add_module, big_ptx, cubin, data, functions_of, manifest, ptx,
 };
-pub use build::{Build, FIXTURE_SPEC, promotion, provenance};
+pub use build::{Build, FIXTURE_SPEC, promotion, provenance, provenance_for};
 pub use fs::mkfifo;
 pub use keys::{Keys, key, root_file, root_payload, sign_doc, sign_root};
 pub use registry::{Fixture, verify_dir};

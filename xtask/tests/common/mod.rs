@@ -620,46 +620,18 @@ pub fn shell_words(line: &str) -> Vec<String> {
 /// the provenance `build` would have recorded beside it, naming one source (the spec) kept
 /// in `<out>/build.sources/`, so `sign` and `publish` take it.
 pub fn record_provenance(out: &Path, channel: cuda_aot::Channel) {
-    use cuda_aot::provenance::*;
-    let spec_bytes = b"[build]\n";
-    let spec = Dependency::source("manifests/release.toml", spec_bytes);
-    let p = Provenance {
-        build_definition: BuildDefinition {
-            build_type: BUILD_TYPE.into(),
-            external_parameters: ExternalParameters {
-                spec: spec.clone(),
-                channel,
-                modules: vec![],
-                targets: vec![],
-            },
-            internal_parameters: InternalParameters {
-                tool: "cuda-aot tests".into(),
-                toolkit: cuda_aot::Toolkit {
-                    nvcc: "13.0.88".into(),
-                    digest: cuda_aot::Digest::of(b"tk"),
-                    source: "pinned-wheels".into(),
-                },
-                host_compiler: "g++".into(),
-            },
-            resolved_dependencies: vec![spec],
-        },
-        run_details: RunDetails {
-            builder: Builder {
-                id: BUILDER_ID.into(),
-                version: Default::default(),
-            },
-            metadata: BuildMetadata {
-                invocation_id: "test".into(),
-                started_on: cuda_aot::metadata::Time::from_unix(1_800_000_000),
-                finished_on: cuda_aot::metadata::Time::from_unix(1_800_000_060),
-            },
-        },
+    let toolkit = cuda_aot::Toolkit {
+        nvcc: "13.0.88".into(),
+        digest: cuda_aot::Digest::of(b"tk"),
+        source: "pinned-wheels".into(),
     };
+    let p = cuda_aot_testkit::provenance_for(channel, toolkit, "g++".into());
     std::fs::write(
         out.join("build.provenance.json"),
         cuda_aot::json::to_vec(&p),
     )
     .unwrap();
+    let spec_bytes = cuda_aot_testkit::FIXTURE_SPEC;
     let dir = out.join("build.sources");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(cuda_aot::Digest::of(spec_bytes).hex()), spec_bytes).unwrap();
