@@ -360,6 +360,7 @@ impl Ctx<'_> {
         files::write(&stage.join(&name), portable(&ptx).as_bytes())?;
         let assemble = nvcc::Stage {
             tool: &self.plan.toolkit.nvcc,
+            toolkit: &self.plan.toolkit.root,
             flags,
             ccbin: Some(&self.plan.host.path),
             inputs: std::slice::from_ref(&name),
@@ -396,6 +397,7 @@ impl Ctx<'_> {
         // carry this checkout's location.
         let inv = nvcc::Invocation {
             nvcc: &plan.toolkit.nvcc,
+            toolkit: &plan.toolkit.root,
             flags,
             ccbin: &plan.host.path,
             source: Path::new(source),
@@ -521,6 +523,7 @@ impl Ctx<'_> {
         let nvlink = plan.toolkit.nvcc.with_file_name("nvlink");
         let link = nvcc::Stage {
             tool: &nvlink,
+            toolkit: &plan.toolkit.root,
             flags: &job.link,
             ccbin: None,
             inputs: &objects,

@@ -160,6 +160,8 @@ fn discover_host_compiler() -> Result<HostCompiler> {
 pub struct Invocation<'a> {
     /// `<toolkit>/bin/nvcc`.
     pub nvcc: &'a Path,
+    /// The toolkit's root (what the action may read besides its sources).
+    pub toolkit: &'a Path,
     /// The identity flags (kind, arch, spec flags, geometry defines).
     pub flags: &'a [String],
     /// Host compiler for `-ccbin`.
@@ -225,7 +227,7 @@ impl Invocation<'_> {
         }
         args.extend(["-MD".into(), "-MF".into(), self.depfile.into()]);
         args.extend(["-o".into(), self.output.into(), self.source.into()]);
-        let mut inputs = vec![self.cwd.to_path_buf(), toolkit_root(self.nvcc)];
+        let mut inputs = vec![self.cwd.to_path_buf(), self.toolkit.to_path_buf()];
         inputs.extend(self.includes.iter().map(|d| d.abs.clone()));
         Action {
             program: self.nvcc.to_path_buf(),
@@ -256,6 +258,8 @@ impl Invocation<'_> {
 pub struct Stage<'a> {
     /// `<toolkit>/bin/nvcc` or `<toolkit>/bin/nvlink`.
     pub tool: &'a Path,
+    /// The toolkit's root (what the action may read besides its inputs).
+    pub toolkit: &'a Path,
     /// The flags (recorded in the identity).
     pub flags: &'a [String],
     /// Host compiler for nvcc's `-ccbin`; `None` for nvlink.
@@ -283,7 +287,7 @@ impl Stage<'_> {
             program: self.tool.to_path_buf(),
             args,
             cwd: self.cwd.to_path_buf(),
-            inputs: vec![self.cwd.to_path_buf(), toolkit_root(self.tool)],
+            inputs: vec![self.cwd.to_path_buf(), self.toolkit.to_path_buf()],
             outputs: vec![self.output.to_path_buf()],
         }
     }
@@ -292,13 +296,6 @@ impl Stage<'_> {
     pub fn run(&self, executor: &dyn Executor) -> Result<String, Failure> {
         run(executor, &self.action())
     }
-}
-
-/// The toolkit root of `<root>/bin/TOOL`.
-fn toolkit_root(tool: &Path) -> PathBuf {
-    tool.parent()
-        .and_then(Path::parent)
-        .map_or_else(|| tool.to_path_buf(), Path::to_path_buf)
 }
 
 /// Runs an action that must write its outputs.
@@ -555,6 +552,60 @@ pub fn parse_depfile(text: &str) -> Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The action an executor gets: nvcc's command line in the order the identity was
+    /// recorded with (flags, -ccbin, -I relative to the sources folder, depfile, output,
+    /// source), what it may read and what it must write.
+    #[test]
+    fn a_compile_is_one_action_with_its_inputs_and_outputs() {
+        let includes = [crate::build::spec::IncludeDir {
+            rel: "../inc".into(),
+            abs: "/w/inc".into(),
+        }];
+        let flags = ["-cubin".to_string(), "-arch=sm_90".to_string()];
+        let inv = Invocation {
+            nvcc: Path::new("/tk/bin/nvcc"),
+            toolkit: Path::new("/tk"),
+            flags: &flags,
+            ccbin: Path::new("/usr/bin/c++"),
+            source: Path::new("ntt.cu"),
+            includes: &includes,
+            cwd: Path::new("/w/src"),
+            output: Path::new("/s/sm_90.cubin"),
+            depfile: Path::new("/s/sm_90.d"),
+        };
+        let a = inv.action();
+        let args: Vec<String> = a.args.iter().map(|x| x.to_string_lossy().into()).collect();
+        assert_eq!(
+            args,
+            [
+                "-cubin",
+                "-arch=sm_90",
+                "-ccbin",
+                "/usr/bin/c++",
+                "-I",
+                "../inc",
+                "-MD",
+                "-MF",
+                "/s/sm_90.d",
+                "-o",
+                "/s/sm_90.cubin",
+                "ntt.cu"
+            ]
+        );
+        assert_eq!(a.program, Path::new("/tk/bin/nvcc"));
+        assert_eq!(a.cwd, Path::new("/w/src"));
+        let inputs: Vec<&Path> = a.inputs.iter().map(PathBuf::as_path).collect();
+        assert_eq!(
+            inputs,
+            [Path::new("/w/src"), Path::new("/tk"), Path::new("/w/inc")]
+        );
+        let outputs: Vec<&Path> = a.outputs.iter().map(PathBuf::as_path).collect();
+        assert_eq!(
+            outputs,
+            [Path::new("/s/sm_90.cubin"), Path::new("/s/sm_90.d")]
+        );
+    }
 
     #[test]
     fn depfiles_parse_with_continuations_and_escaped_spaces() {
