@@ -443,26 +443,72 @@ pub fn warnings(output: &str) -> Vec<String> {
 }
 
 /// An `extern` device variable nvcc compiled as a private definition because no file of
-/// the compilation defines it (whole-program mode, warning #20044-D): its symbol and where
-/// it is declared (`file(line)`), from each such warning in nvcc's output.
+/// the compilation defines it (whole-program mode, #20044-D): its symbol and where it is
+/// declared (`file(line)`), from each such diagnostic in nvcc's output. The build makes
+/// it an error ([`super::spec::EXTERN_CHECK`]); its warning form is read too.
 ///
-/// The module's cubin then carries a zero-filled copy of the table the source meant to
+/// The module's cubin would carry a zero-filled copy of the table the source meant to
 /// share with another file: kernels reading it compute garbage.
 pub fn undefined_externs(output: &str) -> Vec<(String, String)> {
     output
         .lines()
-        .filter(|l| l.contains("#20044-D"))
         .filter_map(|l| {
-            let (at, rest) = l.split_once(": warning #20044-D:")?;
+            let (at, rest) = l.split_once("extern declaration of the entity")?;
+            if !rest.contains("is treated as a static definition") {
+                return None;
+            }
+            // `file(line): warning #20044-D: ` or `file(line): error: `.
+            let at = at.split_once(": ").map_or(at, |(file, _)| file);
             let symbol = rest
-                .split("the entity")
-                .nth(1)?
                 .split_whitespace()
                 .next()?
                 .trim_matches(|c| c == '"' || c == '\'' || c == '`');
             Some((symbol.to_string(), at.trim().to_string()))
         })
         .collect()
+}
+
+/// The flags of `flags` that would hide #20044-D from nvcc's output (`-w`,
+/// `--disable-warnings`, and any diagnostic flag naming 20044, in any of its spellings:
+/// `-diag-suppress=20044`, `--diag-suppress 20044`, `-Xcudafe --diag_suppress=20044`), as
+/// the spec wrote them, for the error that says the build caught the extern regardless.
+pub fn extern_check_hiders(flags: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, f) in flags.iter().enumerate() {
+        let hides_all = matches!(f.as_str(), "-w" | "--disable-warnings");
+        let names_it =
+            f.contains("20044") && !f.contains("diag_error") && !f.contains("diag-error");
+        if hides_all || names_it {
+            // A value given as the next flag (`-Xcudafe`, `--diag_suppress=20044`) is shown
+            // with the flag that takes it.
+            match i.checked_sub(1).map(|p| flags[p].as_str()) {
+                Some(
+                    prev @ ("-Xcudafe" | "--compiler-options" | "-diag-suppress"
+                    | "--diag-suppress"),
+                ) if names_it => {
+                    out.push(format!("{prev} {f}"));
+                }
+                _ => out.push(f.clone()),
+            }
+        }
+    }
+    out
+}
+
+/// A line of a source or header that turns #20044-D off for the code after it
+/// (`#pragma nv_diag_suppress 20044`, `_Pragma("diag_suppress 20044")`, any pragma naming
+/// the number other than one making it an error): its 1-based number and text. No flag
+/// outranks a source's pragma, so the build refuses a project file that has one.
+pub fn extern_check_pragma(text: &str) -> Option<(usize, String)> {
+    text.lines().enumerate().find_map(|(i, l)| {
+        let t = l.trim_start();
+        let pragma = t
+            .strip_prefix('#')
+            .is_some_and(|d| d.trim_start().starts_with("pragma"))
+            || t.contains("_Pragma(");
+        let hides = pragma && l.contains("20044") && !l.contains("diag_error");
+        hides.then(|| (i + 1, l.trim().to_string()))
+    })
 }
 
 /// A tool that nvcc reports killed by a signal (`nvcc error : 'cicc' died due to signal 9
@@ -649,11 +695,62 @@ mod tests {
             undefined_externs(out),
             [("twiddles".to_string(), "field.cu(12)".to_string())]
         );
+        // The error form the build's EXTERN_CHECK makes of it (nvcc 13.0 prints no number).
+        let out = "two.cu(1): error: extern declaration of the entity tw is treated as a static definition\n\ntwo.cu(2): error: extern declaration of the entity cnt is treated as a static definition\n\n2 errors detected in the compilation of \"two.cu\".\n";
+        assert_eq!(
+            undefined_externs(out),
+            [
+                ("tw".to_string(), "two.cu(1)".to_string()),
+                ("cnt".to_string(), "two.cu(2)".to_string())
+            ]
+        );
         assert!(
             undefined_externs(
                 "a.cu(3): warning #177-D: variable \"x\" was declared but never referenced"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn flags_and_pragmas_that_hide_the_extern_check_are_named() {
+        let flags: Vec<String> = [
+            "-O3",
+            "-w",
+            "--disable-warnings",
+            "-diag-suppress=20044",
+            "-Xcudafe",
+            "--diag_suppress=20044",
+            "--diag-suppress",
+            "177,20044",
+            "-Xcudafe=--diag_suppress=20044",
+            "--diag-error=20044",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            extern_check_hiders(&flags),
+            [
+                "-w",
+                "--disable-warnings",
+                "-diag-suppress=20044",
+                "-Xcudafe --diag_suppress=20044",
+                "--diag-suppress 177,20044",
+                "-Xcudafe=--diag_suppress=20044",
+            ]
+        );
+        let src = "#include <x.h>\n#pragma nv_diag_suppress 20044\nextern __constant__ int t[4];\n";
+        assert_eq!(
+            extern_check_pragma(src),
+            Some((2, "#pragma nv_diag_suppress 20044".to_string()))
+        );
+        assert_eq!(
+            extern_check_pragma("_Pragma(\"diag_suppress 20044\")").map(|p| p.0),
+            Some(1)
+        );
+        assert_eq!(
+            extern_check_pragma("#pragma nv_diag_error 20044\nint x = 20044;"),
+            None
         );
     }
 

@@ -102,6 +102,14 @@ pub struct Job {
 /// to local memory in function ...`), which the build lists per kernel.
 pub const WARN_ON_SPILLS: &str = "-Xptxas=--warn-on-spills";
 
+/// Every whole-program job (a module of one source) makes nvcc's #20044-D an error: an
+/// `extern` device variable no file defines, which nvcc would otherwise compile as a private
+/// zero-filled copy. Passed last, it wins over every flag that hides the warning (`-w`,
+/// `--disable-warnings`, `-diag-suppress=20044`, `-Xcudafe --diag_suppress=20044`); a
+/// source's own `#pragma nv_diag_suppress 20044` is refused by the build instead
+/// (`nvcc::extern_check_pragma`).
+pub const EXTERN_CHECK: &str = "-Xcudafe=--diag_error=20044";
+
 /// The flags that ask for line info: the build then compiles to PTX, makes the PTX's file
 /// paths portable and assembles it (`Job::line_info`), so the cubin stays reproducible.
 const LINE_INFO: [&str; 2] = ["-lineinfo", "--generate-line-info"];
@@ -265,6 +273,10 @@ impl ReleaseSpec {
                         .iter()
                         .map(|(k, v)| format!("-DCUDA_AOT_{}={v}", k.to_ascii_uppercase())),
                 );
+                if !m.is_linked() {
+                    // After every flag of the spec, so that none of them can turn it off.
+                    flags.push(EXTERN_CHECK.to_string());
+                }
                 let link = match (m.is_linked(), m.lto) {
                     (false, _) => Vec::new(),
                     (true, false) => vec![format!("--arch={t}")],

@@ -36,6 +36,54 @@ fn issue_19_an_extern_table_no_file_of_the_module_defines_is_refused() {
     assert_eq!(m.identity.sources, ["ntt_stage.cu", "ntt_tables.cu"]);
 }
 
+/// Issue 44, item 2: no flag hides the undefined-extern check. Each module of
+/// forgotten_table.toml that adds a warning-hiding flag to `ntt_stage` is refused like it,
+/// naming the module, the symbol and the flag; a source that turns the warning off with a
+/// pragma is refused naming the file and line. Nothing is written.
+#[test]
+fn issue_44_no_flag_or_pragma_hides_an_extern_no_file_defines() {
+    let ws = Ws::foreign("hush").with_spec("hush/foreign/forgotten_table.toml");
+    for (module, flag) in [
+        ("ntt_stage_w", "`-w`"),
+        ("ntt_stage_disable_warnings", "`--disable-warnings`"),
+        ("ntt_stage_diag_suppress", "`-diag-suppress=20044`"),
+        (
+            "ntt_stage_diag_suppress_list",
+            "`--diag-suppress 177,20044`",
+        ),
+        ("ntt_stage_xcudafe", "`-Xcudafe --diag_suppress=20044`"),
+        (
+            "ntt_stage_xcudafe_joined",
+            "`-Xcudafe=--diag_suppress=20044`",
+        ),
+    ] {
+        let run = ws
+            .build(&["--module", module, "--target", "sm_90"])
+            .failed();
+        let e = &run.stderr;
+        assert!(
+            e.contains(&format!("module `{module}` target sm_90"))
+                && e.contains("`ntt_twiddles` (declared extern at ntt_stage.cu(7))")
+                && e.contains(&format!("nvcc_flags {flag} hide nvcc's warning"))
+                && e.contains("Fix: add the file that defines `ntt_twiddles`"),
+            "{module}: {e}"
+        );
+    }
+    let run = ws
+        .build(&["--module", "ntt_stage_pragma", "--target", "sm_90"])
+        .failed();
+    let e = &run.stderr;
+    assert!(
+        e.contains("module `ntt_stage_pragma` target sm_90")
+            && e.contains(
+                "ntt_stage_hushed.cu:4 turns off nvcc's #20044-D (`#pragma nv_diag_suppress 20044`)"
+            )
+            && e.contains("Fix: remove the pragma"),
+        "{e}"
+    );
+    assert!(ws.snapshot("out").is_empty(), "nothing written");
+}
+
 /// Issue 19, items 1 and 2: a module of several files whose device link finds no definition
 /// of an `extern` table fails the build, naming the module, the target, each symbol (by its
 /// C++ name) and the file that uses it, with advice; nothing is written.
