@@ -24,11 +24,19 @@
 //!    bank: `__constant__`), `.nv.global` (`__device__`, zero-initialised, `SHT_NOBITS`)
 //!    or `.nv.global.init` (`__device__` with an initial value). Other constant banks hold
 //!    compiler data (bank 0: parameters; bank 4 and others: literals, addresses);
-//! 4. named as a user writes names ([`is_user_global`]): not starting with `$` (a name no
-//!    C++ variable has: nvcc's string literals `$str`, `$str$1` for `printf` and
-//!    `assert`) nor with `__` (reserved to the implementation in C and C++: `__unnamed_1`,
-//!    the function name `assert` records; `__cudart_i2opi_f` and other math-library
-//!    tables; `__nv_static_*`, the name `-rdc=true` gives `static` variables).
+//! 4. named as a user's declaration names it ([`is_user_global`]): a C identifier (letters,
+//!    digits, `_`; mangled C++ names are such identifiers) not starting with `__`. That
+//!    leaves out every object the compiler makes: nvcc's string literals `$str`, `$str$1`
+//!    for `printf` and `assert`; the constant aggregates cicc makes under `-rdc=true` when
+//!    an inline or template `__device__` function assigns a `constexpr`-built struct
+//!    (`_ZN2hx4initEv$0`, `$1`, ...); and the names C and C++ reserve to the implementation
+//!    (`__unnamed_1`, the function name `assert` records; `__cudart_i2opi_f` and other
+//!    math-library tables; `__nv_static_*`, the name `-rdc=true` gives `static`
+//!    variables). cicc's aggregates are WEAK `.nv.global.init` objects with default
+//!    visibility and the same `st_other` as a function-local `static` of an inline
+//!    function (`_ZZ5tableiE1K`, which the user declared): section, binding and
+//!    visibility cannot tell them apart (checked with the pinned nvcc 13.0.88), the `$`
+//!    that no declaration can produce does.
 //!
 //! A whole-program cubin cannot tell a `static __device__` variable from an external one
 //! (both are `LOCAL`, with the same name), so both are listed; namespace-scope statics and

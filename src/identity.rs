@@ -210,6 +210,14 @@ pub struct LaunchAbi {
     /// Local memory (stack frame) per thread in bytes (cubin: `EIATTR_FRAME_SIZE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_bytes: Option<u32>,
+    /// The whole stack per thread in bytes: the kernel's own frame plus the deepest chain of
+    /// device functions it calls (cubin: `EIATTR_MIN_STACK_SIZE`, computed by ptxas or, for
+    /// a device-linked module, by nvlink over the call graph; cuobjdump's `STACK`). Equal
+    /// to `local_bytes` for a kernel that calls no function with a frame of its own. `None`
+    /// for PTX, for cubins without the attribute, and where recursion or an indirect call
+    /// leaves it unknown (the launch then depends on `CU_LIMIT_STACK_SIZE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_bytes: Option<u32>,
     /// Largest block the kernel was compiled for (`__launch_bounds__`, cubin
     /// `EIATTR_MAX_THREADS`, PTX `.maxntid`); `None` when the source sets no bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -310,11 +318,22 @@ pub struct GlobalInfo {
     pub managed: bool,
 }
 
-/// Whether a data symbol's name is one a user's variable has: not empty, not starting with
-/// `$` (nvcc's string literals) or `__` (names C and C++ reserve to the implementation:
-/// `__unnamed_N`, `__cudart_*` tables, `__nv_static_*`). The rule for cubins and PTX alike.
+/// Whether a data symbol's name is one a user's declaration produces: a C identifier (a
+/// plain name or an Itanium-mangled one, letters, digits and `_`) that does not start with
+/// `__`. The rule for cubins and PTX alike; what it leaves out is the compiler's:
+///
+/// - names with a character no declaration can produce: nvcc's string literals (`$str`,
+///   `$str$1`) and the constant aggregates cicc makes under `-rdc=true` when an inline or
+///   template `__device__` function assigns a `constexpr`-built struct
+///   (`_ZN2hx4initEv$0`, `$1`, ... in source order: WEAK objects of `.nv.global.init`, in
+///   section, binding, visibility and `st_other` exactly like a function-local `static` of
+///   an inline function, so the name is the only mark they carry);
+/// - names C and C++ reserve to the implementation (`__unnamed_N`, `__cudart_*` tables,
+///   `__nv_static_*`).
 pub fn is_user_global(name: &str) -> bool {
-    !name.is_empty() && !name.starts_with('$') && !name.starts_with("__")
+    !name.is_empty()
+        && !name.starts_with("__")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]
@@ -400,10 +419,21 @@ pub(crate) mod tests {
             "__cudart_i2opi_f",
             "__nv_static_1_x",
             "",
+            // cicc's constant aggregates of inline functions under -rdc=true.
+            "_ZN2hx4initEv$0",
+            "_ZN2hx4initEv$1",
+            "_ZN2fp4initIjEEvRNS_3mdsIT_EE$3",
         ] {
             assert!(!is_user_global(name), "{name}");
         }
-        for name in ["counter", "_ZN6tables7counterE", "_counter", "x__y"] {
+        for name in [
+            "counter",
+            "_ZN6tables7counterE",
+            "_counter",
+            "x__y",
+            // A function-local static of an inline function (WEAK, like cicc's objects).
+            "_ZZ5tableiE1K",
+        ] {
             assert!(is_user_global(name), "{name}");
         }
     }

@@ -20,6 +20,16 @@ pub fn trust_file(given: Option<&Path>) -> Result<PathBuf> {
 /// in `.cuda-aot/` beside the spec), the advice names that root. It is never picked on
 /// its own: a trust root is chosen by the user, not found next to what it verifies.
 pub fn trust_file_for(given: Option<&Path>, registry: Option<&Path>) -> Result<PathBuf> {
+    locate(given, registry, "--trust")
+}
+
+/// [`trust_file`] for a command whose flag for the root is `flag` (`build`'s
+/// `--remote-cache-trust`): the advice names that flag.
+pub fn trust_file_flag(given: Option<&Path>, flag: &str) -> Result<PathBuf> {
+    locate(given, None, flag)
+}
+
+fn locate(given: Option<&Path>, registry: Option<&Path>, flag: &str) -> Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }
@@ -37,12 +47,13 @@ pub fn trust_file_for(given: Option<&Path>, registry: Option<&Path>) -> Result<P
         .filter(|p| p.is_file());
     let fix = match beside {
         Some(p) => format!(
-            "this registry was released with the development root {}: pass --trust {}",
+            "this registry was released with the development root {}: pass {flag} {}",
             paths::shown(&p),
             paths::shell(&p)
         ),
-        None => "pass --trust FILE, or run `cargo xtask release` once to generate development keys"
-            .to_string(),
+        None => format!(
+            "pass {flag} FILE, or run `cargo xtask release` once to generate development keys"
+        ),
     };
     Err(fail(
         format!(

@@ -34,6 +34,7 @@ pub mod merkle;
 pub mod ntt;
 pub mod parity;
 pub mod research;
+pub mod sponge;
 
 #[cfg(test)]
 mod test_rng;

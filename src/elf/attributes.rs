@@ -12,6 +12,14 @@ pub(super) const EIATTR_MAX_THREADS: u8 = 0x05;
 pub(super) const EIATTR_PARAM_CBANK: u8 = 0x0a;
 /// Global `.nv.info`: (symbol, stack frame bytes per thread).
 pub(super) const EIATTR_FRAME_SIZE: u8 = 0x11;
+/// Global `.nv.info`: (symbol, stack bytes per thread the kernel needs: its own frame plus
+/// the deepest chain of device functions it calls, as ptxas or, for a device-linked module,
+/// nvlink computed it over the call graph). What cuobjdump `-res-usage` prints as `STACK`.
+pub(super) const EIATTR_MIN_STACK_SIZE: u8 = 0x12;
+/// [`EIATTR_MIN_STACK_SIZE`]'s value when recursion or an indirect call leaves the stack
+/// unknown (nvlink then warns "Stack size for entry function ... cannot be statically
+/// determined").
+pub(super) const STACK_UNKNOWN: u32 = u32::MAX;
 /// Per-kernel: one parameter (index, ordinal u16, offset u16, flags with the size in
 /// bits 18-31: at most 16,383 bytes).
 pub(super) const EIATTR_KPARAM_INFO: u8 = 0x17;

@@ -9,7 +9,8 @@ use object::elf;
 use object::read::elf::{FileHeader as _, SectionHeader as _, Sym as _};
 
 use super::attributes::{
-    COMPAT_ARCH_SPECIFIC, EIATTR_FRAME_SIZE, EIATTR_REGCOUNT, attrs, kernel_attrs, le32,
+    COMPAT_ARCH_SPECIFIC, EIATTR_FRAME_SIZE, EIATTR_MIN_STACK_SIZE, EIATTR_REGCOUNT, STACK_UNKNOWN,
+    attrs, kernel_attrs, le32,
 };
 use super::structure::{Parsed, SymbolTable, parse, symbol_name, symbol_tables};
 use super::{
@@ -33,7 +34,7 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
     // Step 3: the arch-specific variant (`sm_90a`), from `.nv.compat`.
     let arch_specific = arch_specific(&p, data, sections.compat)?;
     // Step 4: per-symbol attributes of the global `.nv.info` (keyed by symbol index).
-    let (regs, frame) = symbol_attrs(&p, data, &sections.global_info)?;
+    let per = symbol_attrs(&p, data, &sections.global_info)?;
     // Step 5: an address initialiser of a `__constant__` variable is a relocation into its
     // bytes.
     let constant_relocs = match sections.constant {
@@ -74,8 +75,13 @@ pub fn inspect(data: &[u8]) -> Result<CubinInfo, String> {
             }
             let sym_index = u32::try_from(index).map_err(|_| "symbol index over 2^32")?;
             let mut abi = LaunchAbi {
-                registers: regs.get(&sym_index).copied(),
-                local_bytes: frame.get(&sym_index).copied(),
+                registers: per.regs.get(&sym_index).copied(),
+                local_bytes: per.frame.get(&sym_index).copied(),
+                stack_bytes: per
+                    .stack
+                    .get(&sym_index)
+                    .copied()
+                    .filter(|n| *n != STACK_UNKNOWN),
                 ..LaunchAbi::default()
             };
             if abi.registers.is_none() {
@@ -203,35 +209,36 @@ fn arch_specific(p: &Parsed<'_>, data: &[u8], compat: Option<usize>) -> Result<b
     })
 }
 
-/// Registers (or stack frame bytes) per thread, by symbol index.
-type PerSymbol = HashMap<u32, u32>;
+/// The per-symbol attributes of the global `.nv.info` lists, each by symbol index.
+#[derive(Default)]
+struct PerSymbol {
+    /// Registers per thread (`EIATTR_REGCOUNT`).
+    regs: HashMap<u32, u32>,
+    /// The function's own stack frame bytes per thread (`EIATTR_FRAME_SIZE`).
+    frame: HashMap<u32, u32>,
+    /// A kernel's whole stack per thread, calls included (`EIATTR_MIN_STACK_SIZE`).
+    stack: HashMap<u32, u32>,
+}
 
-/// Step 4: registers and stack frame bytes per thread of each symbol, from the global
-/// `.nv.info` lists.
-fn symbol_attrs(
-    p: &Parsed<'_>,
-    data: &[u8],
-    global_info: &[usize],
-) -> Result<(PerSymbol, PerSymbol), String> {
-    let mut regs: HashMap<u32, u32> = HashMap::new();
-    let mut frame: HashMap<u32, u32> = HashMap::new();
+/// Step 4: registers, stack frame and whole stack bytes per thread of each symbol, from the
+/// global `.nv.info` lists.
+fn symbol_attrs(p: &Parsed<'_>, data: &[u8], global_info: &[usize]) -> Result<PerSymbol, String> {
+    let mut per = PerSymbol::default();
     for &i in global_info {
         for a in attrs(section_data(p, data, i)?)? {
-            let pair = || -> Option<(u32, u32)> { Some((le32(a.value, 0)?, le32(a.value, 4)?)) };
-            match a.attr {
-                EIATTR_REGCOUNT => {
-                    let (sym, n) = pair().ok_or("EIATTR_REGCOUNT shorter than 8 bytes")?;
-                    regs.insert(sym, n);
-                }
-                EIATTR_FRAME_SIZE => {
-                    let (sym, n) = pair().ok_or("EIATTR_FRAME_SIZE shorter than 8 bytes")?;
-                    frame.insert(sym, n);
-                }
-                _ => {}
-            }
+            let (map, what) = match a.attr {
+                EIATTR_REGCOUNT => (&mut per.regs, "EIATTR_REGCOUNT"),
+                EIATTR_FRAME_SIZE => (&mut per.frame, "EIATTR_FRAME_SIZE"),
+                EIATTR_MIN_STACK_SIZE => (&mut per.stack, "EIATTR_MIN_STACK_SIZE"),
+                _ => continue,
+            };
+            let (sym, n) = le32(a.value, 0)
+                .zip(le32(a.value, 4))
+                .ok_or_else(|| format!("{what} shorter than 8 bytes"))?;
+            map.insert(sym, n);
         }
     }
-    Ok((regs, frame))
+    Ok(per)
 }
 
 /// Step 6, for a data symbol: the device global it is, if the rule in [`super`]'s docs counts it

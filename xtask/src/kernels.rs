@@ -80,6 +80,10 @@ fn print_module(m: &Manifest) {
         if let Some(l) = abi.local_bytes {
             res.push(format!("{l} B local"));
         }
+        // The whole stack, with the calls the kernel makes, where it is more than its frame.
+        if let Some(st) = abi.stack_bytes.filter(|st| Some(*st) != abi.local_bytes) {
+            res.push(format!("{st} B stack with calls"));
+        }
         if let Some(t) = abi.max_threads {
             res.push(format!("at most {t} threads"));
         }

@@ -335,13 +335,14 @@ fn render_abi(f: &cuda_aot::Function) -> String {
     let a = &f.abi;
     let opt = |v: Option<u32>, unit: &str| v.map_or("-".to_string(), |v| format!("{v}{unit}"));
     format!(
-        "{}  params [{}] {} B  regs {}  shared {}  local {}  max threads {}",
+        "{}  params [{}] {} B  regs {}  shared {}  local {}  stack {}  max threads {}",
         f.display_name(),
         a.describe_params(),
         a.param_bytes,
         opt(a.registers, ""),
         opt(a.shared_bytes, " B"),
         opt(a.local_bytes, " B"),
+        opt(a.stack_bytes, " B"),
         opt(a.max_threads, "")
     )
 }

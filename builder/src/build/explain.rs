@@ -258,7 +258,14 @@ impl Ctx<'_> {
                 Match::Changed { files, set_missing } => {
                     out.extend(files.iter().map(|f| file_change(f, &source)));
                     if set_missing {
-                        out.push(Change::SetMissing);
+                        let refused = newest
+                            .set
+                            .as_ref()
+                            .and_then(|id| self.remote.and_then(|r| r.set_refused(id)));
+                        out.push(match refused {
+                            Some(reason) => Change::SharedRefused { reason },
+                            None => Change::SetMissing,
+                        });
                     }
                 }
                 // Unreachable in practice (the caller found no match): say what is known.

@@ -364,11 +364,15 @@ pub fn portable_line_files(ptx: &str, portable: impl Fn(&str) -> String) -> Stri
     out
 }
 
-/// A kernel ptxas reported spilling registers to local memory.
+/// A function (a kernel or a device function it calls) ptxas reported spilling registers
+/// to local memory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Spill {
     /// The function's symbol, as ptxas names it.
     pub function: String,
+    /// Whether it is one of the module's kernels (else a device function they call; ptxas
+    /// reports both). [`spills`] leaves it false: the caller knows the kernels.
+    pub kernel: bool,
     /// Bytes of spill stores.
     pub stores: u64,
     /// Bytes of spill loads.
@@ -403,6 +407,7 @@ pub fn spills(warnings: &[String]) -> Vec<Spill> {
         {
             out.push(Spill {
                 function: function.to_string(),
+                kernel: false,
                 stores,
                 loads,
             });

@@ -113,11 +113,16 @@ pub fn print_report(r: &BuildReport, explain: bool) {
     let cached = r.modules.iter().filter(|b| b.cached).count();
     let warned = r.modules.iter().filter(|b| !b.warnings.is_empty()).count();
     for b in &r.modules {
-        for s in super::nvcc::spills(&b.warnings) {
+        for s in spills(b) {
             println!(
-                "spills: {} {}: kernel {} spills registers to local memory ({} bytes stores, {} bytes loads per thread)",
+                "spills: {} {}: {} {} spills registers to local memory ({} bytes stores, {} bytes loads per thread)",
                 b.manifest.identity.module,
                 b.manifest.identity.sm,
+                if s.kernel {
+                    "kernel"
+                } else {
+                    "device function"
+                },
                 super::kernels::demangled(&s.function),
                 s.stores,
                 s.loads
@@ -326,9 +331,23 @@ impl<'a> JsonReport<'a> {
                     module_digest: b.manifest.module_digest,
                     size: b.manifest.size,
                     warnings: &b.warnings,
-                    spills: super::nvcc::spills(&b.warnings),
+                    spills: spills(b),
                 })
                 .collect(),
         }
     }
+}
+
+/// The register spills ptxas reported for a job's blob, each marked as a kernel of its
+/// manifest or a device function they call.
+fn spills(b: &JobOutput) -> Vec<super::nvcc::Spill> {
+    let mut out = super::nvcc::spills(&b.warnings);
+    for s in &mut out {
+        s.kernel = b
+            .manifest
+            .functions
+            .iter()
+            .any(|f| f.symbol.as_str() == s.function);
+    }
+    out
 }

@@ -289,7 +289,7 @@ impl Remote {
     /// read-write the builder key (which must be one of the root's builder keys).
     pub fn open(opts: &RemoteOptions) -> Result<Remote> {
         let store = open_store(&opts.url, opts.timeout)?;
-        let trust = anchor::trust_file(opts.trust.as_deref())?;
+        let trust = anchor::trust_file_flag(opts.trust.as_deref(), "--remote-cache-trust")?;
         let (_, root) = anchor::read(&trust)?;
         // Entries are trusted through the root's builder keys: not once the root expired.
         cuda_aot::verify::check_root_current(&root, &cuda_aot::verify::Options::default())
@@ -426,7 +426,9 @@ impl Remote {
     }
 
     /// Copies the file set `id` into `local` when the shared cache has it intact (its
-    /// content hashes to its name) and `local` does not.
+    /// content hashes to its name) and `local` does not. A set that does not is refused:
+    /// listed with the refused entries (warned, counted in the summary), and the job that
+    /// needed it says so in `--explain` ([`Remote::set_refused`]).
     pub fn import_set(&self, local: &Cache, id: &Digest) {
         if local.set(id).is_some() {
             return;
@@ -434,9 +436,26 @@ impl Remote {
         let Some(bytes) = self.read(&format!("v1/sets/{}.json", id.hex()), RECORDS_LIMIT) else {
             return;
         };
-        if let Some(set) = Cache::parse_set(&bytes, id) {
-            let _ = local.put_set(&set);
+        match Cache::parse_set(&bytes, id) {
+            Some(set) => {
+                let _ = local.put_set(&set);
+            }
+            None => self.refused.lock().expect("refusals").push(Refusal {
+                what: set_label(id),
+                reason: SET_REFUSED.to_string(),
+            }),
         }
+    }
+
+    /// Why the shared cache's file set `id` was refused in this build, if it was.
+    pub fn set_refused(&self, id: &Digest) -> Option<String> {
+        let what = set_label(id);
+        self.refused
+            .lock()
+            .expect("refusals")
+            .iter()
+            .any(|r| r.what == what)
+            .then(|| format!("{what}: {SET_REFUSED}"))
     }
 
     /// The entry for `identity`, if the shared cache has one that passes every check.
@@ -727,6 +746,15 @@ impl Remote {
         }
         self.put(TIMINGS, &cuda_aot::json::to_vec(&t))
     }
+}
+
+/// Why a shared file set is refused: its bytes are not the set its name is the digest of.
+const SET_REFUSED: &str =
+    "its content does not hash to its name (altered or damaged in the store), so it was not taken";
+
+/// A file set as refusals name it.
+fn set_label(id: &Digest) -> String {
+    format!("header set {}", &id.hex()[..12])
 }
 
 /// Merges the shared cache's records for a job into the local ones (local first; a shared

@@ -272,6 +272,7 @@ fn resources(
                     registers: Some(a.num_regs),
                     shared_bytes: Some(a.shared_size_bytes),
                     local_bytes: Some(a.local_size_bytes),
+                    stack_bytes: None,
                     max_threads: Some(a.max_threads_per_block),
                 },
             });

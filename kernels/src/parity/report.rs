@@ -176,6 +176,10 @@ pub struct Resources {
     pub shared_bytes: Option<u32>,
     /// Local memory (stack, spills) per thread, bytes.
     pub local_bytes: Option<u32>,
+    /// The whole stack per thread with the calls it makes, bytes (the cubin's
+    /// `EIATTR_MIN_STACK_SIZE`); the driver reports no such figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_bytes: Option<u32>,
     /// Max threads per block (launch bound; the driver's limit for this kernel).
     pub max_threads: Option<u32>,
 }
@@ -187,6 +191,7 @@ impl Resources {
             registers: a.registers,
             shared_bytes: a.shared_bytes,
             local_bytes: a.local_bytes,
+            stack_bytes: a.stack_bytes,
             max_threads: a.max_threads,
         }
     }

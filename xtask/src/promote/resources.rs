@@ -86,10 +86,11 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
         }
     }
     type Get = fn(&Resources) -> Option<u32>;
-    let resources: [(&str, Get); 4] = [
+    let resources: [(&str, Get); 5] = [
         ("registers", |x| x.registers),
         ("shared bytes", |x| x.shared_bytes),
         ("local bytes", |x| x.local_bytes),
+        ("stack bytes", |x| x.stack_bytes),
         ("max threads", |x| x.max_threads),
     ];
     let show = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
@@ -107,7 +108,8 @@ pub fn review(r: &ParityReport, report: Digest, released: Option<&Manifest>) -> 
                 }
                 let mut s = show(c);
                 // The launch bound: the driver reports its own limit when the cubin sets none.
-                let comparable = name != "max threads" || c.is_some();
+                // The driver reports no whole-stack figure: the cubin's alone is shown.
+                let comparable = (name != "max threads" || c.is_some()) && name != "stack bytes";
                 // The cubin's shared section counts the bytes reserved per block from sm_90
                 // on; the driver's figure does not.
                 let expected = match (name, c) {

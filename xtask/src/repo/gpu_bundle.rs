@@ -51,7 +51,13 @@ impl Args {
         replaceable(&out)?;
         let me = std::env::current_exe().context("finding the running tool")?;
         let work = paths::work_dir();
-        let steps = Steps { root, me, work };
+        let release = target_dir(&root)?.join("release");
+        let steps = Steps {
+            root,
+            me,
+            work,
+            release,
+        };
         // The dev release and the foreign-style registry.
         let foreign_registry = steps.registries()?;
         // Release builds: the examples, the tool with NVRTC, the C ABI and the C++ prover.
@@ -78,6 +84,9 @@ struct Steps {
     root: PathBuf,
     me: PathBuf,
     work: PathBuf,
+    /// Where cargo puts release builds: `<target dir>/release`, wherever
+    /// `CARGO_TARGET_DIR` or cargo's configuration puts the target dir.
+    release: PathBuf,
 }
 
 impl Steps {
@@ -146,7 +155,7 @@ impl Steps {
         ])?;
         self.cargo(&["build", "--release", "-p", "cuda-aot-capi"])?;
         let cpp_prover = paths::work_dir().join("prover-cpp");
-        compile_cpp_prover(&self.root, &cpp_prover)?;
+        compile_cpp_prover(&self.root, &self.release, &cpp_prover)?;
         Ok(cpp_prover)
     }
 
@@ -252,7 +261,7 @@ impl Steps {
             b"made by cargo xtask gpu-bundle; replaced by the next\n",
         )
         .with_context(|| format!("writing {}", out.join(MARKER).display()))?;
-        let release = self.root.join("target/release");
+        let release = &self.release;
         let mut binaries: Vec<(String, PathBuf)> = vec![
             ("prover".into(), release.join("examples/prover")),
             ("readme".into(), release.join("examples/readme")),
@@ -277,7 +286,7 @@ impl Steps {
         if let Some((builds, exes)) = review {
             let dir = out.join("review");
             crate::files::copy_tree(builds, &dir.join("build"))?;
-            let runner = self.root.join("target/release/parity-runner");
+            let runner = self.release.join("parity-runner");
             let review_binaries = exes
                 .iter()
                 .map(|(name, p)| (format!("{name}_tests"), p.clone()))
@@ -331,9 +340,9 @@ fn summary(out: &Path, binaries: usize) -> Result<()> {
 }
 
 /// Compiles `examples/cpp/prover.cpp` into `out` against the C ABI's static library
-/// (`target/release/libcuda_aot_capi.a`) and the pinned toolkit's CUDA headers and static
-/// runtime, so the GPU host needs nothing but its driver to run it.
-fn compile_cpp_prover(root: &Path, out: &Path) -> Result<()> {
+/// (`libcuda_aot_capi.a` of `release`, cargo's release folder) and the pinned toolkit's
+/// CUDA headers and static runtime, so the GPU host needs nothing but its driver to run it.
+fn compile_cpp_prover(root: &Path, release: &Path, out: &Path) -> Result<()> {
     let toolkit = cuda_aot_builder::toolchain::ensure_with(
         &cuda_aot_builder::toolchain::ToolchainOptions::new(crate::args::ToolkitChoice::Pinned),
     )?;
@@ -345,7 +354,7 @@ fn compile_cpp_prover(root: &Path, out: &Path) -> Result<()> {
             .arg("examples/cpp/prover.cpp")
             .arg("-Icapi/include")
             .arg(format!("-I{}", cuda.join("include").display()))
-            .arg("target/release/libcuda_aot_capi.a")
+            .arg(release.join("libcuda_aot_capi.a"))
             .arg(cuda.join("lib/libcudart_static.a"))
             // What a Rust static library needs from the system, and cudart's own.
             .args([
@@ -374,6 +383,30 @@ fn step(cmd: &mut Command, what: &str) -> Result<()> {
 
 /// The test executables of `cargo test --no-run ARGS` whose target is one of `names`,
 /// read from cargo's JSON messages (`executable` of each compiler artifact).
+/// cargo's target directory for the checkout at `root` (`cargo metadata`'s
+/// `target_directory`: `CARGO_TARGET_DIR`, `build.target-dir` or `<root>/target`).
+fn target_dir(root: &Path) -> Result<PathBuf> {
+    let out = process::stdout_of(
+        process::cargo()
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(root)
+            .stdin(Stdio::null()),
+    )
+    .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata: {} (cargo's messages above)",
+            process::describe_status(&out.status)
+        );
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("reading cargo metadata's output")?;
+    meta["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata named no target_directory")
+}
+
 fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let what = format!("cargo test --no-run {}", args.join(" "));
     eprintln!("gpu-bundle: {what}");

@@ -18,11 +18,12 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
     let run = ws
         .build(&["--target", "sm_90", "--target", "compute_90"])
         .ok();
-    // The three-file module has no PTX: it gets sm_90 only.
+    // The modules of several files have no PTX: they get sm_90 only.
     let mut want = set(&MODULES, &["sm_90", "compute_90"]);
     want.extend(set(&["big_params"], &["sm_90", "compute_90"]));
     want.insert("foreign_ntt sm_90".to_string());
     want.insert("foreign_ntt_lto sm_90".to_string());
+    want.insert("foreign_sponge sm_90".to_string());
     assert_eq!(run.compiled(), want);
     for module in MODULES {
         let cubin = manifest(&ws, &format!("out/{module}/sm_90.cubin.manifest.json"));
@@ -134,7 +135,12 @@ fn the_corpus_builds_for_cubin_and_ptx_with_demangled_entry_points() {
     assert_eq!(
         run.cached(),
         set(
-            &["foreign_poly_gl", "foreign_poseidon", "big_params"],
+            &[
+                "foreign_poly_gl",
+                "foreign_poseidon",
+                "big_params",
+                "foreign_sponge"
+            ],
             &["sm_90"]
         )
     );

@@ -129,6 +129,7 @@ fn issue_19_register_spills_are_reported_per_kernel() {
         let spills = m["spills"].as_array().unwrap();
         assert_eq!(spills.len(), 1, "{report}");
         assert_eq!(spills[0]["function"], "_ZN4hash3mixILi8EEEvPyi");
+        assert_eq!(spills[0]["kernel"], true);
         assert!(spills[0]["stores"].as_u64().unwrap() > 0);
         assert!(spills[0]["loads"].as_u64().unwrap() > 0);
     }

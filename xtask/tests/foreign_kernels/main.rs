@@ -16,6 +16,7 @@ mod abi;
 mod corpus;
 mod device_link;
 mod diagnostics;
+mod libraries;
 mod names;
 mod reproducible;
 

@@ -218,3 +218,50 @@ fn issue_20_a_build_killed_while_storing_shared_entries_leaves_nothing_half_writ
     assert_eq!(again.nvcc_runs(), 0, "{}", again.stderr);
     assert_eq!(blobs(&again), blobs(&first));
 }
+
+/// Issue 44, item 5: a header set in the shared cache whose bytes were altered (it no
+/// longer hashes to its name) is refused: the build warns about it, counts it among the
+/// refusals in its summary and report, and `--explain` names the refusal for the jobs that
+/// needed it, not "gone from the cache". They compile; the output is what the first build
+/// made.
+#[test]
+fn issue_44_an_altered_header_set_is_named_as_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("shared");
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let first = build(&Ws::new(), &dir, &keys, Some(&keys.key("builder"))).ok();
+    let sets: Vec<PathBuf> = std::fs::read_dir(dir.join("v1/sets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!sets.is_empty());
+    // One digest of each set altered (a header's content claimed to be other bytes).
+    for set in &sets {
+        let text = std::fs::read_to_string(set).unwrap();
+        let at = text.find("\"blake3:").unwrap() + 8;
+        let flipped = if &text[at..=at] == "0" { "1" } else { "0" };
+        std::fs::write(set, format!("{}{flipped}{}", &text[..at], &text[at + 1..])).unwrap();
+    }
+    let second = crate::build_with(&Ws::new(), &dir, &keys, None, &["--explain"]).ok();
+    assert_eq!(blobs(&second), blobs(&first));
+    let refused = refusals(&second);
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.starts_with("header set ") && r.contains("does not hash to its name")),
+        "{refused:?}"
+    );
+    assert!(
+        second
+            .stdout
+            .contains("the shared cache's entry was refused: header set ")
+            && !second.stdout.contains("header set is gone from the cache"),
+        "{}",
+        second.stdout
+    );
+    assert!(
+        second.stderr.contains("refused the entry for header set "),
+        "{}",
+        second.stderr
+    );
+}

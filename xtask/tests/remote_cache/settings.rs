@@ -65,6 +65,22 @@ fn issue_20_bad_shared_cache_settings_are_refused_before_anything_is_built() {
             assert!(out.stderr.contains(s), "{url}: {}", out.stderr);
         }
     }
+    // No trust root for the shared cache at all: the advice names build's flag for it
+    // (issue 44, item 5), not `--trust`, which build does not have.
+    let out = Out::of(
+        xtask()
+            .args(["build", "--spec"])
+            .arg(ws.spec_path())
+            .args(["--remote-cache", &url(&remote)]),
+    )
+    .failed();
+    assert!(
+        out.stderr.contains("no trust root")
+            && out.stderr.contains("Fix: pass --remote-cache-trust FILE")
+            && !out.stderr.contains("--trust FILE"),
+        "{}",
+        out.stderr
+    );
     assert!(!remote.exists(), "nothing was written");
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
 }
