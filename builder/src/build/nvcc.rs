@@ -775,11 +775,13 @@ mod tests {
             [
                 Spill {
                     function: "spill".into(),
+                    kernel: false,
                     stores: 10800,
                     loads: 13304
                 },
                 Spill {
                     function: "_Z4hashPj".into(),
+                    kernel: false,
                     stores: 8,
                     loads: 4
                 },
