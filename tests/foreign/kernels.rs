@@ -260,38 +260,108 @@ fn gpu_a_wrong_argument_size_is_refused_before_the_driver_is_called() {
     assert_eq!(stream.clone_dtoh(&dy).unwrap(), want);
 }
 
+/// Issue 44, item 4: for every kernel of both bundles (the release registry and the
+/// foreign-style one), the signed registers, local memory and launch bound equal what the
+/// driver reports (`cuFuncGetAttribute`), the signed static shared memory is what the
+/// driver reports plus the block's reserve, and the signed whole stack equals cuobjdump's
+/// `STACK` (`-res-usage`, the GPU host's toolkit); every signed global resolves with the
+/// signed size (`cuModuleGetGlobal`, which `Module::global` compares).
 #[test]
-#[ignore = "needs a CUDA device"]
-fn gpu_the_signed_launch_abi_matches_what_the_driver_reports() {
-    let rt = open();
-    for m in rt.selected() {
-        let module = rt.module(m.identity.module.as_str()).unwrap();
-        for f in &m.functions {
-            let k = module.kernel(f.symbol.as_str()).unwrap();
-            let attrs = k.attributes().unwrap();
-            println!(
-                "{} {}: signed regs {:?} shared {:?} local {:?} max_threads {:?}; driver {attrs:?}",
-                m.label(),
-                f.display_name(),
-                f.abi.registers,
-                f.abi.shared_bytes,
-                f.abi.local_bytes,
-                f.abi.max_threads
-            );
-            // The driver's parameter layout was compared with the signed one at lookup.
-            if let Some(driver) = k.params() {
-                assert_eq!(driver.len(), f.abi.params.len());
+#[ignore = "needs a CUDA device and cuobjdump"]
+fn gpu_the_signed_resources_and_globals_match_the_driver_and_cuobjdump() {
+    let foreign = open();
+    let release = crate::open_at(&crate::release_registry());
+    let (mut kernels, mut globals) = (0, 0);
+    for (rt, registry) in [
+        (&foreign, crate::foreign_registry()),
+        (&release, crate::release_registry()),
+    ] {
+        for m in rt.selected() {
+            let module = rt.module(m.identity.module.as_str()).unwrap();
+            let blob = registry.join(cuda_aot::source::layout::blob(&m.module_digest));
+            let stacks = cuobjdump_stacks(&blob);
+            for f in &m.functions {
+                let k = module.kernel(f.symbol.as_str()).unwrap();
+                let attrs = k.attributes().unwrap();
+                let what = format!("{} {}", m.label(), f.display_name());
+                println!(
+                    "{what}: signed regs {:?} shared {:?} local {:?} stack {:?} max_threads {:?}; driver {attrs:?}; cuobjdump stack {:?}",
+                    f.abi.registers,
+                    f.abi.shared_bytes,
+                    f.abi.local_bytes,
+                    f.abi.stack_bytes,
+                    f.abi.max_threads,
+                    stacks.get(f.symbol.as_str())
+                );
+                // The driver's parameter layout was compared with the signed one at lookup.
+                if let Some(driver) = k.params() {
+                    assert_eq!(driver.len(), f.abi.params.len(), "{what}");
+                }
+                assert_eq!(Some(attrs.num_regs), f.abi.registers, "{what}");
+                assert_eq!(Some(attrs.local_size_bytes), f.abi.local_bytes, "{what}");
+                let shared = f.abi.shared_bytes.unwrap_or(0);
+                assert_eq!(
+                    cuda_aot::elf::driver_shared_bytes(m.identity.sm.number(), shared),
+                    attrs.shared_size_bytes,
+                    "{what}"
+                );
+                match f.abi.max_threads {
+                    Some(max) => assert!(attrs.max_threads_per_block <= max, "{what}"),
+                    None => assert!(attrs.max_threads_per_block > 0, "{what}"),
+                }
+                assert_eq!(
+                    stacks.get(f.symbol.as_str()).copied(),
+                    f.abi.stack_bytes,
+                    "{what}: cuobjdump's STACK"
+                );
+                kernels += 1;
             }
-            assert_eq!(
-                Some(attrs.num_regs),
-                f.abi.registers,
-                "{}",
-                f.display_name()
-            );
-            assert_eq!(Some(attrs.local_size_bytes), f.abi.local_bytes);
-            if let Some(max) = f.abi.max_threads {
-                assert!(attrs.max_threads_per_block <= max);
+            for g in m.globals.iter().flatten() {
+                let global = module.global(g.symbol.as_str()).unwrap();
+                assert_eq!(global.size() as u64, g.size, "{} {}", m.label(), g.name);
+                globals += 1;
             }
         }
     }
+    println!("{kernels} kernels and {globals} globals checked");
+    assert!(kernels > 0 && globals > 0);
+}
+
+/// cuobjdump `-res-usage` of one cubin: each function's `STACK`, by symbol.
+fn cuobjdump_stacks(cubin: &std::path::Path) -> std::collections::HashMap<String, u32> {
+    let tool = ["/usr/local/cuda/bin/cuobjdump", "cuobjdump"]
+        .into_iter()
+        .find(|t| {
+            std::process::Command::new(t)
+                .arg("--version")
+                .output()
+                .is_ok()
+        })
+        .expect("cuobjdump (the GPU host's /usr/local/cuda/bin)");
+    let out = std::process::Command::new(tool)
+        .arg("-res-usage")
+        .arg(cubin)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut stacks = std::collections::HashMap::new();
+    let mut function = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(f) = line.strip_prefix("Function ") {
+            function = Some(f.trim_end_matches(':').to_string());
+        } else if let (Some(f), Some(at)) = (&function, line.find("STACK:")) {
+            let n: u32 = line[at + 6..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("cuobjdump line: {line}"));
+            stacks.insert(f.clone(), n);
+        }
+    }
+    stacks
 }

@@ -12,25 +12,45 @@
 //!
 //! One file per concern: `kernels` (kernels by name, argument sizes, the launch ABI),
 //! `globals` (device globals), `linked_ntt` (the device-linked NTT) and `big_params`
-//! (large by-value parameters); the helpers several of them use are here.
+//! (large by-value parameters), `sponge` (the six-file device-linked library of issue 44);
+//! the helpers several of them use are here.
 
 mod big_params;
 mod globals;
 mod kernels;
 mod linked_ntt;
+mod sponge;
 
 use cuda_aot::{Policy, Runtime};
 use cuda_aot_kernels::foreign::Field;
 
 fn open() -> Runtime {
-    let reg = std::env::var_os("CUDA_AOT_FOREIGN_REGISTRY")
+    open_at(&foreign_registry())
+}
+
+/// The foreign-style registry: `CUDA_AOT_FOREIGN_REGISTRY`, else the checkout's.
+fn foreign_registry() -> std::path::PathBuf {
+    std::env::var_os("CUDA_AOT_FOREIGN_REGISTRY")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| ".cuda-aot/foreign-registry".into());
+        .unwrap_or_else(|| ".cuda-aot/foreign-registry".into())
+}
+
+/// The release registry (`cargo xtask release`): `CUDA_AOT_TEST_REGISTRY`, else the
+/// checkout's.
+fn release_registry() -> std::path::PathBuf {
+    std::env::var_os("CUDA_AOT_TEST_REGISTRY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| ".cuda-aot/registry".into())
+}
+
+/// A runtime over the registry folder `reg`, preloaded, trusting `CUDA_AOT_TEST_TRUST`
+/// (default: the checkout's dev root).
+fn open_at(reg: &std::path::Path) -> Runtime {
     let trust: std::path::PathBuf = std::env::var_os("CUDA_AOT_TEST_TRUST")
         .map(Into::into)
         .unwrap_or_else(|| ".cuda-aot/dev-keys/root.json".into());
     let trust = std::fs::read(&trust).unwrap_or_else(|e| panic!("{}: {e}", trust.display()));
-    let rt = Runtime::open(&reg, &trust, Policy::development()).unwrap();
+    let rt = Runtime::open(reg, &trust, Policy::development()).unwrap();
     rt.preload().unwrap();
     println!(
         "device: {} {} driver {}",
