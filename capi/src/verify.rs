@@ -102,6 +102,9 @@ fn verify(registry: &Path, trust: &Path, state: &Path, save: bool) -> Result<Rep
     let verified = verify_metadata(&src, &anchor, seen, &opts)?
         .complete(&src, Select::all().parallel())
         .map_err(|f| failed(f, registry))?;
+    // What only auditors read, as `cargo xtask verify` does: every subject's sha256 and
+    // every rebuild source the build statements name.
+    verified.metadata().audit(&src)?;
     if save {
         verified.state().save(state)?;
     }

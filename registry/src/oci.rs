@@ -323,8 +323,9 @@ pub fn push(
     };
     let index =
         verify_metadata(&rec, anchor, Default::default(), verify)?.complete(&rec, Select::all())?;
-    // The sources the statements name are layers too: a rebuilder pulls them.
-    index.sources(&rec)?;
+    // The sources the statements name are layers too (a rebuilder pulls them), and every
+    // subject's sha256 is what tools that read only sha256 will check.
+    index.metadata().audit(&rec)?;
     let read = rec.read.into_inner().expect("recording");
     if let Some(path) = read.changed {
         return Err(Error::io(

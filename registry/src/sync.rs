@@ -412,8 +412,9 @@ fn fetch_and_verify<'a>(
     let run = || -> cuda_aot::Result<Verified> {
         let verified =
             verify_metadata(&src, anchor, seen, &opts.verify)?.complete(&src, Select::all())?;
-        // A mirror holds what a rebuilder needs too: the sources the statements name.
-        verified.sources(&src)?;
+        // A mirror holds what a rebuilder needs too (the sources the statements name), and
+        // what tools that read sha256 check (every subject's sha256).
+        verified.metadata().audit(&src)?;
         Ok(verified)
     };
     match run() {

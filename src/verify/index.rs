@@ -99,6 +99,83 @@ impl VerifiedIndex {
         }
         Ok(out)
     }
+    /// What a registry's auditors check beyond what a load needs (`cargo xtask verify`,
+    /// the C ABI's `cuda_aot_verify`, `sync` before a mirror is visible): every subject of
+    /// every in-toto build statement is the file it names, by size and blake3 and by the
+    /// sha256 the statement gives tools that read only sha256 (cosign, the in-toto
+    /// verifiers); and every rebuild source the statements name is in the registry, intact
+    /// ([`VerifiedIndex::sources`]: size, blake3, no links). The first failure names the
+    /// file, its statement and what is wrong. Provers read none of this.
+    pub fn audit(&self, src: &dyn RegistrySource) -> Result<()> {
+        self.audit_roots(src)?;
+        for (digest, s) in &self.statements {
+            let Some(st) = &s.statement else { continue };
+            for subject in &st.subject {
+                let Some(blake3) = subject.digest.blake3() else {
+                    continue; // refused when the statement was verified
+                };
+                let is_manifest = subject.media_type == crate::provenance::MANIFEST_MEDIA_TYPE;
+                let path = match is_manifest {
+                    true => layout::manifest(&blake3),
+                    false => layout::blob(&blake3),
+                };
+                let what = format!(
+                    "subject {} of build statement {} ({path})",
+                    escape_untrusted(&subject.name),
+                    digest.short()
+                );
+                let size = subject.annotations.size;
+                let limit = match is_manifest {
+                    true => self.limits().manifest,
+                    false => self.limits().blob,
+                };
+                if size > limit {
+                    return Err(Error::TooLarge {
+                        what,
+                        limit,
+                        actual: size,
+                    });
+                }
+                let bytes = read_exact_signed(src, &path, size, &blake3, &what)?;
+                if let Some(sha256) = subject.digest.sha256 {
+                    let actual = crate::provenance::Hex32::sha256(&bytes);
+                    if actual != sha256 {
+                        return Err(Error::DigestMismatch {
+                            what: format!("{what}: its sha256"),
+                            expected: format!("sha256:{sha256}"),
+                            actual: format!("sha256:{actual}"),
+                        });
+                    }
+                }
+            }
+        }
+        self.sources(src).map(|_| ())
+    }
+
+    /// The registry's own root chain, from `root/1.root.json` (self-signed) through every
+    /// rotation it holds ([`crate::trust::walk_chain`]), must end at the root this
+    /// verification trusts: a load starts from the caller's anchor and never reads the
+    /// files before it, but a new client, a mirror or an auditor starts from version 1.
+    fn audit_roots(&self, src: &dyn RegistrySource) -> Result<()> {
+        let limits = self.limits();
+        let path = layout::root(1);
+        let what = format!("the registry's first trust root ({path})");
+        let first = crate::source::read_required(src, &path, limits.root, &what)?;
+        let v1 = crate::trust::verify_anchor(&first, limits, &what)?;
+        let newest = crate::trust::walk_chain(src, v1, limits, |_, _| {})?;
+        if newest.file_bytes() != self.root.file_bytes() {
+            return Err(Error::Json {
+                what: format!("the registry's root chain ({path} onwards)"),
+                message: format!(
+                    "it ends at root v{}, which is not the root v{} this verification trusts",
+                    newest.root().version,
+                    self.root.root().version
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The manifests verified so far: none after [`verify_metadata`]; the selected ones
     /// once [`VerifiedIndex::complete`] passed.
     ///

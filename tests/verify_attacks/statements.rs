@@ -102,3 +102,33 @@ fn a_subject_not_named_for_its_module_or_without_its_pair_is_refused() {
         assert!(err.to_string().contains(expected), "{expected}: {err}");
     }
 }
+
+/// Issue 43, item 2: a builder-signed in-toto statement whose blob subject carries the
+/// right blake3 but another sha256 (what cosign and the in-toto verifiers check): a load
+/// (which reads blake3) takes it, the registry audit (`verify`, `cuda_aot_verify`, `sync`)
+/// refuses it, naming the subject, the statement and both sha256 digests.
+#[test]
+fn a_subject_whose_sha256_is_not_its_bytes_is_refused_by_the_audit() {
+    let f = Fixture::new();
+    let mut build = Build::new(&[add_module("sm_90", Channel::Dev)], &[&f.keys.builder]);
+    let mut st = build.statement();
+    let blob = st
+        .subject
+        .iter_mut()
+        .find(|s| !s.name.ends_with(".manifest.json"))
+        .unwrap();
+    blob.digest.sha256 = Some(cuda_aot::provenance::Hex32::sha256(b"other bytes"));
+    build.statement = sign_doc(&st, &[&f.keys.builder]);
+    f.forge(&build, &[]);
+    let (verified, modules) = f.verify().unwrap();
+    assert_eq!(modules.len(), 1, "a load reads blake3 only");
+    let src = cuda_aot::source::DirSource::new(f.reg_path());
+    let err = verified.metadata().audit(&src).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, Error::DigestMismatch { .. })
+            && text.contains("subject add/sm_90.cubin of build statement")
+            && text.contains("its sha256"),
+        "{text}"
+    );
+}

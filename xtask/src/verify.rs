@@ -180,6 +180,8 @@ pub fn verify_registry(
                 None => anyhow::Error::from(*f.error),
             }
         })?;
+    // What only auditors read: every subject's sha256 and every rebuild source.
+    verified.metadata().audit(&src)?;
     if save == SaveState::Yes {
         verified.state().save(state_path)?;
     }
