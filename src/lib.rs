@@ -54,6 +54,7 @@ pub mod content;
 #[cfg(feature = "driver")]
 #[allow(unsafe_code)]
 pub mod cuda;
+pub mod demangle;
 pub mod digest;
 pub mod elf;
 pub mod envelope;

@@ -1,7 +1,14 @@
 //! Looking kernels and globals up by name, as the runtime and the tools do: the exact symbol,
 //! or exactly one item whose C++ name matches in canonical form (whitespace normalised,
 //! template arguments spelt as c++filt spells them); and how they are listed in messages.
+//!
+//! A C++ item is found by the names its manifest records (cpp_demangle's spelling,
+//! [`crate::demangle::cpp_demangle`]) and by c++filt's spelling of its symbol
+//! ([`crate::demangle::cxxfilt_kernel`]), which cpp_demangle sometimes misprints: a query
+//! in either spelling, with or without parameters, finds it, in manifests of any age.
 
+pub use crate::demangle::cxxfilt_spelling;
+use crate::demangle::{Demangled, cxxfilt_global, cxxfilt_kernel};
 use crate::identity::{Function, Global};
 
 // Matching a query against one kernel or global: how lookup reads a name, so it lives here.
@@ -16,16 +23,30 @@ impl Function {
 
     /// [`Function::matches`] for a query already in canonical form ([`canonical_cpp`]),
     /// without the symbol: what a resolver calls for every kernel, canonicalising once.
+    /// The recorded names first; c++filt's, from the symbol, only when they do not match.
     pub(crate) fn matches_canonical(&self, q: &str) -> bool {
-        if q == canonical_cpp(self.name.as_str()) {
-            return true;
-        }
-        let Some(sig) = &self.signature else {
-            return false;
-        };
-        let sig = canonical_cpp(sig.as_str());
-        q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
+        let recorded = q == canonical_cpp(self.name.as_str())
+            || self
+                .signature
+                .as_ref()
+                .is_some_and(|sig| matches_signature(q, sig.as_str()));
+        recorded
+            || self.cxxfilt().is_some_and(|theirs| {
+                q == canonical_cpp(&theirs.name) || matches_signature(q, &theirs.signature)
+            })
     }
+
+    /// This kernel's name and signature as c++filt and Nsight print them, from its symbol
+    /// ([`cxxfilt_kernel`]); `None` for an `extern "C"` kernel.
+    pub fn cxxfilt(&self) -> Option<Demangled> {
+        cxxfilt_kernel(self.symbol.as_str())
+    }
+}
+
+/// Whether canonical query `q` is signature `sig`, with or without a leading return type.
+fn matches_signature(q: &str, sig: &str) -> bool {
+    let sig = canonical_cpp(sig);
+    q == sig || q.split_once(' ').is_some_and(|(_ret, rest)| rest == sig)
 }
 
 impl Global {
@@ -38,6 +59,15 @@ impl Global {
     /// [`Global::matches`] for a query already in canonical form, without the symbol.
     pub(crate) fn matches_canonical(&self, q: &str) -> bool {
         q == canonical_cpp(self.name.as_str())
+            || self
+                .cxxfilt()
+                .is_some_and(|theirs| q == canonical_cpp(&theirs))
+    }
+
+    /// This global's name as c++filt prints it, from its symbol ([`cxxfilt_global`]);
+    /// `None` for an unmangled name.
+    pub fn cxxfilt(&self) -> Option<String> {
+        cxxfilt_global(self.symbol.as_str())
     }
 }
 
@@ -99,111 +129,6 @@ pub fn describe_functions<'a>(functions: impl IntoIterator<Item = &'a Function>)
         "(none)".into()
     } else {
         v.join(", ")
-    }
-}
-
-/// A C++ name as c++filt (binutils) and Nsight spell it, from the spelling `cpp_demangle`
-/// gives (which the manifest records); a c++filt spelling is returned unchanged. The two
-/// demanglers differ in template arguments:
-/// - integer literals: `(unsigned int)10`, `(long)-3`, `(unsigned long long)5` are `10u`,
-///   `-3l`, `5ull` (`int` literals are bare in both; `(char)97`, `(short)2` in both);
-/// - pointers to member functions: `&S::f(int) const` is `&(S::f(int) const)`, and a
-///   non-const one, `&S::g()`, is `&S::g`.
-pub fn cxxfilt_spelling(name: &str) -> String {
-    let b = name.as_bytes();
-    let mut out = String::with_capacity(name.len());
-    let mut i = 0;
-    while i < b.len() {
-        let at_arg = i > 0 && matches!(b[i - 1], b'<' | b',' | b' ') && arg_start(b, i);
-        let rewritten = match b[i] {
-            b'(' if at_arg => integer_literal(name, i),
-            b'&' if at_arg && b.get(i + 1) != Some(&b'(') => member_function(name, i),
-            _ => None,
-        };
-        if let Some((text, next)) = rewritten {
-            out.push_str(&text);
-            i = next;
-            continue;
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    out
-}
-
-/// Whether `i` starts a template argument: after `<`, `,` or `, `.
-fn arg_start(b: &[u8], i: usize) -> bool {
-    match b[i - 1] {
-        b'<' | b',' => true,
-        b' ' => i >= 2 && b[i - 2] == b',',
-        _ => false,
-    }
-}
-
-/// The end of the template argument starting at `from`: the index of the `,` or `>` that
-/// closes it (brackets balanced), if any.
-fn arg_end(b: &[u8], from: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    for (j, &c) in b.iter().enumerate().skip(from) {
-        match c {
-            b'<' | b'(' | b'[' => depth += 1,
-            b')' | b']' => depth -= 1,
-            b'>' if depth == 0 => return Some(j),
-            b'>' => depth -= 1,
-            b',' if depth == 0 => return Some(j),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `(unsigned int)10` at `i` (a whole template argument): `10u` and where it ends.
-fn integer_literal(name: &str, i: usize) -> Option<(String, usize)> {
-    const SUFFIX: [(&str, &str); 5] = [
-        ("unsigned int", "u"),
-        ("unsigned long", "ul"),
-        ("long", "l"),
-        ("unsigned long long", "ull"),
-        ("long long", "ll"),
-    ];
-    let close = i + name[i..].find(')')?;
-    let ty = name[i + 1..close].trim();
-    let suffix = SUFFIX.iter().find(|(t, _)| *t == ty)?.1;
-    let end = arg_end(name.as_bytes(), close + 1)?;
-    let value = name[close + 1..end].trim();
-    let digits = value.strip_prefix('-').unwrap_or(value);
-    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| (format!("{value}{suffix}"), end))
-}
-
-/// `&S::f(int) const` or `&S::g()` at `i` (a whole template argument): c++filt's
-/// `&(S::f(int) const)` or `&S::g`, and where it ends.
-fn member_function(name: &str, i: usize) -> Option<(String, usize)> {
-    let b = name.as_bytes();
-    let end = arg_end(b, i + 1)?;
-    let arg = name[i + 1..end].trim_end();
-    // The parameter list: the last top-level `(...)`.
-    let mut depth = 0i32;
-    let mut open = None;
-    for (j, c) in arg.bytes().enumerate() {
-        match c {
-            b'<' => depth += 1,
-            b'>' => depth -= 1,
-            b'(' if depth == 0 && open.is_none() => open = Some(j),
-            _ => {}
-        }
-    }
-    let open = open?;
-    let close = open + arg[open..].rfind(')')?;
-    let qualifier = arg[close + 1..].trim();
-    let target = &arg[..open];
-    if !target.contains("::") {
-        return None;
-    }
-    match qualifier {
-        "" => Some((format!("&{target}"), end)),
-        "const" => Some((format!("&({})", arg), end)),
-        _ => None,
     }
 }
 
@@ -347,6 +272,123 @@ mod tests {
         // Idempotent on c++filt's own spelling; casts it does not use are left alone.
         assert_eq!(cxxfilt_spelling("k<10u, (char)97>"), "k<10u, (char)97>");
         assert_eq!(cxxfilt_spelling("f(unsigned int)"), "f(unsigned int)");
+    }
+
+    /// Issue 44, item 3: the kernels of kernels/foreign/src/msm_templates.cu as nvcc 13.0
+    /// mangled them, one per kind of template argument, each with what c++filt (binutils
+    /// 2.40) prints for it. Every spelling (c++filt's with or without `void` and without
+    /// parameters, cpp_demangle's as the manifest records it with and without parameters,
+    /// the symbol) finds exactly that kernel among them all.
+    #[test]
+    fn issue_44_every_spelling_of_each_template_argument_kind_finds_its_kernel() {
+        let kinds = [
+            (
+                "null pointer to a nested type reached by substitution",
+                "_ZN3msm10load_basesIN3b125fp2_tENS2_5mem_tELPKS3_0EEEvPjPKT0_j",
+                "void msm::load_bases<b12::fp2_t, b12::fp2_t::mem_t, (b12::fp2_t::mem_t const*)0>(unsigned int*, b12::fp2_t::mem_t const*, unsigned int)",
+            ),
+            (
+                "address of a variable",
+                "_ZN3msm10load_basesIN3b124fp_tENS2_5mem_tEXadL_ZNS1_4G1_XEEEEEvPjPKT0_j",
+                "void msm::load_bases<b12::fp_t, b12::fp_t::mem_t, &b12::G1_X>(unsigned int*, b12::fp_t::mem_t const*, unsigned int)",
+            ),
+            (
+                "pointer to a data member",
+                "_ZN3msm10coordinateIN3b125fp2_tEXadL_ZNS2_2c1EEEEEvPjPKT_j",
+                "void msm::coordinate<b12::fp2_t, &b12::fp2_t::c1>(unsigned int*, b12::fp2_t const*, unsigned int)",
+            ),
+            (
+                "null pointer to a data member",
+                "_ZN3msm10coordinateIN3b125fp2_tELMS2_NS1_4fp_tE0EEEvPjPKT_j",
+                "void msm::coordinate<b12::fp2_t, (b12::fp_t b12::fp2_t::*)0>(unsigned int*, b12::fp2_t const*, unsigned int)",
+            ),
+            (
+                "pointer to a const member function",
+                "_ZN3msm9read_withIN3b125fp2_tEXadL_ZNKS2_3lowEvEEEEvPjPKT_j",
+                "void msm::read_with<b12::fp2_t, &(b12::fp2_t::low() const)>(unsigned int*, b12::fp2_t const*, unsigned int)",
+            ),
+            (
+                "enums, scoped and unscoped",
+                "_ZN3msm8describeILN3b126form_tE2ELNS1_7group_tE2EEEvPjj",
+                "void msm::describe<(b12::form_t)2, (b12::group_t)2>(unsigned int*, unsigned int)",
+            ),
+            (
+                "nullptr",
+                "_ZN3msm8finaliseILDnEEEvPjPKjj",
+                "void msm::finalise<decltype(nullptr)>(unsigned int*, unsigned int const*, unsigned int)",
+            ),
+            (
+                "address of a function template",
+                "_ZN3msm8finaliseIXadL_ZN3b126reduceILj7EEEjjEEEEvPjPKjj",
+                "void msm::finalise<&(unsigned int b12::reduce<7u>(unsigned int))>(unsigned int*, unsigned int const*, unsigned int)",
+            ),
+            (
+                "negative and 64-bit literals",
+                "_ZN3msm6recodeILin5ELln3ELm18446744069414584321ELxn6ELy18446744073709551615ELj4294967295EEEvPmPKmj",
+                "void msm::recode<-5, -3l, 18446744069414584321ul, -6ll, 18446744073709551615ull, 4294967295u>(unsigned long*, unsigned long const*, unsigned int)",
+            ),
+            (
+                "128-bit literals",
+                "_ZN3msm9fold_wideILo18446744073709551617ELnn1180591620717411303424EEEvPmPKmj",
+                "void msm::fold_wide<(unsigned __int128)18446744073709551617, (__int128)-1180591620717411303424>(unsigned long*, unsigned long const*, unsigned int)",
+            ),
+            (
+                "bool and chars",
+                "_ZN3msm9tag_lanesILb1ELc71ELan1ELh200EEEvPjj",
+                "void msm::tag_lanes<true, (char)71, (signed char)-1, (unsigned char)200>(unsigned int*, unsigned int)",
+            ),
+            (
+                "bool and chars, other values",
+                "_ZN3msm9tag_lanesILb0ELc72ELa3ELh0EEEvPjj",
+                "void msm::tag_lanes<false, (char)72, (signed char)3, (unsigned char)0>(unsigned int*, unsigned int)",
+            ),
+            (
+                "nested templates",
+                "_ZN3msm10accumulateIN3b128bucket_tINS1_6xyzz_tINS1_5fp2_tEEELj4EEEEEvPjPKjS9_j",
+                "void msm::accumulate<b12::bucket_t<b12::xyzz_t<b12::fp2_t>, 4u> >(unsigned int*, unsigned int const*, unsigned int const*, unsigned int)",
+            ),
+            (
+                "template template parameter",
+                "_ZN3msm12clear_pointsIN3b126xyzz_tENS1_4fp_tEEEvPjPT_IT0_Ej",
+                "void msm::clear_points<b12::xyzz_t, b12::fp_t>(unsigned int*, b12::xyzz_t<b12::fp_t>*, unsigned int)",
+            ),
+        ];
+        // What the builder records: cpp_demangle's spelling.
+        let fs: Vec<Function> = kinds
+            .iter()
+            .map(|(_, symbol, _)| {
+                let d = crate::demangle::cpp_demangle(symbol).unwrap();
+                cpp(symbol, &d.name, &d.signature)
+            })
+            .collect();
+        let mut misprinted = 0;
+        for (f, (kind, symbol, theirs)) in fs.iter().zip(kinds) {
+            let ours = f.cxxfilt().unwrap();
+            // The listing's c++filt spelling is exactly c++filt's text.
+            assert_eq!(format!("void {}", ours.signature), theirs, "{kind}");
+            let bare = &theirs["void ".len()..theirs.rfind('(').unwrap()];
+            assert_eq!(ours.name, bare, "{kind}");
+            let recorded = f.signature.as_ref().unwrap().as_str();
+            misprinted += usize::from(
+                normalise_cpp(&cxxfilt_spelling(recorded)) != normalise_cpp(&ours.signature),
+            );
+            for q in [
+                theirs,
+                &theirs["void ".len()..],
+                bare,
+                recorded,
+                f.name.as_str(),
+                symbol,
+            ] {
+                let found = resolve_function(&fs, q)
+                    .unwrap_or_else(|c| panic!("{kind}: {q}: {} candidates", c.len()));
+                assert_eq!(found.symbol.as_str(), symbol, "{kind}: {q}");
+            }
+        }
+        // cpp_demangle misprints both load_bases (`b12::fp2_t const::mem_t*`, in the null
+        // pointer and in the `const M*` parameter), the member function, the template
+        // template parameter, and leaves out the function template's return type.
+        assert_eq!(misprinted, 5);
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! name a prover looks up (`Runtime::kernel`, `Module::global`).
 
 use anyhow::Result;
-use cuda_aot::lookup::cxxfilt_spelling;
 use cuda_aot::{Function, Global, Manifest};
 use serde_json::json;
 
@@ -16,8 +15,9 @@ use cuda_aot_builder::build;
 /// Builds what the spec selects (through the build cache: a built module costs no nvcc run)
 /// into a temporary folder, then prints, per module and target, each kernel's symbol, its
 /// name as `cpp_demangle` spells it (what the manifest records), as c++filt and Nsight spell
-/// it, and its signed launch ABI, then each device global's symbol, names, size, memory
-/// space and whether it has an initial value. Any of the three spellings finds the kernel.
+/// it (derived from the symbol: c++filt's exact text, less the `void` before a template),
+/// and its signed launch ABI, then each device global's symbol, names, size, memory space
+/// and whether it has an initial value. Any of the three spellings finds the kernel.
 #[derive(clap::Args)]
 #[command(after_long_help = "\
 Any spelling printed finds the kernel or global: Runtime::kernel(module, name) and
@@ -67,8 +67,8 @@ fn print_module(m: &Manifest) {
     for f in &m.functions {
         let abi = &f.abi;
         println!("  kernel {}", f.symbol);
-        if let Some(sig) = &f.signature {
-            spellings(sig.as_str());
+        if let (Some(sig), Some(theirs)) = (&f.signature, f.cxxfilt()) {
+            spellings(sig.as_str(), &theirs.signature);
         }
         let mut res = Vec::new();
         if let Some(r) = abi.registers {
@@ -113,8 +113,8 @@ fn print_module(m: &Manifest) {
                     g.space,
                     if g.initialised { ", initialised" } else { "" }
                 );
-                if g.name.as_str() != g.symbol.as_str() {
-                    spellings(g.name.as_str());
+                if let Some(theirs) = g.cxxfilt() {
+                    spellings(g.name.as_str(), &theirs);
                 }
             }
         }
@@ -122,8 +122,7 @@ fn print_module(m: &Manifest) {
 }
 
 /// The demangled name as `cpp_demangle` spells it and, where it differs, as c++filt does.
-fn spellings(name: &str) {
-    let theirs = cxxfilt_spelling(name);
+fn spellings(name: &str, theirs: &str) {
     if theirs == name {
         println!("    demangled     {name}");
     } else {
@@ -136,7 +135,7 @@ fn function_json(f: &Function) -> serde_json::Value {
     json!({
         "symbol": f.symbol,
         "cpp_demangle": f.signature.as_ref().map(|s| s.as_str()),
-        "cxxfilt": f.signature.as_ref().map(|s| cxxfilt_spelling(s.as_str())),
+        "cxxfilt": f.cxxfilt().map(|theirs| theirs.signature),
         "name": f.name,
         "abi": f.abi,
     })
@@ -146,7 +145,7 @@ fn global_json(g: &Global) -> serde_json::Value {
     json!({
         "symbol": g.symbol,
         "cpp_demangle": g.name,
-        "cxxfilt": cxxfilt_spelling(g.name.as_str()),
+        "cxxfilt": g.cxxfilt().unwrap_or_else(|| g.name.to_string()),
         "size": g.size,
         "space": g.space,
         "initialised": g.initialised,

@@ -1,9 +1,10 @@
-//! The kernels and device globals of a built blob, by C++ name: each symbol demangled once
-//! here (the runtime only compares the recorded strings), and the spec's entry points
-//! resolved against them.
+//! The kernels and device globals of a built blob, by C++ name: each symbol's cpp_demangle
+//! spelling recorded once here ([`cuda_aot::demangle::cpp_demangle`]), and the spec's entry
+//! points resolved against them by the runtime's rule (which also accepts c++filt's
+//! spelling, derived from the symbol).
 
 use anyhow::{Result, anyhow};
-use cpp_demangle::{DemangleOptions, Symbol};
+use cuda_aot::demangle::cpp_demangle;
 use cuda_aot::lookup::{describe_functions, resolve_function};
 use cuda_aot::{Function, FunctionName, Global, GlobalName, KernelName, Kind, LaunchAbi};
 
@@ -78,19 +79,10 @@ pub fn globals(label: &str, kind: Kind, blob: &[u8]) -> Result<Vec<Global>> {
 }
 
 /// A mangled C++ symbol's demangled name (no parameters, no return type) and signature (no
-/// return type); `None` for `extern "C"` names and what does not demangle.
+/// return type), as the manifest records them; `None` for `extern "C"` names and what does
+/// not demangle.
 fn demangle(symbol: &str) -> Option<(String, String)> {
-    if !symbol.starts_with("_Z") {
-        return None;
-    }
-    let s = Symbol::new(symbol).ok()?;
-    let name = s
-        .demangle_with_options(&DemangleOptions::new().no_params().no_return_type())
-        .ok()?;
-    let sig = s
-        .demangle_with_options(&DemangleOptions::new().no_return_type())
-        .ok()?;
-    Some((name, sig))
+    cpp_demangle(symbol).map(|d| (d.name, d.signature))
 }
 
 /// One kernel: `extern "C"` symbols are their own name; mangled C++ symbols get their
