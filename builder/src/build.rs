@@ -5,6 +5,7 @@
 //!
 //! The entry points are [`run_build`] and [`plan`]. Submodules: `spec` (the release spec),
 //! `job` (one job: cache hit or nvcc), `nvcc` (command lines and what nvcc prints),
+//! `extern_check` (an `extern` no file defines, nvcc's #20044-D),
 //! `kernels` (entry points), `cache` (entries and dependency records), `inputs` (file names
 //! and digests), `explain` (why a job compiled), `evict` (the size bound), `shared_cache`
 //! (the signed cache several machines share), `report` (what is printed).
@@ -13,6 +14,7 @@ mod cache;
 mod commit;
 mod evict;
 mod explain;
+mod extern_check;
 mod inputs;
 mod job;
 mod kernels;

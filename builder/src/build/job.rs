@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime};
 use super::cache::{Cache, DepFile, DepRecord, StoredRecord};
 use super::explain::Change;
 use super::inputs::{self, Inputs};
-use super::{Job, Plan, fail, kernels, nvcc};
+use super::{Job, Plan, extern_check, fail, kernels, nvcc};
 use crate::files;
 
 /// The outcome of one job.
@@ -242,9 +242,10 @@ impl Ctx<'_> {
             self.run_nvcc(job, &m.sources[0], &job.flags, &output, stage.path())?;
         // No signed blob may carry a silently zero-filled extern (nvcc's warning form;
         // EXTERN_CHECK makes it an error, which `failure` reads).
-        let undefined = nvcc::undefined_externs(&said);
+        let undefined = extern_check::undefined_externs(&said);
         if !undefined.is_empty() {
-            return Err(self.undefined_externs(job, m, &undefined, &said));
+            let label = plan.label(job);
+            return Err(extern_check::refusal(&label, job, m, &undefined, &said));
         }
         let deps = DepRecord::new(files, compile_ms);
         self.finish(
@@ -419,7 +420,7 @@ impl Ctx<'_> {
             let name = self.inputs.names.name(&abs);
             let remember = !DepFile::name_is_project(&name);
             if !remember && !m.is_linked() {
-                self.refuse_extern_check_pragma(&label, &abs)?;
+                extern_check::refuse_pragma(&label, &abs)?;
             }
             let digest = self.inputs.digests.get(&abs, remember).with_context(|| {
                 format!(
@@ -656,71 +657,6 @@ impl Ctx<'_> {
         Ok(manifest)
     }
 
-    /// Refuses a project file of a one-source module that turns #20044-D off with a
-    /// pragma (`nvcc::extern_check_pragma`): no flag outranks it, so the build could not
-    /// tell a zero-filled `extern` from a defined one.
-    fn refuse_extern_check_pragma(&self, label: &str, file: &Path) -> Result<()> {
-        let text =
-            std::fs::read(file).with_context(|| format!("{label}: reading {}", file.display()))?;
-        match nvcc::extern_check_pragma(&String::from_utf8_lossy(&text)) {
-            None => Ok(()),
-            Some((line, pragma)) => Err(fail(
-                format!(
-                    "{label}: {}:{line} turns off nvcc's #20044-D (`{pragma}`), which reports an `extern` device variable no file of the module defines (compiled as a private, zero-filled copy); the build refuses to sign what it cannot check",
-                    file.display()
-                ),
-                "remove the pragma: a table declared `extern` must be defined by a file of the module (list that file in `source`, docs/build.md \"Modules of several files\"), and a defined one never triggers the warning",
-            )),
-        }
-    }
-
-    /// The error for `extern` device variables no file of a one-source module defines
-    /// (`nvcc::undefined_externs`): each symbol and its declaration, the flags of the spec
-    /// that would have hidden nvcc's diagnostic, and how to give the module the definition.
-    fn undefined_externs(
-        &self,
-        job: &Job,
-        m: &super::ModuleSpec,
-        undefined: &[(String, String)],
-        said: &str,
-    ) -> anyhow::Error {
-        let label = self.plan.label(job);
-        let list: Vec<String> = undefined
-            .iter()
-            .map(|(symbol, at)| format!("`{symbol}` (declared extern at {at})"))
-            .collect();
-        let hiders = nvcc::extern_check_hiders(&job.flags);
-        let hidden = if hiders.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (nvcc_flags {} hide nvcc's warning for this; the build checks it regardless)",
-                hiders
-                    .iter()
-                    .map(|f| format!("`{f}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        fail(
-            format!(
-                "{label}: {} no file of the module defines: nvcc would compile each as a private, zero-filled copy (#20044-D), so the kernels would read zeros; nothing was built{hidden}\nnvcc output:\n{}",
-                list.join(", "),
-                nvcc::indent(said)
-            ),
-            format!(
-                "add the file that defines {} to the module: `source = [\"{}\", \"<defining file>.cu\"]` compiles both as relocatable device code and links them (docs/build.md, \"Modules of several files\"); or define it in {} itself, or remove `extern` from the declaration",
-                undefined
-                    .iter()
-                    .map(|(s, _)| format!("`{s}`"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                m.sources[0],
-                m.sources[0]
-            ),
-        )
-    }
-
     /// The error for a failed nvcc run: what it says in words (killed, a missing header,
     /// an undefined extern) with its output and a `Fix:`.
     fn failure(
@@ -735,9 +671,9 @@ impl Ctx<'_> {
         if let Some(killed) = killed(&label, &f, &detail) {
             return killed;
         }
-        let undefined = nvcc::undefined_externs(&f.output);
+        let undefined = extern_check::undefined_externs(&f.output);
         if !undefined.is_empty() {
-            return self.undefined_externs(job, m, &undefined, &f.output);
+            return extern_check::refusal(&label, job, m, &undefined, &f.output);
         }
         match nvcc::missing_header(&f.output) {
             Some((header, from)) => {
