@@ -25,6 +25,8 @@ pub enum PayloadType {
     Promotion,
     /// An entry of a shared build cache (builder).
     CacheEntry,
+    /// A shared build cache's dependency records of one job (builder).
+    CacheRecords,
     /// An in-toto statement: the build statement with its SLSA provenance (builder).
     InToto,
 }
@@ -39,6 +41,7 @@ impl PayloadType {
             PayloadType::Build => "application/vnd.cuda-aot.build.v1+json",
             PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
             PayloadType::CacheEntry => "application/vnd.cuda-aot.cache-entry.v1+json",
+            PayloadType::CacheRecords => "application/vnd.cuda-aot.cache-records.v1+json",
             PayloadType::InToto => "application/vnd.in-toto+json",
         }
     }

@@ -330,6 +330,39 @@ impl CacheEntry {
     }
 }
 
+/// A builder's signed statement over a shared build cache's dependency records of one job
+/// (`v1/deps/<key>.json`): which files, read with which content, gave which identities.
+/// A reader takes the records only when a builder key of its trust root signed exactly
+/// these bytes for exactly this job key, so a store writer without a builder key cannot
+/// make a build read a path of its choosing, and nothing unsigned enters a local cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheRecords {
+    /// Always [`CacheRecords::SCHEMA`].
+    pub schema: String,
+    /// The job key the records belong to (module, target, kind, flags, toolkit, ...).
+    pub key: Digest,
+    /// blake3 of the records file.
+    pub records: Digest,
+    /// Size of the records file.
+    pub records_size: u64,
+}
+
+impl CacheRecords {
+    /// The schema tag.
+    pub const SCHEMA: &'static str = "cuda-aot/cache-records/v1";
+
+    /// The statement over the records file `bytes` of the job `key`.
+    pub fn over(key: Digest, bytes: &[u8]) -> Self {
+        CacheRecords {
+            schema: Self::SCHEMA.into(),
+            key,
+            records: Digest::of(bytes),
+            records_size: bytes.len() as u64,
+        }
+    }
+}
+
 /// The builder's one signed statement over a whole build: "these manifests (and through
 /// their digests, these blobs) came out of this build". Opening a bundle costs one builder
 /// signature check per statement, however many modules it holds.
@@ -451,6 +484,7 @@ document!(Index, PayloadType::Index, RoleName::Publisher);
 document!(BuildStatement, PayloadType::Build, RoleName::Builder);
 document!(Promotion, PayloadType::Promotion, RoleName::Reviewer);
 document!(CacheEntry, PayloadType::CacheEntry, RoleName::Builder);
+document!(CacheRecords, PayloadType::CacheRecords, RoleName::Builder);
 
 #[cfg(test)]
 mod tests {

@@ -367,11 +367,17 @@ fn names_of(plan: &Plan) -> Names {
 /// Each job's dependency records, read on `workers` threads (parsing them is much of the
 /// work of a no-op rebuild), the shared cache's merged in.
 fn read_records(plan: &Plan, cache: &Cache, remote: Option<&Remote>, workers: usize) -> Keyed {
+    // What a shared record may name besides the project and the toolkit.
+    let names = names_of(plan);
+    let system = match remote {
+        Some(_) => nvcc::host_include_dirs(&plan.host.path),
+        None => Vec::new(),
+    };
     cuda_aot::parallel::try_map(&plan.jobs, workers, |j| {
         let k = plan.dep_key(j);
         let mut recs = cache.records(&k);
         if let Some(r) = remote {
-            recs = shared_cache::merge_records(r, cache, &k, recs);
+            recs = shared_cache::merge_records(r, cache, &k, recs, &names, &system);
         }
         Ok::<_, std::convert::Infallible>((k, recs))
     })

@@ -95,6 +95,30 @@ impl Names {
         abs.display().to_string()
     }
 
+    /// Whether a name from a shared cache's record stays where a build's inputs live: a
+    /// project name (`src:`, `include:` of one of this build's include folders, `toolkit:`)
+    /// whose relative part never climbs out (`..`) or starts over (`/`), or an absolute
+    /// path (already normal) inside one of `system`, the host compiler's include folders.
+    /// Anything else is a path the store's writer chose, which a build never reads.
+    pub fn confined(&self, name: &str, system: &[PathBuf]) -> bool {
+        let inside = |rel: &str| {
+            let p = Path::new(rel);
+            !rel.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
+        };
+        if let Some(rel) = name.strip_prefix("src:") {
+            inside(rel)
+        } else if let Some(rest) = name.strip_prefix("include:") {
+            rest.split_once("::").is_some_and(|(dir, rel)| {
+                self.includes.iter().any(|(d, _)| d == dir) && inside(rel)
+            })
+        } else if let Some(rel) = name.strip_prefix("toolkit:") {
+            inside(rel)
+        } else {
+            let p = Path::new(name);
+            p.is_absolute() && normalise(p) == p && system.iter().any(|d| p.starts_with(d))
+        }
+    }
+
     /// The file a name stands for.
     pub fn resolve(&self, name: &str) -> PathBuf {
         if let Some(rel) = name.strip_prefix("src:") {
@@ -115,6 +139,38 @@ impl Names {
             PathBuf::from(name)
         }
     }
+}
+
+/// The largest input file the build hashes (a source, a header): a bigger one counts as
+/// unreadable, so a record naming it never matches and the job compiles (nvcc then reads
+/// what it reads). No real header comes near it.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// blake3 of the file at `path`, or `None` when it cannot be read as an input: it is
+/// opened without following a link and without blocking (a FIFO never hangs the build),
+/// must be a regular file of at most [`MAX_INPUT_BYTES`], and is hashed as it streams
+/// (memory stays constant whatever a dependency record names).
+pub fn digest_file(path: &Path) -> Option<Digest> {
+    use std::io::Read as _;
+    let mut file = cuda_aot::fs::open_regular(path).ok()??;
+    if file.metadata().ok()?.len() > MAX_INPUT_BYTES {
+        return None;
+    }
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > MAX_INPUT_BYTES {
+            return None; // grew while being read
+        }
+        hasher.update(&buf[..n]);
+    }
+    Some(Digest(*hasher.finalize().as_bytes()))
 }
 
 /// Lexical normalisation: drops `.` and empty components and folds `..` (nvcc reports
@@ -237,7 +293,7 @@ impl FileDigests {
         let d = if remember {
             self.digest(path)
         } else {
-            std::fs::read(path).ok().map(|b| Digest::of(&b))
+            digest_file(path)
         };
         self.memo
             .lock()
@@ -257,7 +313,7 @@ impl FileDigests {
                 .insert(path.to_path_buf(), (key, *d));
             return Some(*d);
         }
-        let d = Digest::of(&std::fs::read(path).ok()?);
+        let d = digest_file(path)?;
         if let Some(key) = key.filter(|k| k.settled(now_ns(), self.settle_ns)) {
             self.fresh
                 .lock()

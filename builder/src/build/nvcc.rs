@@ -22,6 +22,29 @@ pub struct HostCompiler {
     pub version: String,
 }
 
+/// The host compiler's system include folders, as `<host> -E -v` lists them for C++
+/// (normalised; empty when it cannot say): where a shared cache's records may name
+/// headers besides the project and the toolkit (`shared_cache::merge_records`).
+pub fn host_include_dirs(host: &Path) -> Vec<PathBuf> {
+    let Ok(out) = std::process::Command::new(host)
+        .args(["-x", "c++", "-E", "-v", "-"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .skip_while(|l| !l.starts_with("#include <...> search starts here:"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("End of search list."))
+        .map(|l| super::inputs::normalise(Path::new(l.trim())))
+        .filter(|p| p.is_absolute())
+        .collect()
+}
+
 /// What [`host_compiler`] found last time for the same environment, and the compiler
 /// binary it resolved to (so a replaced compiler or a switched alternative is noticed).
 #[derive(Debug, Serialize, Deserialize)]

@@ -9,17 +9,20 @@
 //! v1/entries/<identity hex>/manifest.json  the unsigned manifest the entry names
 //! v1/entries/<identity hex>/blob           the cubin or PTX
 //! v1/deps/<dependency key hex>.json        dependency records, as the local cache keeps them
+//! v1/deps/<dependency key hex>.sig.json    their signature (CacheRecords, builder role)
 //! v1/sets/<set hex>.json                   toolkit and system header sets (content-addressed)
 //! v1/timings.json                          compile time per dependency key, for --shard
 //! ```
 //!
-//! Records and sets are not signed: a build uses a record only when every file it lists has
-//! the listed digest on this machine (the local cache's own rule), so a forged record can
-//! only make the build compute the identity it would have computed anyway, and a set must
-//! hash to its name. Entries are what must not be forged, and are signed.
+//! Records name files this machine then reads, so they are signed too: a build takes the
+//! records of a job only when a builder key of its trust root signed exactly those bytes
+//! for exactly that job key, and a set only when it hashes to the name a signed record
+//! gives it. Nothing unsigned from the store enters the local cache. Even a signed record's
+//! files are read as inputs only ([`super::inputs::digest_file`]: no link followed, no
+//! blocking on a FIFO, regular files of bounded size, hashed as they stream).
 
 use anyhow::{Context, Result, bail};
-use cuda_aot::metadata::CacheEntry;
+use cuda_aot::metadata::{CacheEntry, CacheRecords};
 use cuda_aot::trust::VerifiedRoot;
 use cuda_aot::{Digest, Identity, Manifest, SecretKey};
 use std::path::PathBuf;
@@ -27,9 +30,17 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::cache::{Cache, StoredRecord};
+use super::inputs::Names;
+
+// Where entries are kept: a folder, a bucket, an OCI repository.
+mod store;
 use super::{BuildOptions, JobOutput, Keyed, SharedCache};
 use crate::message::Progress;
-use crate::{anchor, devkeys, files, paths};
+use crate::{anchor, devkeys, paths};
+pub use store::check_url;
+#[cfg(feature = "net")]
+pub use store::oci_options;
+use store::{CacheStore, open_store, store_failed};
 
 /// Byte caps of what a shared cache serves (a blob's own cap is the manifest's size, and
 /// that is capped by the limits of a registry blob).
@@ -86,165 +97,6 @@ impl std::fmt::Display for NeedsNet {
 }
 
 impl std::error::Error for NeedsNet {}
-
-/// The OCI options of user `username` (anonymous when `None`), whose password is in
-/// `CUDA_AOT_OCI_PASSWORD`: for publishing (`--oci-username`) and for a shared build cache
-/// in an OCI repository (`CUDA_AOT_OCI_USERNAME`).
-#[cfg(feature = "net")]
-pub fn oci_options(
-    username: Option<&str>,
-    plain_http: bool,
-) -> Result<cuda_aot_registry::oci::OciOptions> {
-    let basic_auth = match username {
-        Some(u) => {
-            let p = std::env::var("CUDA_AOT_OCI_PASSWORD").map_err(|_| {
-                crate::advice::fail(
-                    format!("the OCI user {u:?} needs a password"),
-                    "put the OCI registry's password or token in CUDA_AOT_OCI_PASSWORD",
-                )
-            })?;
-            Some((u.to_string(), p))
-        }
-        None => None,
-    };
-    Ok(cuda_aot_registry::oci::OciOptions {
-        basic_auth,
-        plain_http,
-        ..Default::default()
-    })
-}
-
-/// What a shared cache holds, by path below its root.
-trait CacheStore: Send + Sync {
-    /// The bytes at `rel`, at most `limit + 1` of them (more than `limit`: the object is
-    /// too large, which [`Remote::get`] refuses); `None` when there is nothing there.
-    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>>;
-    /// Writes `bytes` at `rel`, replacing what was there in one step.
-    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()>;
-}
-
-/// A shared cache in a folder (`file:///path`).
-struct DirStore {
-    root: PathBuf,
-}
-
-impl CacheStore for DirStore {
-    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        Ok(cuda_aot::fs::read_at_most(&self.root.join(rel), limit)?)
-    }
-
-    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
-        files::write(&self.root.join(rel), bytes)
-    }
-}
-
-/// A shared cache in a bucket (`s3://BUCKET/PREFIX`), credentials in the AWS variables.
-#[cfg(feature = "net")]
-struct S3Cache(cuda_aot_registry::s3::S3Client);
-
-#[cfg(feature = "net")]
-impl CacheStore for S3Cache {
-    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.0.get(rel, limit)?)
-    }
-
-    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
-        Ok(self.0.put(rel, bytes)?)
-    }
-}
-
-/// A shared cache in an OCI repository (`oci://HOST/REPOSITORY`), each object a tag;
-/// credentials in `CUDA_AOT_OCI_USERNAME` and `CUDA_AOT_OCI_PASSWORD`.
-#[cfg(feature = "net")]
-struct OciStore(cuda_aot_registry::oci_cache::OciCache);
-
-#[cfg(feature = "net")]
-impl CacheStore for OciStore {
-    fn get(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        Ok(self.0.get(rel, limit)?)
-    }
-
-    fn put(&self, rel: &str, bytes: &[u8]) -> Result<()> {
-        Ok(self.0.put(rel, bytes)?)
-    }
-}
-
-/// Whether `e` says the store itself failed (unreachable, erroring or too slow after the
-/// client's retries), not that one object it served is bad: only that stops a build asking
-/// it. A folder's errors concern one file, and never stop it.
-fn store_failed(e: &anyhow::Error) -> bool {
-    #[cfg(feature = "net")]
-    {
-        use cuda_aot_registry::Error as E;
-        matches!(
-            e.downcast_ref::<E>(),
-            Some(E::Transfer { .. } | E::ObjectStore { .. })
-        )
-    }
-    #[cfg(not(feature = "net"))]
-    {
-        let _ = e;
-        false
-    }
-}
-
-/// Checks that `url` names a shared cache this tool can use, before a build does any
-/// work: an `s3://` or `oci://` cache under a build without the network stack runs the
-/// command again with it (`cargo run --features net`).
-pub fn check_url(url: &str) -> Result<()> {
-    match url.split_once("://").map(|(scheme, _)| scheme) {
-        Some("file") if url["file://".len()..].starts_with('/') => Ok(()),
-        #[cfg(feature = "net")]
-        Some("s3") => Ok(()),
-        #[cfg(feature = "net")]
-        Some("oci") => cuda_aot_registry::oci_cache::parse_url(url)
-            .map(drop)
-            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix())),
-        #[cfg(not(feature = "net"))]
-        Some(scheme @ ("s3" | "oci")) => Err(NeedsNet {
-            what: format!("--remote-cache {scheme}://…"),
-        }
-        .into()),
-        _ => Err(crate::advice::fail(
-            format!("--remote-cache {url:?}: not a shared cache this tool can use"),
-            "give file:///absolute/path of a folder every builder can reach (a shared file system), or s3://BUCKET/PREFIX of an S3 or S3-compatible store (credentials and endpoint in the AWS variables), or oci://HOST/REPOSITORY of an OCI registry (credentials in CUDA_AOT_OCI_USERNAME and CUDA_AOT_OCI_PASSWORD): docs/build.md, \"Shared build cache\"",
-        )),
-    }
-}
-
-/// Opens the store `url` names (see [`check_url`]), its requests allowed `timeout`.
-#[cfg_attr(not(feature = "net"), allow(unused_variables))]
-fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn CacheStore>> {
-    check_url(url)?;
-    if let Some(path) = url.strip_prefix("file://") {
-        return Ok(Box::new(DirStore {
-            root: PathBuf::from(path),
-        }));
-    }
-    #[cfg(feature = "net")]
-    if url.starts_with("s3://") {
-        let opts = cuda_aot_registry::s3::S3Options {
-            connect_timeout: timeout.min(Duration::from_secs(5)),
-            request_timeout: timeout,
-            retry_timeout: timeout,
-            ..Default::default()
-        };
-        let client = cuda_aot_registry::s3::S3Client::open(url, &opts)
-            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
-        return Ok(Box::new(S3Cache(client)));
-    }
-    #[cfg(feature = "net")]
-    if url.starts_with("oci://") {
-        let user = std::env::var("CUDA_AOT_OCI_USERNAME").ok();
-        let mut opts = oci_options(user.as_deref(), false)?;
-        opts.http.connect_timeout = timeout.min(opts.http.connect_timeout);
-        opts.http.read_timeout = timeout;
-        let cache = cuda_aot_registry::oci_cache::OciCache::open(url, opts)
-            .map_err(|e| crate::advice::fail(format!("--remote-cache {url}: {e}"), e.fix()))?;
-        return Ok(Box::new(OciStore(cache)));
-    }
-    unreachable!("check_url accepts file://, s3:// and oci:// only")
-}
 
 /// Why a build did not take an entry the shared cache has: what a user reads in the
 /// summary, naming what was wrong.
@@ -365,10 +217,61 @@ impl Remote {
 
     /// The dependency records the shared cache has under `key` (none when it has none, or
     /// they cannot be read: the build then only misses the chance of a hit).
+    ///
+    /// Records are hints that name files this machine reads: they are taken only when a
+    /// builder key of the trust root signed exactly these bytes for exactly this job key
+    /// (`v1/deps/<key>.sig.json`, a [`CacheRecords`] envelope). Unsigned, altered or
+    /// replayed records are refused (listed with the refusals) and never read further.
     pub fn records(&self, key: &Digest) -> Vec<StoredRecord> {
-        self.read(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT)
-            .and_then(|b| Cache::parse_records(&b))
-            .unwrap_or_default()
+        match self.signed_records(key) {
+            Ok(records) => records,
+            Err(reason) => {
+                self.refuse(format!("dependency records {}", key.short()), reason);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The records under `key` if signed ([`Remote::records`]); `Err` says why not.
+    fn signed_records(&self, key: &Digest) -> std::result::Result<Vec<StoredRecord>, String> {
+        let sig_path = format!("v1/deps/{}.sig.json", key.hex());
+        let Some(envelope) = self.read(&sig_path, ENTRY_LIMIT) else {
+            return match self.read(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT) {
+                Some(_) => Err("unsigned: no builder signed them (no .sig.json), so they name nothing this build reads".into()),
+                None => Ok(Vec::new()),
+            };
+        };
+        let signed: CacheRecords = self
+            .root
+            .open::<CacheRecords>(&envelope, ENTRY_LIMIT, "cache records")
+            .map_err(|e| format!("signature: {e}"))?
+            .doc;
+        if signed.key != *key {
+            return Err(format!(
+                "signed for job key {}, not for {} (records replayed under another job)",
+                signed.key.short(),
+                key.short()
+            ));
+        }
+        if signed.records_size > RECORDS_LIMIT {
+            return Err(format!(
+                "signed records of {} bytes, past the {RECORDS_LIMIT}-byte limit",
+                signed.records_size
+            ));
+        }
+        let bytes = self
+            .read(&format!("v1/deps/{}.json", key.hex()), signed.records_size)
+            .ok_or("the signed records file is missing")?;
+        if bytes.len() as u64 != signed.records_size || Digest::of(&bytes) != signed.records {
+            return Err(format!(
+                "the records file is not the signed one (blake3 {} of {} bytes, signed {} of {}): altered, or being rewritten by another builder",
+                Digest::of(&bytes).short(),
+                bytes.len(),
+                signed.records.short(),
+                signed.records_size
+            ));
+        }
+        Cache::parse_records(&bytes).ok_or_else(|| "the signed records do not parse".to_string())
     }
 
     /// The object at `rel`, refused when larger than `limit`; an error without asking the
@@ -428,23 +331,38 @@ impl Remote {
     /// Copies the file set `id` into `local` when the shared cache has it intact (its
     /// content hashes to its name) and `local` does not. A set that does not is refused:
     /// listed with the refused entries (warned, counted in the summary), and the job that
-    /// needed it says so in `--explain` ([`Remote::set_refused`]).
-    pub fn import_set(&self, local: &Cache, id: &Digest) {
+    /// needed it says so in `--explain` ([`Remote::set_refused`]). `Err` is a name of the
+    /// set that `allowed` refuses: the set is not taken.
+    pub fn import_set(
+        &self,
+        local: &Cache,
+        id: &Digest,
+        allowed: impl Fn(&str) -> bool,
+    ) -> std::result::Result<(), String> {
         if local.set(id).is_some() {
-            return;
+            return Ok(());
         }
         let Some(bytes) = self.read(&format!("v1/sets/{}.json", id.hex()), RECORDS_LIMIT) else {
-            return;
+            return Ok(());
         };
         match Cache::parse_set(&bytes, id) {
             Some(set) => {
+                if let Some(f) = set.files.iter().find(|f| !allowed(&f.name)) {
+                    return Err(f.name.clone());
+                }
                 let _ = local.put_set(&set);
             }
-            None => self.refused.lock().expect("refusals").push(Refusal {
-                what: set_label(id),
-                reason: SET_REFUSED.to_string(),
-            }),
+            None => self.refuse(set_label(id), SET_REFUSED.to_string()),
         }
+        Ok(())
+    }
+
+    /// Notes a refusal of something the store holds (listed, warned, counted).
+    fn refuse(&self, what: String, reason: String) {
+        self.refused
+            .lock()
+            .expect("refusals")
+            .push(Refusal { what, reason });
     }
 
     /// Why the shared cache's file set `id` was refused in this build, if it was.
@@ -589,6 +507,12 @@ impl Remote {
         }
         let bytes = Cache::records_file(&records);
         self.put(&format!("v1/deps/{}.json", key.hex()), &bytes)?;
+        // The signature last: a reader that finds it finds the records it names.
+        let signed = cuda_aot::metadata::sign_doc(&CacheRecords::over(*key, &bytes), &[signer]);
+        self.put(
+            &format!("v1/deps/{}.sig.json", key.hex()),
+            &signed.to_bytes(),
+        )?;
         if matches!(self.check(&manifest.identity), Ok(Some(_))) {
             return Ok(false);
         }
@@ -759,13 +683,23 @@ fn set_label(id: &Digest) -> String {
 
 /// Merges the shared cache's records for a job into the local ones (local first; a shared
 /// record with the same inputs as a local one is left out) and brings the file sets they
-/// name into the local cache.
+/// name into the local cache. A record (or its set) naming a file outside this build's
+/// inputs ([`Names::confined`]: the project, the toolkit, the host compiler's include
+/// folders `system`) is refused, and nothing it names is read.
 pub fn merge_records(
     remote: &Remote,
     local: &Cache,
     key: &Digest,
     mut records: Vec<StoredRecord>,
+    names: &Names,
+    system: &[PathBuf],
 ) -> Vec<StoredRecord> {
+    let allowed = |n: &str| names.confined(n, system);
+    let outside = |name: &str| {
+        format!(
+            "a record names {name:?}, outside the sources, include folders, toolkit and host compiler include folders: nothing it names is read"
+        )
+    };
     for r in remote.records(key) {
         if records
             .iter()
@@ -773,8 +707,18 @@ pub fn merge_records(
         {
             continue;
         }
-        if let Some(set) = r.set {
-            remote.import_set(local, &set);
+        if let Some(f) = r.files.iter().find(|f| !allowed(&f.name)) {
+            remote.refuse(
+                format!("dependency records {}", key.short()),
+                outside(&f.name),
+            );
+            continue;
+        }
+        if let Some(set) = r.set
+            && let Err(name) = remote.import_set(local, &set, allowed)
+        {
+            remote.refuse(set_label(&set), outside(&name));
+            continue;
         }
         records.push(r);
     }
