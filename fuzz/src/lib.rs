@@ -17,7 +17,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{BuildStatement, CacheEntry, Index, Promotion, Root, Time, Timestamp};
+use cuda_aot::metadata::{
+    BuildStatement, CacheEntry, CacheRecords, Index, Promotion, Root, Time, Timestamp,
+};
 use cuda_aot::provenance::Statement;
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
@@ -145,6 +147,7 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::Build => parse_doc::<BuildStatement>(payload, limit, "build statement"),
         PayloadType::Promotion => parse_doc::<Promotion>(payload, limit, "promotion"),
         PayloadType::CacheEntry => parse_doc::<CacheEntry>(payload, limit, "cache entry"),
+        PayloadType::CacheRecords => parse_doc::<CacheRecords>(payload, limit, "cache records"),
         PayloadType::InToto => {
             let v = parse_doc::<Statement>(payload, limit, "in-toto statement");
             // What the verifier reads of it must not panic either.
@@ -169,9 +172,10 @@ pub fn envelope(data: &[u8]) -> Verdict {
     for t in TYPES {
         parse_payload(t, rest, limit);
     }
-    // Cache entries are parsed too, though the selector never picks them (it keeps the
-    // five types it had, so the committed regressions keep their meaning).
+    // Cache entries and records are parsed too, though the selector never picks them (it
+    // keeps the five types it had, so the committed regressions keep their meaning).
     parse_payload(PayloadType::CacheEntry, rest, limit);
+    parse_payload(PayloadType::CacheRecords, rest, limit);
     parse_doc::<Manifest>(rest, limit, "manifest");
     parse_doc::<TrustState>(rest, limit, "trust state");
     let env = match Envelope::parse(rest, limit, ty, "fuzz envelope") {
