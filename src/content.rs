@@ -180,7 +180,18 @@ fn check_kernels(manifest: &Manifest, found: &[(String, LaunchAbi)]) -> Result<(
     }
     for (symbol, f) in &signed {
         let blob = in_blob[symbol];
-        let same = &f.abi == blob;
+        // A manifest signed before the whole stack was read (no `stack_bytes`) signs the
+        // rest: it is compared without it, so registries published earlier still load.
+        let same = match f.abi.stack_bytes {
+            Some(_) => &f.abi == blob,
+            None => {
+                f.abi
+                    == LaunchAbi {
+                        stack_bytes: None,
+                        ..blob.clone()
+                    }
+            }
+        };
         if !same {
             return Err(mismatch(format!(
                 "kernel {}: signed launch ABI {:?}, the blob has {:?}",

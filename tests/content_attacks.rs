@@ -132,9 +132,24 @@ fn a_signed_launch_abi_other_than_the_blobs_is_refused() {
     let mut m = manifest("add", "sm_90", &blob, Channel::Dev);
     m.functions[0].abi.registers = Some(1);
     assert!(matches!(
-        publish_and_verify(&m, blob).unwrap_err(),
+        publish_and_verify(&m, blob.clone()).unwrap_err(),
         Error::FunctionMismatch { .. }
     ));
+    // Or a smaller whole stack (issue 44, item 4).
+    let mut m = manifest("add", "sm_90", &blob, Channel::Dev);
+    assert!(
+        m.functions[0].abi.stack_bytes.is_some(),
+        "the blob's stack is read"
+    );
+    m.functions[0].abi.stack_bytes = m.functions[0].abi.stack_bytes.map(|s| s + 16);
+    assert!(matches!(
+        publish_and_verify(&m, blob.clone()).unwrap_err(),
+        Error::FunctionMismatch { .. }
+    ));
+    // A manifest signed before the stack was read (none signed) verifies as it did.
+    let mut m = manifest("add", "sm_90", &blob, Channel::Dev);
+    m.functions[0].abi.stack_bytes = None;
+    publish_and_verify(&m, blob).unwrap();
 }
 
 /// Issue 19, item 4: a registry published before manifests signed globals (schema v1, no

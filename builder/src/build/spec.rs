@@ -416,7 +416,9 @@ mod tests {
                 "k.cu",
                 "-O3",
                 "-DCUDA_AOT_BLOCK=128",
-                "-DCUDA_AOT_TILE_ROWS=4"
+                "-DCUDA_AOT_TILE_ROWS=4",
+                // After every flag of the spec: nothing hides #20044-D.
+                "-Xcudafe=--diag_error=20044",
             ]
         );
         assert_eq!(jobs[2].kind, Kind::Ptx);
