@@ -133,20 +133,16 @@ fn a_fresh_release_served_by_serve_and_by_nginx_syncs_into_folders_that_verify_a
     assert!(synced.starts_with("synced "), "{synced}");
     assert_eq!(table2, table, "both mirrors hold the same verified release");
 
-    // Each mirror holds exactly the published files (all but root/1, the anchor itself,
-    // which the verifier never reads from a registry), the sources the build statement
-    // names included (a rebuilder works from a mirror).
+    // Each mirror holds exactly the published files: the sources the build statement names
+    // (a rebuilder works from a mirror) and root/1, where the audit starts the chain (a new
+    // client of the mirror starts there too).
     assert!(
         published
             .iter()
             .any(|(p, _)| p.starts_with("sources/blake3/"))
     );
-    let expected: Vec<_> = published
-        .into_iter()
-        .filter(|(p, _)| p != "root/1.root.json")
-        .collect();
-    assert_eq!(files_under(&tmp.path().join("from-serve")), expected);
-    assert_eq!(files_under(&tmp.path().join("from-nginx")), expected);
+    assert_eq!(files_under(&tmp.path().join("from-serve")), published);
+    assert_eq!(files_under(&tmp.path().join("from-nginx")), published);
 
     // A second sync from the static server transfers only the timestamp.
     let out = run_ok(
@@ -487,11 +483,7 @@ fn a_candidate_awaiting_its_rebuild_syncs_over_http_and_rebuilds_from_the_mirror
             .iter()
             .any(|(p, _)| p.starts_with("sources/blake3/"))
     );
-    let expected: Vec<_> = published
-        .into_iter()
-        .filter(|(p, _)| p != "root/1.root.json")
-        .collect();
-    assert_eq!(files_under(&mirror), expected, "the sources are mirrored");
+    assert_eq!(files_under(&mirror), published, "the sources are mirrored");
 
     let machine = tempfile::tempdir().unwrap();
     let out = run_ok(

@@ -66,10 +66,14 @@ fn issue_19_line_info_builds_are_reproducible_across_checkouts_and_file_times() 
     let b = Ws::foreign("lb/deeper/still");
     with_line_info(&b, "lb/deeper/still");
     let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
-    for f in std::fs::read_dir(b.path("lb/deeper/still/foreign/src")).unwrap() {
+    for f in walkdir::WalkDir::new(b.path("lb/deeper/still/foreign/src")) {
+        let f = f.unwrap();
+        if !f.file_type().is_file() {
+            continue;
+        }
         let f = std::fs::File::options()
             .append(true)
-            .open(f.unwrap().path())
+            .open(f.path())
             .unwrap();
         f.set_modified(old).unwrap();
     }
