@@ -271,8 +271,10 @@ fn resources(
                 device: Resources {
                     registers: Some(a.num_regs),
                     shared_bytes: Some(a.shared_size_bytes),
-                    local_bytes: Some(a.local_size_bytes),
-                    stack_bytes: None,
+                    // The driver's local memory per thread is the whole stack (frame and
+                    // calls); it reports no figure for the frame alone.
+                    local_bytes: None,
+                    stack_bytes: Some(a.local_size_bytes),
                     max_threads: Some(a.max_threads_per_block),
                 },
             });

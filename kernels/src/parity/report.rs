@@ -177,7 +177,7 @@ pub struct Resources {
     /// Local memory (stack, spills) per thread, bytes.
     pub local_bytes: Option<u32>,
     /// The whole stack per thread with the calls it makes, bytes (the cubin's
-    /// `EIATTR_MIN_STACK_SIZE`); the driver reports no such figure.
+    /// `EIATTR_MIN_STACK_SIZE`; the driver's `CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack_bytes: Option<u32>,
     /// Max threads per block (launch bound; the driver's limit for this kernel).
