@@ -420,6 +420,15 @@ pub enum Error {
         /// Whether PTX the device could JIT exists.
         ptx_available: bool,
     },
+    /// A device was described by a target that names no device: a virtual (`compute_90`),
+    /// arch-specific (`sm_90a`) or family (`sm_100f`) target instead of its plain SM.
+    #[error("{target} names no device: a device is named by its plain SM ({plain})")]
+    NotADevice {
+        /// The target given.
+        target: String,
+        /// The plain SM of the same compute capability.
+        plain: String,
+    },
     /// The module needs a newer CUDA driver than the one installed (for PTX: a driver whose
     /// JIT does not know the PTX ISA the module is written in).
     #[error("{what}: needs CUDA driver {need} or newer{}; this driver is {have}", .ptx_isa_of.as_ref().map_or(String::new(), |nvcc| format!(" to JIT its PTX (the PTX ISA of nvcc {nvcc})")))]

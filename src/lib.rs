@@ -93,4 +93,4 @@ pub use limits::Limits;
 pub use manifest::Manifest;
 pub use name::{FunctionName, GlobalName, KernelName, ModuleName, Target};
 #[cfg(feature = "driver")]
-pub use runtime::{Counters, DeviceSpec, Diagnosis, Module, Policy, Runtime};
+pub use runtime::{Counters, DeviceSpec, Diagnosis, DoctorReport, Module, Policy, Runtime};

@@ -4,12 +4,13 @@
 
 mod cache;
 mod counters;
+mod doctor;
 mod policy;
 mod select;
 
 pub use counters::Counters;
+pub use doctor::{DeviceSpec, Diagnosis, DoctorReport};
 pub use policy::{Policy, RollbackState};
-pub use select::{DeviceSpec, Diagnosis};
 
 use cache::{Slot, shared_slot};
 use counters::AtomicCounters;

@@ -118,6 +118,12 @@ typedef struct CUkern_st CUkern_st;
 // it.
 typedef struct CUstream_st CUstream_st;
 
+// What a registry gives one device: per module the blob that would load or why none
+// would, and the table `cargo xtask doctor` prints. Opaque to C; made by
+// `cuda_aot_doctor`, released by `cuda_aot_doctor_report_free`. Immutable, so several
+// threads may read one report at once.
+typedef struct cuda_aot_doctor_report cuda_aot_doctor_report;
+
 // A device global of a loaded module: its device address and the size its manifest signs.
 // Opaque to C; made by `cuda_aot_runtime_global`, released by `cuda_aot_global_free`.
 // Keeps its module loaded while it lives.
@@ -148,6 +154,32 @@ typedef struct cuda_aot_report cuda_aot_report;
 // may be called from several threads at once. Kernels and globals taken from it keep
 // their module loaded after the runtime is freed.
 typedef struct cuda_aot_runtime cuda_aot_runtime;
+
+// One module of a doctor report, as `cuda_aot_doctor_report_module` describes it. The
+// strings belong to the report: valid until it is freed, never to be freed by the caller.
+typedef struct cuda_aot_diagnosis {
+  // The module name (`ntt`).
+  const char *module;
+  // Every target and kind the registry has for it: `sm_80 cubin, sm_90 cubin`.
+  const char *available;
+  // `CUDA_AOT_STATUS_OK` when a blob would load; else the status `cuda_aot_runtime_open`
+  // would fail with for this module (`NO_TARGET`, `DRIVER`, `TAMPERED`, `POLICY`, ...).
+  enum cuda_aot_status status;
+  // The target that would load (`sm_90`, `sm_100f`, `compute_80` for PTX); NULL when
+  // nothing would.
+  const char *target;
+  // `cubin`, or `ptx` (labelled compatibility mode); NULL when nothing would load.
+  const char *kind;
+  // The CUDA driver version the blob needs at least (`13.0`); NULL when nothing would
+  // load.
+  const char *driver_floor;
+  // The blake3 of the blob, as signed (`blake3:<64 hex>`); NULL when nothing would load.
+  const char *digest;
+  // Why nothing would load (the runtime's message); `""` when a blob would.
+  const char *reason;
+  // What to do about it (printed after `Fix:`); `""` when a blob would load.
+  const char *fix;
+} cuda_aot_diagnosis;
 
 // One parameter of a kernel's signed launch ABI.
 typedef struct cuda_aot_param {
@@ -232,6 +264,82 @@ extern "C" {
 
 // The version of the library (`"0.1.0"`), a static string. Never NULL.
 const char *cuda_aot_version(void);
+
+// Says, for every module of the registry folder `registry` verified against the trust
+// root file `trust_root` under `policy` (NULL: the development preset), which blob
+// `cuda_aot_runtime_open` would load on a device, or why it would load none: what `cargo
+// xtask doctor` reports, from the runtime's own selection and checks (`DoctorReport`). No
+// module is loaded and no rollback state is saved; expiry is checked as of now.
+//
+// The device: `device_sm` names it by its plain SM (`"sm_89"`; `sm_90a`, `sm_100f` or
+// `compute_90` are `CUDA_AOT_STATUS_INVALID_ARGUMENT`), with `driver_version` its driver's
+// CUDA version as `cuDriverGetVersion` gives it (`12040` for 12.4; 0 when unknown: driver
+// floors are then not checked). With `device_sm` NULL the policy's device
+// (`cuda_aot_policy_device`, 0 by default) and this host's driver are probed, which needs
+// the CUDA driver (`CUDA_AOT_STATUS_DRIVER` otherwise); `driver_version` must then be 0.
+//
+// On success `*out` is a new report (free it with `cuda_aot_doctor_report_free`), also
+// when some modules would not load: `cuda_aot_doctor_report_refused` counts them and each
+// one's `cuda_aot_diagnosis` holds its status, reason and fix. A registry refused as a
+// whole (signature, expiry, rollback, channel) fails the call as `cuda_aot_runtime_open`
+// would, with that status and `*out` NULL.
+//
+// # Safety
+//
+// `registry`, `trust_root` are NULL or NUL-terminated strings; `policy` is NULL or a live
+// policy; `device_sm` is NULL or a NUL-terminated string; `out` is NULL or points to a
+// writable `cuda_aot_doctor_report*`.
+enum cuda_aot_status cuda_aot_doctor(const char *registry,
+                                     const char *trust_root,
+                                     const struct cuda_aot_policy *policy,
+                                     const char *device_sm,
+                                     int32_t driver_version,
+                                     struct cuda_aot_doctor_report **out);
+
+// The number of modules in `report`; 0 for NULL.
+//
+// # Safety
+//
+// `report` is NULL or a report from `cuda_aot_doctor` not yet freed.
+size_t cuda_aot_doctor_report_module_count(const struct cuda_aot_doctor_report *report);
+
+// How many modules of `report` would not load (their status is not
+// `CUDA_AOT_STATUS_OK`); 0 for NULL.
+//
+// # Safety
+//
+// `report` is NULL or a live report.
+size_t cuda_aot_doctor_report_refused(const struct cuda_aot_doctor_report *report);
+
+// Describes module `index` (0 ≤ index < `cuda_aot_doctor_report_module_count`) of
+// `report` in `*out`, modules in name order. `CUDA_AOT_STATUS_INVALID_ARGUMENT` for a NULL
+// pointer or an index out of range (`*out` is then left as it was).
+//
+// # Safety
+//
+// `report` is NULL or a live report; `out` is NULL or points to a writable
+// `cuda_aot_diagnosis`.
+enum cuda_aot_status cuda_aot_doctor_report_module(const struct cuda_aot_doctor_report *report,
+                                                   size_t index,
+                                                   struct cuda_aot_diagnosis *out);
+
+// The report as `cargo xtask doctor` prints it: a line naming the device, then per module
+// what would load and its driver floor, or `nothing` with the reason and a `Fix:` line.
+// Owned by the report; `""` for NULL. Never NULL.
+//
+// # Safety
+//
+// `report` is NULL or a live report.
+const char *cuda_aot_doctor_report_text(const struct cuda_aot_doctor_report *report);
+
+// Frees a doctor report and every string it handed out. NULL is accepted (nothing
+// happens).
+//
+// # Safety
+//
+// `report` is NULL or a report from `cuda_aot_doctor`, freed at most once, with no other
+// thread still reading it.
+void cuda_aot_doctor_report_free(struct cuda_aot_doctor_report *report);
 
 // The global's name as the manifest signs it (the demangled C++ name, e.g.
 // `poseidon::ROUND_CONSTANTS`). `""` for NULL. Owned by the global.

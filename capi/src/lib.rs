@@ -1,5 +1,7 @@
-//! cuda-aot-capi: the C ABI of cuda-aot (issue 22). This first slice verifies a signed
-//! registry offline, as `cargo xtask verify` does, and reports what it holds; the header
+//! cuda-aot-capi: the C ABI of cuda-aot (issue 22). It verifies a signed registry offline,
+//! as `cargo xtask verify` does, and reports what it holds; says per module what would load
+//! on a device, as `cargo xtask doctor` does (`cuda_aot_doctor`); opens a registry for a
+//! device, looks kernels and globals up and launches them with the signed ABI checked. The
 //! `include/cuda_aot.h` is generated from this crate by cbindgen (`tests/header.rs` keeps
 //! the checked-in copy current). `docs/capi.md` describes building, linking, the status
 //! codes, errors and thread-safety.
@@ -25,6 +27,7 @@
 //! default), never `abort`. All `unsafe` here is the FFI boundary: raw pointers from C.
 
 pub mod cuda_types;
+pub mod doctor;
 pub mod global;
 pub mod kernel;
 pub mod last_error;
@@ -34,6 +37,7 @@ pub mod runtime;
 pub mod status;
 pub mod verify;
 
+pub use doctor::{Diagnosis, DoctorReport};
 pub use global::Global;
 pub use kernel::{Dim3, Kernel, ParamInfo};
 pub use last_error::{Failure, cuda_aot_last_error_fix, cuda_aot_last_error_message};

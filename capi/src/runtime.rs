@@ -120,7 +120,7 @@ pub(crate) unsafe fn name_arg<'a>(p: *const c_char, what: &str) -> Result<&'a st
 }
 
 /// Reads the trust root file (capped as the runtime caps it).
-fn trust_bytes(path: &Path, policy: &cuda_aot::Policy) -> Result<Vec<u8>, Failure> {
+pub(crate) fn trust_bytes(path: &Path, policy: &cuda_aot::Policy) -> Result<Vec<u8>, Failure> {
     Ok(cuda_aot::fs::read_capped(
         path,
         policy.limits.root,
@@ -236,7 +236,7 @@ pub unsafe extern "C" fn cuda_aot_runtime_open_devices(
 /// # Safety
 ///
 /// `policy` is NULL or a live policy.
-unsafe fn policy_of(policy: *const Policy) -> cuda_aot::Policy {
+pub(crate) unsafe fn policy_of(policy: *const Policy) -> cuda_aot::Policy {
     // SAFETY: NULL or live (see # Safety).
     unsafe { policy.as_ref() }.map_or_else(cuda_aot::Policy::development, |p| p.inner.clone())
 }

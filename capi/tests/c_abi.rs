@@ -244,3 +244,129 @@ fn address_sanitizer_reports_a_report_that_is_not_freed() {
         "{stderr}"
     );
 }
+
+/// `examples/c/doctor.c` linked against the shared library, compiled once.
+fn doctor_c() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let exe = bin_dir().join("doctor");
+        compile_c(&["examples/c/doctor.c"], &exe, &link_shared());
+        exe
+    })
+}
+
+/// `examples/c/doctor.c` on `r` with `device` (SM and driver version): exit code, stdout,
+/// stderr.
+fn doctor(r: &Registry, device: &[&str]) -> (Option<i32>, String, String) {
+    let mut args: Vec<&Path> = vec![];
+    let (reg, trust) = (r.path(), r.trust_root());
+    args.push(&reg);
+    args.push(&trust);
+    args.extend(device.iter().map(Path::new));
+    let out = run(doctor_c(), &args, &r.state_dir());
+    let (stdout, stderr) = texts(&out);
+    (out.status.code(), stdout, stderr)
+}
+
+/// Issue 43: `cuda_aot_doctor` reports per module what `cargo xtask doctor` reports, with
+/// the runtime's reasons, statuses and fixes: the exact cubin and its driver floor, no
+/// cubin for the device's SM, a driver below the floor, a tampered blob; a device named by
+/// a variant and a probe without a driver are refused with their fix.
+#[test]
+fn issue_43_doctor_from_c_says_which_blob_loads_or_why_none_would() {
+    let r = Registry::publish();
+    // An sm_90 device with a 13.0 driver: the exact cubin.
+    let (code, stdout, stderr) = doctor(&r, &["sm_90", "13000"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("device sm_90 (device_sm): sm_90, driver 13.0\nmodule "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nadd                sm_90 cubin                  verified; needs driver 13.0 or newer\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("\nmodule add CUDA_AOT_STATUS_OK loads sm_90 cubin (driver 13.0 or newer)\n"),
+        "{stdout}"
+    );
+    // An sm_89 device: nothing, the targets that exist, the fix.
+    let (code, stdout, _) = doctor(&r, &["sm_89", "13000"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("no cubin for this device's sm_89")
+            && stdout.contains("Fix: add sm_89 to the module's targets")
+            && stdout.contains("module add CUDA_AOT_STATUS_NO_TARGET has sm_80 cubin, sm_90 cubin"),
+        "{stdout}"
+    );
+    // A driver below the floor.
+    let (code, stdout, _) = doctor(&r, &["sm_90", "12040"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("needs CUDA driver 13.0 or newer; this driver is 12.4")
+            && stdout.contains("module add CUDA_AOT_STATUS_DRIVER"),
+        "{stdout}"
+    );
+    // Without a driver version the floor is not checked.
+    let (code, stdout, _) = doctor(&r, &["sm_80"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("driver not given (floors not checked)"),
+        "{stdout}"
+    );
+    // A device named by a variant: refused with the plain SM to use.
+    let (code, _, stderr) = doctor(&r, &["sm_90a", "13000"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("sm_90a names no device: a device is named by its plain SM (sm_90)")
+            && stderr.contains("(CUDA_AOT_STATUS_INVALID_ARGUMENT)")
+            && stderr.contains("\nFix: describe the device as sm_90"),
+        "{stderr}"
+    );
+    // Probing this host's device: without a driver, DRIVER and how to describe one.
+    if !cuda_aot::cuda::driver_present() {
+        let (code, _, stderr) = doctor(&r, &[]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains("(CUDA_AOT_STATUS_DRIVER)")
+                && stderr.contains("\nFix: describe the device instead: pass device_sm"),
+            "{stderr}"
+        );
+    }
+    // A tampered blob: that module's reason, TAMPERED.
+    let blob = r.blob("sm_90");
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&blob, &bytes).unwrap();
+    let (code, stdout, _) = doctor(&r, &["sm_90", "13000"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("module add CUDA_AOT_STATUS_TAMPERED") && stdout.contains("Fix: "),
+        "{stdout}"
+    );
+    // The sm_80 blob is untouched and still loads on its device.
+    let (code, stdout, _) = doctor(&r, &["sm_80", "13000"]);
+    assert_eq!(code, Some(0), "{stdout}");
+}
+
+/// Issue 43: a registry refused as a whole fails the call as opening would (here: another
+/// trust root), with `*out` NULL.
+#[test]
+fn issue_43_doctor_from_c_refuses_a_registry_of_another_trust_root_as_a_whole() {
+    let r = Registry::publish();
+    let other = Registry::publish();
+    let out = run(
+        doctor_c(),
+        &[&r.path(), &other.trust_root(), Path::new("sm_90")],
+        &r.state_dir(),
+    );
+    let (stdout, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("(CUDA_AOT_STATUS_UNTRUSTED_KEY)") && stderr.contains("\nFix: "),
+        "{stderr}"
+    );
+}

@@ -81,6 +81,9 @@ impl Error {
                 }
                 s
             }
+            Error::NotADevice { plain, .. } => format!(
+                "describe the device as {plain} (a device runs its `a` and family cubins too; the diagnosis says which it picks)"
+            ),
             Error::DriverTooOld { need, .. } => format!("install an NVIDIA driver that supports CUDA {need} or newer (nvidia-smi shows the CUDA version the driver supports)"),
             Error::Argument { .. } => "pass buffers as the kernel contract in kernels/README.md describes".into(),
             Error::Unknown { kind, .. } => format!("use a {kind} name listed above; the release set is defined in manifests/release.toml"),

@@ -65,7 +65,8 @@ impl Error {
             Error::Argument { .. }
             | Error::InvalidName { .. }
             | Error::AmbiguousKernel { .. }
-            | Error::AmbiguousGlobal { .. } => K::InvalidArgument,
+            | Error::AmbiguousGlobal { .. }
+            | Error::NotADevice { .. } => K::InvalidArgument,
             Error::Io { .. }
             | Error::StateNotSaved { .. }
             | Error::Source { .. }

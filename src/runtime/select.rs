@@ -1,12 +1,12 @@
 //! Choosing what a device loads, without a device: the registry's metadata verified under a
-//! policy, each module's binary picked for the device's exact SM, the driver floor checked;
-//! and [`Runtime::diagnose`], which reports that choice for every module.
+//! policy, each module's binary picked for the device's exact SM, the driver floor checked
+//! ([`Runtime::diagnose`](super::Runtime::diagnose), in `doctor.rs`, reports that choice for
+//! every module).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::cuda::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::identity::{DriverVersion, Kind};
 use crate::manifest::Manifest;
@@ -14,114 +14,9 @@ use crate::metadata::{IndexEntry, Time};
 use crate::name::Target;
 use crate::source::{DirSource, RegistrySource};
 use crate::state::TrustState;
-use crate::verify::{Freshness, Options, Select, verify_metadata};
+use crate::verify::{Freshness, Options, verify_metadata};
 
-use super::{Policy, Runtime};
-
-/// A device described without opening it: what [`Runtime::diagnose`] checks a registry
-/// against (`cargo xtask doctor --device sm_89 --driver 12.4`, or a probed device).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceSpec {
-    /// How messages name it (`NVIDIA L40S`, or `sm_89 (--device)`).
-    pub name: String,
-    /// Compute capability (8, 9 for sm_89).
-    pub cc: (u32, u32),
-    /// The driver's CUDA version; `None`: not known, the driver floor is not checked.
-    pub driver: Option<DriverVersion>,
-}
-
-impl DeviceSpec {
-    /// An opened device as [`Runtime::open`] sees it: its name (as open's messages give
-    /// it), compute capability and this host's driver (what `cargo xtask doctor` probes
-    /// without `--device`).
-    pub fn of_device(info: &DeviceInfo) -> DeviceSpec {
-        DeviceSpec {
-            name: info.name.clone(),
-            cc: (info.cc_major, info.cc_minor),
-            driver: Some(DriverVersion::from_cuda(info.driver_version)),
-        }
-    }
-}
-
-/// What [`Runtime::open`] would do with one module of a registry on a device: the manifest
-/// of the blob it would load, or the error it would refuse the module with (the same error,
-/// from the same selection and checks).
-#[derive(Debug)]
-pub struct Diagnosis {
-    /// The module.
-    pub module: String,
-    /// Every (target, kind) the registry has for it.
-    pub available: Vec<(Target, Kind)>,
-    /// The verified manifest of the blob that would load, or why none would.
-    pub outcome: std::result::Result<Manifest, Error>,
-}
-
-impl Runtime {
-    /// For every module of `registry`, what [`Runtime::open`] under `policy` would load on
-    /// `device`, or why it would load nothing: no binary for the device (no exact cubin, a
-    /// family or arch-specific mismatch, PTX only and the policy refuses it), a driver below
-    /// the module's floor (for PTX, an ISA newer than the driver), or a module whose
-    /// manifest, promotion or blob fails verification. Needs no GPU and changes nothing (no
-    /// rollback state is saved). A registry whose metadata fails (bad signature, expired or
-    /// frozen timestamp, rollback, channel) is the `Err`, as `open` would fail as a whole.
-    pub fn diagnose(
-        registry: impl AsRef<Path>,
-        trust_root: &[u8],
-        policy: &Policy,
-        device: &DeviceSpec,
-    ) -> Result<Vec<Diagnosis>> {
-        Runtime::diagnose_at(registry, trust_root, policy, device, Time::now())
-    }
-
-    /// [`Runtime::diagnose`] with the verifier's clock at `at` (expiry and the freeze bound
-    /// are checked as of then): will the registry still load on the day of a deployment?
-    /// A time before now would accept what has already expired: callers pass now or later
-    /// (`cargo xtask doctor --at` refuses an earlier one, as `verify --at` does).
-    pub fn diagnose_at(
-        registry: impl AsRef<Path>,
-        trust_root: &[u8],
-        policy: &Policy,
-        device: &DeviceSpec,
-        at: Time,
-    ) -> Result<Vec<Diagnosis>> {
-        let registry = registry.as_ref();
-        let (index, _state, _) = verify_registry_metadata(registry, trust_root, policy, at)?;
-        let src = DirSource::new(registry);
-        let entries = &index.index().entries;
-        let mut out = Vec::new();
-        for (name, idx) in modules_of(entries) {
-            let available: Vec<(Target, Kind)> = idx
-                .iter()
-                .map(|i| (entries[*i].sm, entries[*i].kind))
-                .collect();
-            let outcome = select(name, &available, device.cc, &device.name, policy).and_then(|j| {
-                let i = idx[j];
-                let floor = |_: usize, m: &crate::verify::VerifiedManifest| match device.driver {
-                    Some(driver) => check_driver_floor(m.manifest(), driver),
-                    None => Ok(()),
-                };
-                let verified = index
-                    .clone()
-                    .complete(
-                        &src,
-                        Select::entries(vec![i]).before_blobs(&floor).keep_bytes(),
-                    )
-                    .map_err(|f| *f.error)?;
-                Ok(verified
-                    .module(i)
-                    .expect("complete keeps the selected module")
-                    .manifest()
-                    .clone())
-            });
-            out.push(Diagnosis {
-                module: name.to_string(),
-                available,
-                outcome,
-            });
-        }
-        Ok(out)
-    }
-}
+use super::Policy;
 
 /// The index's entries grouped by module name (positions in `entries`), in name order.
 pub(super) fn modules_of(entries: &[IndexEntry]) -> BTreeMap<&str, Vec<usize>> {

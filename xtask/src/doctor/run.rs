@@ -1,13 +1,14 @@
-//! `doctor` under a build with the runtime: the devices, `Runtime::diagnose_at` per device
-//! (the clock at now or `--at`), the table and the JSON message.
+//! `doctor` under a build with the runtime: the devices (described or probed, by the
+//! runtime's `DeviceSpec`), `DoctorReport::of` per device (the clock at now or `--at`), its
+//! table (the runtime's rendering) and the JSON message.
 
 use anyhow::{Context, Result};
 use cuda_aot::metadata::Time;
-use cuda_aot::{DeviceSpec, Diagnosis, DriverVersion, Policy, Runtime, Target};
+use cuda_aot::{DeviceSpec, DoctorReport, DriverVersion, Policy, Target};
 use serde_json::json;
 
 use super::{Args, PolicyArg};
-use crate::advice::fail;
+use crate::advice::{fail, refix};
 use crate::{anchor, message};
 
 impl Args {
@@ -28,27 +29,25 @@ impl Args {
             None => probe()?,
         };
         let at = self.at_time.unwrap_or_else(Time::now);
-        let mut refused = 0;
         let mut reports = Vec::new();
-        for device in &devices {
-            let diagnoses = Runtime::diagnose_at(&registry, &trust, &policy, device, at)
+        for device in devices {
+            let report = DoctorReport::of(&registry, &trust, &policy, device, at)
                 .map_err(anyhow::Error::new)
                 .with_context(|| {
                     format!("{}: the registry is refused as a whole", registry.display())
                 })?;
-            refused += diagnoses.iter().filter(|d| d.outcome.is_err()).count();
-            reports.push((device, diagnoses));
+            reports.push(report);
         }
+        let refused: usize = reports.iter().map(DoctorReport::refused).sum();
         if message::json() {
-            let devices: Vec<serde_json::Value> =
-                reports.iter().map(|(d, ds)| device_json(d, ds)).collect();
+            let devices: Vec<serde_json::Value> = reports.iter().map(device_json).collect();
             message::emit(
                 "doctor",
                 json!({ "registry": registry, "policy": format!("{:?}", self.policy).to_lowercase(), "devices": devices }),
             );
         } else {
-            for (d, ds) in &reports {
-                print_device(d, ds);
+            for report in &reports {
+                print!("{report}");
             }
         }
         if refused > 0 {
@@ -64,21 +63,14 @@ impl Args {
     }
 }
 
-/// A device given as `--device sm_89`: real targets only.
+/// A device given as `--device sm_89`: real targets only (the runtime's rule).
 fn described(t: Target, driver: Option<DriverVersion>) -> Result<DeviceSpec> {
-    if t.virtual_arch || t.arch_specific || t.family_specific {
-        return Err(fail(
-            format!("--device {t}: a device is named by its plain SM"),
-            format!(
-                "write --device sm_{}{} (a device runs its `a` and family cubins too; doctor says which it picks)",
-                t.major, t.minor
-            ),
-        ));
-    }
-    Ok(DeviceSpec {
-        name: format!("{t} (--device)"),
-        cc: (t.major, t.minor),
-        driver,
+    DeviceSpec::described(t, driver, "--device").map_err(|e| {
+        let fix = format!(
+            "write --device sm_{}{} (a device runs its `a` and family cubins too; doctor says which it picks)",
+            t.major, t.minor
+        );
+        refix(anyhow::Error::new(e).context(format!("--device {t}")), fix)
     })
 }
 
@@ -90,55 +82,17 @@ fn probe() -> Result<Vec<DeviceSpec>> {
             "describe the device instead: --device sm_XX [--driver X.Y]",
         )
     };
-    let n = cuda_aot::cuda::device_count().map_err(|e| no_gpu(e.to_string()))?;
-    if n == 0 {
+    let devices = DeviceSpec::probe_all().map_err(|e| no_gpu(e.to_string()))?;
+    if devices.is_empty() {
         return Err(no_gpu("the driver reports 0 devices".into()));
     }
-    (0..n)
-        .map(|i| {
-            let d = cuda_aot::cuda::Device::open(i).map_err(|e| no_gpu(e.to_string()))?;
-            Ok(DeviceSpec::of_device(d.info()))
-        })
-        .collect()
+    Ok(devices)
 }
 
-fn print_device(d: &DeviceSpec, ds: &[Diagnosis]) {
-    println!(
-        "device {}: sm_{}{}, driver {}",
-        d.name,
-        d.cc.0,
-        d.cc.1,
-        d.driver.map_or_else(
-            || "not given (floors not checked)".into(),
-            |v| v.to_string()
-        )
-    );
-    println!("{:<18} {:<28} why", "module", "loads");
-    for diag in ds {
-        match &diag.outcome {
-            Ok(m) => {
-                let id = &m.identity;
-                let kind = match id.kind {
-                    cuda_aot::Kind::Cubin => "cubin".to_string(),
-                    cuda_aot::Kind::Ptx => "ptx (compatibility mode)".to_string(),
-                };
-                println!(
-                    "{:<18} {:<28} verified; needs driver {} or newer",
-                    diag.module,
-                    format!("{} {kind}", id.sm),
-                    id.driver_floor
-                );
-            }
-            Err(e) => {
-                println!("{:<18} {:<28} {e}", diag.module, "nothing");
-                println!("{:<18} {:<28} Fix: {}", "", "", e.fix());
-            }
-        }
-    }
-}
-
-fn device_json(d: &DeviceSpec, ds: &[Diagnosis]) -> serde_json::Value {
-    let modules: Vec<serde_json::Value> = ds
+fn device_json(report: &DoctorReport) -> serde_json::Value {
+    let d = &report.device;
+    let modules: Vec<serde_json::Value> = report
+        .modules
         .iter()
         .map(|diag| {
             let available: Vec<String> = diag
