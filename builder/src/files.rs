@@ -1,7 +1,7 @@
 //! File helpers shared by the tasks: atomic writes through the workspace's one routine
 //! [`cuda_aot::fs::write_atomic`] (temporary sibling, fsync, rename, fsync of the folder: a
-//! reader sees the old file or the new one and never half of either), tree copies, and the
-//! one walk over a folder's files.
+//! reader sees the old file or the new one and never half of either), links replaced the
+//! same way, tree copies, and the one walk over a folder's files.
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -59,6 +59,26 @@ pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
     Ok(true)
 }
 
+/// Makes `path` a symbolic link to `target` atomically: the link is made under a temporary
+/// name beside `path` and renamed over it, then the folder is flushed, so `path` is at
+/// every moment the old entry or the new link (a program loading a library through it never
+/// finds nothing). `path`'s folder must exist.
+pub fn symlink(path: &Path, target: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix(".link-")
+        .make_in(dir, |p| std::os::unix::fs::symlink(target, p))
+        .with_context(|| format!("making a link in {}", dir.display()))?;
+    std::fs::rename(tmp.path(), path)
+        .with_context(|| format!("linking {} to {}", path.display(), target.display()))?;
+    // Renamed: nothing is left at the temporary name to delete.
+    let _ = tmp.into_temp_path().keep();
+    cuda_aot::fs::sync_dir(dir).with_context(|| format!("flushing {}", dir.display()))
+}
+
 /// Copies the regular files of `from` into `to`, keeping relative paths.
 pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
@@ -87,5 +107,18 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"two!");
         let names: Vec<_> = std::fs::read_dir(dir.path().join("a")).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_link_replaces_a_file_or_a_link_and_leaves_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("libx.so");
+        std::fs::write(&link, b"old file").unwrap();
+        symlink(&link, Path::new("libx.so.1")).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("libx.so.1"));
+        symlink(&link, Path::new("libx.so.2")).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("libx.so.2"));
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no temporary link left behind");
     }
 }

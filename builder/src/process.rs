@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeSet;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -188,6 +188,35 @@ pub fn cargo() -> Command {
         }
     }
     cmd
+}
+
+/// `cargo metadata --no-deps` of the workspace at `root` (its packages, their versions,
+/// the target directory), cargo's progress and errors on the user's stderr.
+pub fn cargo_metadata(root: &Path) -> Result<serde_json::Value> {
+    let out = stdout_of(
+        cargo()
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(root)
+            .stdin(Stdio::null()),
+    )
+    .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata in {}: {} (cargo's messages above)",
+            root.display(),
+            describe_status(&out.status)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("reading cargo metadata's output")
+}
+
+/// cargo's target directory for the checkout at `root` (`cargo metadata`'s
+/// `target_directory`: `CARGO_TARGET_DIR`, `build.target-dir` or `<root>/target`).
+pub fn cargo_target_dir(root: &Path) -> Result<PathBuf> {
+    cargo_metadata(root)?["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .context("cargo metadata named no target_directory")
 }
 
 /// What cargo sets for the crate it runs or builds, besides `CARGO_PKG_*` and

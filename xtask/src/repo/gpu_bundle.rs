@@ -51,7 +51,7 @@ impl Args {
         replaceable(&out)?;
         let me = std::env::current_exe().context("finding the running tool")?;
         let work = paths::work_dir();
-        let release = target_dir(&root)?.join("release");
+        let release = process::cargo_target_dir(&root)?.join("release");
         let steps = Steps {
             root,
             me,
@@ -383,30 +383,6 @@ fn step(cmd: &mut Command, what: &str) -> Result<()> {
 
 /// The test executables of `cargo test --no-run ARGS` whose target is one of `names`,
 /// read from cargo's JSON messages (`executable` of each compiler artifact).
-/// cargo's target directory for the checkout at `root` (`cargo metadata`'s
-/// `target_directory`: `CARGO_TARGET_DIR`, `build.target-dir` or `<root>/target`).
-fn target_dir(root: &Path) -> Result<PathBuf> {
-    let out = process::stdout_of(
-        process::cargo()
-            .args(["metadata", "--format-version", "1", "--no-deps"])
-            .current_dir(root)
-            .stdin(Stdio::null()),
-    )
-    .context("running cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata: {} (cargo's messages above)",
-            process::describe_status(&out.status)
-        );
-    }
-    let meta: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("reading cargo metadata's output")?;
-    meta["target_directory"]
-        .as_str()
-        .map(PathBuf::from)
-        .context("cargo metadata named no target_directory")
-}
-
 fn test_executables(root: &Path, args: &[&str], names: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let what = format!("cargo test --no-run {}", args.join(" "));
     eprintln!("gpu-bundle: {what}");
