@@ -245,6 +245,25 @@ fn address_sanitizer_reports_a_report_that_is_not_freed() {
     );
 }
 
+/// Issue 43: the shared library carries its versioned soname (capi/build.rs): `.so.0.MINOR`
+/// for a 0.x version, `.so.MAJOR` from 1.0 on.
+#[test]
+fn issue_43_the_shared_library_has_a_versioned_soname() {
+    let (major, minor) = (
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+    );
+    let abi = if major == "0" {
+        format!("0.{minor}")
+    } else {
+        major.to_string()
+    };
+    assert_eq!(
+        soname(&lib_dir().join("libcuda_aot_capi.so")),
+        format!("libcuda_aot_capi.so.{abi}")
+    );
+}
+
 /// `examples/c/doctor.c` linked against the shared library, compiled once.
 fn doctor_c() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();

@@ -1,13 +1,13 @@
 /* verify REGISTRY TRUST_ROOT: verifies a cuda-aot registry offline through the C ABI
- * (libcuda_aot_capi, header capi/include/cuda_aot.h), as `cargo xtask verify` does.
+ * (libcuda_aot_capi, header cuda_aot.h), as `cargo xtask verify` does.
  * Prints one line per module and target and exits 0, or prints the error and its Fix:
  * line and exits 1 (2 for a usage error). The rollback state is read from its default
  * place (CUDA_AOT_STATE_DIR, XDG_STATE_HOME or ~/.local/state) and never written.
  *
  * Build (docs/capi.md):
- *   cargo build -p cuda-aot-capi
- *   cc examples/c/verify.c -Icapi/include -Ltarget/debug -lcuda_aot_capi \
- *      -Wl,-rpath,"$PWD/target/debug" -o verify
+ *   cargo xtask install-capi --prefix .cuda-aot/capi
+ *   cc examples/c/verify.c -I.cuda-aot/capi/include -L.cuda-aot/capi/lib -lcuda_aot_capi \
+ *      -Wl,-rpath,"$PWD/.cuda-aot/capi/lib" -o verify
  */
 #include <stdio.h>
 

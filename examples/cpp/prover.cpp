@@ -17,9 +17,9 @@
 //
 // Build (docs/capi.md; CUDA = a CUDA toolkit folder with include/cuda.h and
 // lib/libcudart_static.a, e.g. /usr/local/cuda or the pinned one under .cuda-aot/toolkit):
-//   cargo build -p cuda-aot-capi
-//   c++ -std=c++17 -O2 examples/cpp/prover.cpp -Icapi/include -I"$CUDA/include"
-//       -Ltarget/debug -lcuda_aot_capi -Wl,-rpath,"$PWD/target/debug"
+//   cargo xtask install-capi --prefix .cuda-aot/capi
+//   c++ -std=c++17 -O2 examples/cpp/prover.cpp -I.cuda-aot/capi/include -I"$CUDA/include"
+//       -L.cuda-aot/capi/lib -lcuda_aot_capi -Wl,-rpath,"$PWD/.cuda-aot/capi/lib"
 //       "$CUDA/lib/libcudart_static.a" -ldl -lpthread -lrt -o prover-cpp
 // (one command line).
 //

@@ -17,6 +17,7 @@
 //!   again under a build that has it;
 //! - composite tasks: `release`, `repro`, `kernels`, `promote`, `rebuild`, `keygen`,
 //!   `trust_root`;
+//! - the C library: `install_capi` (builds `capi/` with cargo and installs it into a prefix);
 //! - `repo` (feature `repo`, never in an installed tool): the benches, the GPU host's
 //!   bundle and run, the pinned test servers.
 
@@ -34,6 +35,7 @@ mod endpoint;
     all(feature = "repo", not(feature = "gpu"))
 ))]
 mod features;
+mod install_capi;
 mod kernels;
 mod keygen;
 mod promote;
@@ -96,6 +98,7 @@ enum Task {
     Release(release::Args),
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
+    InstallCapi(install_capi::Args),
     /// The repository's own chores (benches, GPU runs, test servers): not in an installed
     /// tool.
     #[cfg(feature = "repo")]
@@ -138,6 +141,7 @@ impl Task {
             #[cfg(not(feature = "net"))]
             Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
+            Task::InstallCapi(a) => a.run(),
             #[cfg(feature = "repo")]
             Task::Repo(t) => t.run(),
         }

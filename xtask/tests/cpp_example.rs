@@ -1,7 +1,8 @@
 //! Issue 22: the C++ example prover (`examples/cpp/prover.cpp`, on `cuda_aot.hpp` over the C
 //! ABI) and `examples/c/verify.c` compile with the commands docs/capi.md gives, warnings as
-//! errors, against the C ABI's shared library (a dev-dependency, so cargo builds it beside
-//! this test) and the pinned toolkit's CUDA headers and static runtime; and on a real dev release (real nvcc, generated keys)
+//! errors, against the C ABI installed as that page says (`install-capi`, its dev build,
+//! into a temporary prefix) and the pinned toolkit's CUDA headers and static runtime; and
+//! on a real dev release (real nvcc, generated keys)
 //! it says why it cannot run: no driver here (after the registry verified), a flipped blob
 //! byte (before any driver call), a dev registry under the production policy. On the GPU
 //! host `gpu-run` runs the same program against the release and checks its kernels.
@@ -13,19 +14,8 @@ use std::process::{Command, Output};
 
 use base64::Engine;
 
+use common::capi::Installed;
 use common::{Ws, toolkit_root};
-
-/// The folder cargo built `libcuda_aot_capi.{so,a}` into for this test (beside it).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().to_path_buf();
-    assert!(
-        dir.join("libcuda_aot_capi.so").is_file(),
-        "libcuda_aot_capi.so is not beside {}: cargo builds it for xtask's tests (dev-dependency)",
-        exe.display()
-    );
-    dir
-}
 
 /// The build command of docs/capi.md that starts with `program` (one line of a shell
 /// block), so the test builds exactly what the page tells users to run.
@@ -37,16 +27,16 @@ fn doc_command(program: &str) -> String {
         .to_string()
 }
 
-/// Runs the documented build command `program ...` with warnings as errors, the library
-/// folder this test's cargo used for `target/debug`, `CUDA` the pinned toolkit, and the
-/// output `-o` replaced by `out`.
-fn build_as_documented(program: &str, out: &Path) {
-    let lib = lib_dir().display().to_string();
+/// Runs the documented build command `program ...` with warnings as errors, the
+/// documented prefix `.cuda-aot/capi` replaced by `prefix` (where the test installed the
+/// library), `CUDA` the pinned toolkit, and the output `-o` replaced by `out`.
+fn build_as_documented(program: &str, prefix: &Path, out: &Path) {
+    let prefix = prefix.display().to_string();
     let cmd = doc_command(program);
     let output = cmd.split(" -o ").nth(1).expect("an -o in the command");
     let cmd = cmd
-        .replace("\"$PWD/target/debug\"", &lib)
-        .replace("target/debug", &lib)
+        .replace("$PWD/.cuda-aot/capi", &prefix)
+        .replace(".cuda-aot/capi", &prefix)
         .replace(&format!(" -o {output}"), &format!(" -o {}", out.display()));
     let done = Command::new("sh")
         .arg("-c")
@@ -79,8 +69,10 @@ fn run(prover: &Path, ws: &Ws, args: &[&str]) -> (Output, String, String) {
 fn issue_22_the_cpp_example_prover_compiles_and_says_why_it_cannot_run_here() {
     let ws = Ws::new();
     ws.release();
+    // The library as docs/capi.md has it built: installed into a prefix (`install-capi`).
+    let capi = Installed::new();
     let prover = ws.path("prover-cpp");
-    build_as_documented("c++", &prover);
+    build_as_documented("c++", &capi.prefix(), &prover);
 
     // Bad arguments: the usage line, exit 2.
     let out = Command::new(&prover).output().unwrap();
@@ -138,7 +130,7 @@ fn issue_22_the_cpp_example_prover_compiles_and_says_why_it_cannot_run_here() {
     // examples/c/verify.c on the same fresh release: accepted, one line per module and
     // target; then one flipped byte of a blob is refused, naming module, target and file.
     let verify = ws.path("verify");
-    build_as_documented("cc", &verify);
+    build_as_documented("cc", &capi.prefix(), &verify);
     let check = |expect: i32| {
         let out = Command::new(&verify)
             .arg(ws.path("spec/.cuda-aot/registry"))

@@ -8,8 +8,9 @@
 //!   lists; cargo's own commands only options `cargo <cmd> --help` lists;
 //! - `toml` blocks parse, and release specs (`[build]` with `[[module]]`) load through the
 //!   real spec reader (`xtask build --dry-run`);
-//! - `c` blocks carry a `<!-- compiled: PATH -->` line and are a run of lines of that C
-//!   file (which a test compiles: `capi/tests/c_abi.rs` builds `examples/c/verify.c`);
+//! - `c`, `cpp` and `cmake` blocks carry a `<!-- compiled: PATH -->` line and are a run of
+//!   lines of that file (which a test compiles: `capi/tests/c_abi.rs` builds
+//!   `examples/c/verify.c`, `tests/install.rs` configures `examples/cmake/CMakeLists.txt`);
 //! - `json` blocks are docs/json.md's examples, checked by the tests that produce them
 //!   (`common/doc_json.rs`); `text` blocks are prose.
 
@@ -355,12 +356,12 @@ fn every_rust_block_in_the_docs_is_compiled() {
 }
 
 #[test]
-fn every_c_and_cpp_block_in_the_docs_is_code_of_a_compiled_file() {
+fn every_c_cpp_and_cmake_block_in_the_docs_is_code_of_a_compiled_file() {
     let mut wrong = Vec::new();
     let mut seen = 0;
     for b in all_blocks()
         .iter()
-        .filter(|b| b.lang == "c" || b.lang == "cpp")
+        .filter(|b| ["c", "cpp", "cmake"].contains(&b.lang.as_str()))
     {
         seen += 1;
         match compiled_source(b) {
@@ -373,8 +374,8 @@ fn every_c_and_cpp_block_in_the_docs_is_code_of_a_compiled_file() {
         }
     }
     assert!(
-        seen >= 3,
-        "only {seen} c and cpp blocks found (docs/capi.md has three)"
+        seen >= 5,
+        "only {seen} c, cpp and cmake blocks found (docs/capi.md has five)"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -235,7 +235,7 @@ fn the_xtask_alias_shows_cargo_progress() {
 fn build_scripts_find_their_checkout_at_run_time() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut scripts = 0;
-    for dir in [".", "registry", "xtask", "kernels"] {
+    for dir in [".", "registry", "xtask", "kernels", "capi"] {
         let script = repo.join(dir).join("build.rs");
         let Ok(text) = std::fs::read_to_string(&script) else {
             continue;

@@ -9,6 +9,7 @@ pub use cuda_aot_testkit::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// The workspace root.
 pub fn repo() -> PathBuf {
@@ -107,9 +108,49 @@ pub fn compile_c(sources: &[&str], out: &Path, extra: &[String]) {
     );
 }
 
-/// Linker arguments for the shared library, found at run time through an rpath.
+/// The soname of the shared library `lib`, as `readelf -d` shows it
+/// (`libcuda_aot_capi.so.0.1`): what a program linked against it asks the loader for.
+pub fn soname(lib: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(lib)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("readelf could not be started ({e}): the C tests need binutils")
+        });
+    assert!(out.status.success(), "readelf -d {}", lib.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.split_once("Library soname: [")?.1.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("{} has no SONAME:\n{text}", lib.display()))
+        .to_string()
+}
+
+/// A folder laid out as an install lays the shared library out: a copy of the library
+/// cargo built, as `libcuda_aot_capi.so` (what `-lcuda_aot_capi` finds) and under its
+/// soname (what the linked program loads). Cargo's own folders hold no file of the soname's
+/// name; the copy also keeps the programs of this test binary on one library while other
+/// builds of a shared target replace cargo's.
+pub fn shared_lib_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("capi-lib-")
+            .tempdir()
+            .unwrap();
+        let built = lib_dir().join("libcuda_aot_capi.so");
+        let lib = dir.path().join("libcuda_aot_capi.so");
+        std::fs::copy(&built, &lib).unwrap();
+        std::os::unix::fs::symlink("libcuda_aot_capi.so", dir.path().join(soname(&lib))).unwrap();
+        dir
+    })
+    .path()
+}
+
+/// Linker arguments for the shared library (of [`shared_lib_dir`]), found at run time
+/// through an rpath.
 pub fn link_shared() -> Vec<String> {
-    let dir = lib_dir();
+    let dir = shared_lib_dir();
     vec![
         format!("-L{}", dir.display()),
         "-lcuda_aot_capi".into(),

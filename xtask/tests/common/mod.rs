@@ -4,8 +4,10 @@
 
 #![allow(dead_code)] // each test file uses a subset
 
+pub mod capi;
 pub mod s3;
 pub mod server;
+pub mod tools;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
