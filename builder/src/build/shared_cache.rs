@@ -260,8 +260,8 @@ impl Remote {
             ));
         }
         let bytes = self
-            .read(&format!("v1/deps/{}.json", key.hex()), signed.records_size)
-            .ok_or("the signed records file is missing")?;
+            .read(&format!("v1/deps/{}.json", key.hex()), RECORDS_LIMIT)
+            .ok_or("the signed records file is missing or past the size limit")?;
         if bytes.len() as u64 != signed.records_size || Digest::of(&bytes) != signed.records {
             return Err(format!(
                 "the records file is not the signed one (blake3 {} of {} bytes, signed {} of {}): altered, or being rewritten by another builder",

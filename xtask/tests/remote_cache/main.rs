@@ -15,6 +15,7 @@
 mod common;
 
 mod failures;
+mod hostile;
 mod repro;
 mod round_trip;
 mod settings;
