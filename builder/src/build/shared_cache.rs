@@ -12,7 +12,12 @@
 //! v1/deps/<dependency key hex>.sig.json    their signature (CacheRecords, builder role)
 //! v1/sets/<set hex>.json                   toolkit and system header sets (content-addressed)
 //! v1/timings.json                          compile time per dependency key, for --shard
+//! v1/root/<N>.root.json                    the trust roots its builders trusted (a chain)
 //! ```
+//!
+//! A build walks the store's root chain from the root it trusts (each rotation signed by
+//! the previous root's keys, as `verify` walks a registry's) and checks every signature
+//! against the newest: a builder key a rotation removed signs nothing it takes.
 //!
 //! Records name files this machine then reads, so they are signed too: a build takes the
 //! records of a job only when a builder key of its trust root signed exactly those bytes
@@ -142,7 +147,22 @@ impl Remote {
     pub fn open(opts: &RemoteOptions) -> Result<Remote> {
         let store = open_store(&opts.url, opts.timeout)?;
         let trust = anchor::trust_file_flag(opts.trust.as_deref(), "--remote-cache-trust")?;
-        let (_, root) = anchor::read(&trust)?;
+        let (anchor_bytes, anchor_root) = anchor::read(&trust)?;
+        // The store keeps the roots its builders trusted (`v1/root/<N>.root.json`): walked
+        // from this one as `verify` walks a registry's, so a builder key the newest root
+        // rotated out signs nothing this build takes.
+        let anchor_version = anchor_root.root().version;
+        let root = store::newest_root(&*store, &opts.url, anchor_root).map_err(|e| {
+            crate::advice::fail(
+                format!("shared cache {}: its trust root chain: {e:#}", opts.url),
+                "remove the root file the error names from the store (only a rotation signed by the previous root's keys belongs there), or build without --remote-cache",
+            )
+        })?;
+        if opts.mode == SharedCacheMode::ReadWrite && root.root().version == anchor_version {
+            // A rotation this builder trusts, for the readers that still start from an
+            // older root (best effort: a reader that misses it keeps its own root).
+            let _ = store::put_root(&*store, anchor_version, &anchor_bytes);
+        }
         // Entries are trusted through the root's builder keys: not once the root expired.
         cuda_aot::verify::check_root_current(&root, &cuda_aot::verify::Options::default())
             .map_err(|e| {

@@ -130,3 +130,80 @@ fn an_expired_trust_root_is_refused_for_the_shared_cache() {
     assert!(snapshot(&ws.path("cache")).is_empty(), "nothing was built");
     assert!(snapshot(&remote).is_empty(), "nothing was read or written");
 }
+
+/// Issue 43, item 3: the shared cache walks the root chain its store holds
+/// (`v1/root/<N>.root.json`, put there by read-write builders): a reader that still starts
+/// from root v1 finds v2, which rotated the builder key out, and refuses the entries that
+/// key signed (compiling them instead); a root file in the store that is no rotation of the
+/// one before is refused, naming it, before anything is built.
+#[test]
+fn issue_43_a_builder_key_the_stores_newest_root_rotated_out_signs_nothing_taken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let remote = tmp.path().join("shared");
+    let first = build(&Ws::new(), &remote, &keys, Some(&keys.key("builder"))).ok();
+    assert!(
+        remote.join("v1/root/1.root.json").is_file(),
+        "the writer's root is kept"
+    );
+    let second = build(&Ws::new(), &remote, &keys, None).ok();
+    assert_eq!(
+        second.nvcc_runs(),
+        0,
+        "v1's builder key is trusted: {}",
+        second.stderr
+    );
+
+    // Root v2: every role key replaced, signed by v1's root key and its own.
+    let new = |role: &str| crate::common::keygen(role, &tmp.path().join(format!("{role}-2.key")));
+    let v2 = tmp.path().join("root-2.json");
+    let out = xtask()
+        .args(["trust-root", "--channel", "dev", "--previous"])
+        .arg(keys.root())
+        .arg("--out")
+        .arg(&v2)
+        .args(["--root", &new("root"), "--builder", &new("builder")])
+        .args([
+            "--reviewer",
+            &new("reviewer"),
+            "--publisher",
+            &new("publisher"),
+        ])
+        .arg("--sign-with")
+        .arg(keys.key("root"))
+        .arg("--sign-with")
+        .arg(tmp.path().join("root-2.key"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::copy(&v2, remote.join("v1/root/2.root.json")).unwrap();
+    let third = build(&Ws::new(), &remote, &keys, None).ok();
+    assert_eq!(third.nvcc_runs(), first.nvcc_runs(), "{}", third.stderr);
+    assert!(
+        crate::refusals(&third)
+            .iter()
+            .any(|r| r.contains("signature")),
+        "{:?}",
+        crate::refusals(&third)
+    );
+
+    // A file in the chain that is no rotation of v2.
+    std::fs::write(remote.join("v1/root/3.root.json"), b"{}").unwrap();
+    let out = Out::of(
+        xtask()
+            .args(["build", "--spec"])
+            .arg(Ws::new().spec_path())
+            .args(["--remote-cache", &url(&remote), "--remote-cache-trust"])
+            .arg(keys.root()),
+    )
+    .failed();
+    assert!(
+        out.stderr.contains("its trust root chain") && out.stderr.contains("3.root.json"),
+        "{}",
+        out.stderr
+    );
+}

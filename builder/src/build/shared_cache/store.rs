@@ -4,6 +4,7 @@
 //! failed.
 
 use anyhow::Result;
+use cuda_aot::trust::VerifiedRoot;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -169,4 +170,51 @@ pub(super) fn open_store(url: &str, timeout: Duration) -> Result<Box<dyn CacheSt
         return Ok(Box::new(OciStore(cache)));
     }
     unreachable!("check_url accepts file://, s3:// and oci:// only")
+}
+
+/// The store as a registry source for the root chain: `root/<N>.root.json` is read at
+/// `v1/root/<N>.root.json`.
+struct Roots<'a> {
+    store: &'a dyn CacheStore,
+    url: &'a str,
+}
+
+impl cuda_aot::source::RegistrySource for Roots<'_> {
+    fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
+        self.store
+            .get(&format!("v1/{path}"), max)
+            .map_err(|e| cuda_aot::Error::Io {
+                path: format!("{}/v1/{path}", self.url).into(),
+                source: std::io::Error::other(format!("{e:#}")),
+            })
+    }
+
+    fn describe(&self) -> String {
+        format!("{}/v1", self.url)
+    }
+}
+
+/// The newest root the store's chain reaches from `trusted` (each rotation signed by the
+/// previous root's keys, [`cuda_aot::trust::walk_chain`]); `trusted` itself when the
+/// store has none after it.
+pub(super) fn newest_root(
+    store: &dyn CacheStore,
+    url: &str,
+    trusted: VerifiedRoot,
+) -> cuda_aot::Result<VerifiedRoot> {
+    cuda_aot::trust::walk_chain(
+        &Roots { store, url },
+        trusted,
+        &crate::limits::limits(),
+        |_, _| {},
+    )
+}
+
+/// Keeps the root file `bytes` (version `version`) in the store unless it has one there.
+pub(super) fn put_root(store: &dyn CacheStore, version: u64, bytes: &[u8]) -> Result<()> {
+    let rel = format!("v1/{}", cuda_aot::source::layout::root(version));
+    if store.get(&rel, 1 << 20)?.is_none() {
+        store.put(&rel, bytes)?;
+    }
+    Ok(())
 }
