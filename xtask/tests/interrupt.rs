@@ -196,3 +196,64 @@ fn issue_11_sigint_mid_build_stops_nvcc_keeps_finished_jobs_and_cleans_up() {
     );
     assert!(Path::new(&ws.path("out")).is_dir());
 }
+
+/// Issue 43, item 4: an interrupt in the middle of a device-linked job keeps the files
+/// that finished: SIGINT while the six-file `foreign_sponge` compiles its fourth file
+/// (three done) keeps those three (or four, when the fourth finishes first) in the cache,
+/// says so, and the rerun compiles only the other files, then links.
+#[test]
+fn issue_43_an_interrupted_linked_job_keeps_its_finished_files() {
+    let ws = Ws::foreign("intr");
+    let mut child = common::xtask()
+        .arg("build")
+        .arg("--spec")
+        .arg(ws.spec_path())
+        .arg("--cache-dir")
+        .arg(ws.path("cache"))
+        .arg("--out")
+        .arg(ws.path("out"))
+        .args(["-j", "1", "--module", "foreign_sponge", "--target", "sm_90"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    // The fourth file of the module is being compiled: the first three are done.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let dir = ws.dir.path().display().to_string();
+    let ours = || {
+        let here = nvcc_mentioning(&dir);
+        nvcc_mentioning("sponge/merkle.cu")
+            .iter()
+            .any(|p| here.contains(p))
+    };
+    while !ours() {
+        assert!(Instant::now() < deadline, "merkle.cu never compiled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let stderr = reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let kept: usize = stderr
+        .lines()
+        .find_map(|l| {
+            l.split_once(" compiled file(s) of unfinished device-linked jobs")
+                .and_then(|(head, _)| head.rsplit(' ').next()?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no kept files said:\n{stderr}"));
+    assert!((3..=4).contains(&kept), "{stderr}");
+    let run = ws
+        .build(&["--module", "foreign_sponge", "--target", "sm_90"])
+        .ok();
+    assert_eq!(
+        run.nvcc_runs(),
+        (6 - kept as u64) + 1,
+        "the other files and the link"
+    );
+}

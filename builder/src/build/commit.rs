@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::cache::{self, Cache, DepFile, DepRecord, LastBuild, StoredRecord};
 use super::evict::{Eviction, Protected};
 use super::inputs::Names;
-use super::job::{Ctx, Done, UnitDone, UnitHow};
+use super::job::{Ctx, Done, InterruptedUnits, UnitDone, UnitHow};
 use super::{BuildOptions, Job, JobOutput, Keyed, Plan, provenance};
 use crate::advice::Subject;
 use crate::process::{self, Interrupted};
@@ -289,7 +289,21 @@ fn keep_finished(
     interrupt: Interrupted,
 ) -> anyhow::Error {
     let mut kept = 0;
+    let mut units_kept = 0;
     for (i, r) in results.into_iter().enumerate() {
+        // A linked job stopped between its files: the files that finished.
+        if let Some(Err(e)) = &r
+            && let Some(stopped) = e.downcast_ref::<InterruptedUnits>()
+        {
+            match commit_units(cache, &stopped.units, &mut Protected::default()) {
+                Ok(()) => units_kept += stopped.units.len(),
+                Err(e) => eprintln!(
+                    "build: could not keep the files of {}: {e:#}",
+                    stopped.label
+                ),
+            }
+            continue;
+        }
         if let Some(Ok(Done::Compiled {
             manifest,
             blob,
@@ -320,8 +334,12 @@ fn keep_finished(
         }
     }
     cache.tidy();
+    let units = match units_kept {
+        0 => String::new(),
+        n => format!(" and {n} compiled file(s) of unfinished device-linked jobs"),
+    };
     eprintln!(
-        "build: interrupted; {kept} finished job(s) kept in the build cache {}, the output folder left as it was",
+        "build: interrupted; {kept} finished job(s){units} kept in the build cache {}, the output folder left as it was",
         paths::shown(cache.root())
     );
     anyhow::Error::new(interrupt)

@@ -45,6 +45,7 @@ pub(super) enum Done {
 }
 
 /// One file of a module of several, as the job's link used it.
+#[derive(Debug)]
 pub(super) struct UnitDone {
     /// Its dependency key ([`Ctx::unit_key`]).
     pub(super) key: Digest,
@@ -59,7 +60,32 @@ pub(super) struct UnitDone {
     pub(super) how: UnitHow,
 }
 
+/// A linked job stopped by an interrupt after some of its files compiled: the error its
+/// job returns, carrying those units, which `keep_finished` keeps in the cache so that the
+/// rerun compiles only the files that had not finished (the link runs again; it is cheap).
+#[derive(Debug)]
+pub(super) struct InterruptedUnits {
+    /// The module and target, for messages.
+    pub(super) label: String,
+    /// The files that finished, in the module's order.
+    pub(super) units: Vec<UnitDone>,
+}
+
+impl std::fmt::Display for InterruptedUnits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: interrupted after {} of its files compiled",
+            self.label,
+            self.units.len()
+        )
+    }
+}
+
+impl std::error::Error for InterruptedUnits {}
+
 /// How a unit of a linked job came to be.
+#[derive(Debug)]
 pub(super) enum UnitHow {
     /// Compiled by this build.
     Compiled {
@@ -465,9 +491,26 @@ impl Ctx<'_> {
                     (id, unit.object, how)
                 }
                 None => {
+                    // An interrupt between files, or one that killed this file's nvcc,
+                    // keeps the files that finished (`InterruptedUnits`).
+                    let stopped = |units: Vec<UnitDone>| {
+                        anyhow::Error::new(InterruptedUnits {
+                            label: label.clone(),
+                            units,
+                        })
+                    };
+                    if crate::process::interrupted().is_some() {
+                        return Err(stopped(units));
+                    }
                     let out = stage.join(format!("unit-{i}.o.{}", unit_ext(m)));
                     let (said, files, ms) =
-                        self.run_nvcc(job, file, &job.unit_flags(file), &out, stage)?;
+                        match self.run_nvcc(job, file, &job.unit_flags(file), &out, stage) {
+                            Ok(r) => r,
+                            Err(_) if crate::process::interrupted().is_some() => {
+                                return Err(stopped(units));
+                            }
+                            Err(e) => return Err(e),
+                        };
                     compile_ms += ms;
                     let deps = DepRecord::new(files, ms);
                     all_files.extend(deps.files.iter().cloned());
