@@ -423,3 +423,26 @@ fn issue_20_a_shared_cache_in_an_oci_repository_round_trips_and_refuses_poisoned
         gone.stderr
     );
 }
+
+/// Issue 43, item 4: a device-linked module (the six-file `foreign_sponge`) built into the
+/// shared cache is taken whole by a second checkout: its dependency record lists every
+/// file of the module, the identity follows, and the signed entry gives the linked cubin
+/// with no nvcc and no nvlink run.
+#[test]
+fn issue_43_a_second_machine_takes_a_linked_module_from_the_shared_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("shared");
+    let keys = Keys::new(&tmp.path().join("keys"), "dev");
+    let args = ["--module", "foreign_sponge", "--target", "sm_90"];
+    let first = crate::build_with(
+        &Ws::foreign("a"),
+        &dir,
+        &keys,
+        Some(&keys.key("builder")),
+        &args,
+    )
+    .ok();
+    assert_eq!(first.nvcc_runs(), 6 + 1, "{}", first.stderr);
+    let second = crate::build_with(&Ws::foreign("b/deeper"), &dir, &keys, None, &args).ok();
+    assert_shared(&second, 0, 1, &first);
+}
