@@ -152,17 +152,22 @@ impl Remote {
         // from this one as `verify` walks a registry's, so a builder key the newest root
         // rotated out signs nothing this build takes.
         let anchor_version = anchor_root.root().version;
-        let root = store::newest_root(&*store, &opts.url, anchor_root).map_err(|e| {
-            crate::advice::fail(
-                format!("shared cache {}: its trust root chain: {e:#}", opts.url),
-                "remove the root file the error names from the store (only a rotation signed by the previous root's keys belongs there), or build without --remote-cache",
-            )
-        })?;
-        if opts.mode == SharedCacheMode::ReadWrite && root.root().version == anchor_version {
-            // A rotation this builder trusts, for the readers that still start from an
-            // older root (best effort: a reader that misses it keeps its own root).
-            let _ = store::put_root(&*store, anchor_version, &anchor_bytes);
-        }
+        // A store that cannot be read is a store that is down (the build goes on without
+        // it, as after any failed request); a root file that is no rotation is refused.
+        let mut down = None;
+        let root = match store::newest_root(&*store, &opts.url, anchor_root.clone()) {
+            Ok(root) => root,
+            Err(e @ cuda_aot::Error::Io { .. }) => {
+                down = Some(format!("reading its trust roots: {e}"));
+                anchor_root
+            }
+            Err(e) => {
+                return Err(crate::advice::fail(
+                    format!("shared cache {}: its trust root chain: {e:#}", opts.url),
+                    "remove the root file the error names from the store (only a rotation signed by the previous root's keys belongs there), or build without --remote-cache",
+                ));
+            }
+        };
         // Entries are trusted through the root's builder keys: not once the root expired.
         cuda_aot::verify::check_root_current(&root, &cuda_aot::verify::Options::default())
             .map_err(|e| {
@@ -213,6 +218,11 @@ impl Remote {
                 ));
             }
         }
+        if down.is_none() && key.is_some() && root.root().version == anchor_version {
+            // The root this builder trusts, for readers that still start from an older one
+            // (best effort: a reader that misses it keeps its own root).
+            let _ = store::put_root(&*store, anchor_version, &anchor_bytes);
+        }
         Ok(Remote {
             url: opts.url.clone(),
             store,
@@ -220,8 +230,8 @@ impl Remote {
             root,
             key,
             refused: Mutex::new(Vec::new()),
-            read_failed: Mutex::new(None),
-            down: Mutex::new(None),
+            read_failed: Mutex::new(down.clone()),
+            down: Mutex::new(down),
         })
     }
 
