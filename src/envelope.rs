@@ -27,6 +27,8 @@ pub enum PayloadType {
     CacheEntry,
     /// A shared build cache's dependency records of one job (builder).
     CacheRecords,
+    /// A shared build cache's compiled file of a device-linked module (builder).
+    CacheUnit,
     /// An in-toto statement: the build statement with its SLSA provenance (builder).
     InToto,
 }
@@ -42,6 +44,7 @@ impl PayloadType {
             PayloadType::Promotion => "application/vnd.cuda-aot.promotion.v1+json",
             PayloadType::CacheEntry => "application/vnd.cuda-aot.cache-entry.v1+json",
             PayloadType::CacheRecords => "application/vnd.cuda-aot.cache-records.v1+json",
+            PayloadType::CacheUnit => "application/vnd.cuda-aot.cache-unit.v1+json",
             PayloadType::InToto => "application/vnd.in-toto+json",
         }
     }

@@ -363,6 +363,38 @@ impl CacheRecords {
     }
 }
 
+/// A builder's signed statement over one compiled file of a device-linked module in a
+/// shared build cache (`v1/units/<id>/`): the relocatable cubin (or LTO IR) that the
+/// file's inputs, named by the unit id, gave. A reader takes it only for exactly that id,
+/// with exactly these bytes, and links it with the module's other files itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheUnit {
+    /// Always [`CacheUnit::SCHEMA`].
+    pub schema: String,
+    /// The unit id: the file's dependency key and the digest of what it read.
+    pub id: Digest,
+    /// blake3 of the object.
+    pub object: Digest,
+    /// Size of the object.
+    pub size: u64,
+}
+
+impl CacheUnit {
+    /// The schema tag.
+    pub const SCHEMA: &'static str = "cuda-aot/cache-unit/v1";
+
+    /// The statement over the object `bytes` of unit `id`.
+    pub fn over(id: Digest, bytes: &[u8]) -> Self {
+        CacheUnit {
+            schema: Self::SCHEMA.into(),
+            id,
+            object: Digest::of(bytes),
+            size: bytes.len() as u64,
+        }
+    }
+}
+
 /// The builder's one signed statement over a whole build: "these manifests (and through
 /// their digests, these blobs) came out of this build". Opening a bundle costs one builder
 /// signature check per statement, however many modules it holds.
@@ -485,6 +517,7 @@ document!(BuildStatement, PayloadType::Build, RoleName::Builder);
 document!(Promotion, PayloadType::Promotion, RoleName::Reviewer);
 document!(CacheEntry, PayloadType::CacheEntry, RoleName::Builder);
 document!(CacheRecords, PayloadType::CacheRecords, RoleName::Builder);
+document!(CacheUnit, PayloadType::CacheUnit, RoleName::Builder);
 
 #[cfg(test)]
 mod tests {

@@ -212,6 +212,26 @@ pub struct Plan {
     pub jobs: Vec<Job>,
 }
 
+impl Plan {
+    /// The key of the dependency records of `file`, one source of a linked job's module:
+    /// what decides which files its compile reads (flags, include folders, toolkit, host
+    /// compiler), without the files' content.
+    pub(crate) fn unit_key(&self, job: &Job, file: &str) -> Digest {
+        let m = &self.spec.modules[job.module];
+        let key = serde_json::json!({
+            "unit": format!("src:{file}"),
+            "flags": job.unit_flags(file),
+            "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
+            "toolkit": self.toolkit.identity,
+            "host": self.host.version,
+        });
+        let mut h = blake3::Hasher::new();
+        h.update(b"cuda-aot unit deps key v1\n");
+        h.update(&cuda_aot::json::to_canonical(&key));
+        Digest(*h.finalize().as_bytes())
+    }
+}
+
 /// Loads the spec, selects the jobs, ensures the toolkit and host compiler, and checks
 /// that nvcc supports every target, all before anything is compiled or written.
 pub fn plan(opts: &BuildOptions) -> Result<Plan> {
@@ -307,14 +327,7 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
     let mut written = commit::commit_all(&ctx, &keyed, done, opts)?;
     // 7. The shared cache: what it gave and refused; read-write, what it lacks.
     let shared = match &remote {
-        Some(r) => Some(r.share(
-            &cache,
-            &written.modules,
-            &keyed,
-            opts,
-            written.shared_taken,
-            &progress,
-        )?),
+        Some(r) => Some(r.share(&plan, &cache, &written, &keyed, opts, &progress)?),
         None => None,
     };
     // 8. The cache's bound, stale outputs, the record of what the build read.
@@ -370,14 +383,14 @@ fn read_records(plan: &Plan, cache: &Cache, remote: Option<&Remote>, workers: us
     // What a shared record may name besides the project and the toolkit.
     let names = names_of(plan);
     let system = match remote {
-        Some(_) => nvcc::host_include_dirs(&plan.host.path),
-        None => Vec::new(),
+        Some(r) => r.system_dirs(&plan.host.path),
+        None => &[],
     };
     cuda_aot::parallel::try_map(&plan.jobs, workers, |j| {
         let k = plan.dep_key(j);
         let mut recs = cache.records(&k);
         if let Some(r) = remote {
-            recs = shared_cache::merge_records(r, cache, &k, recs, &names, &system);
+            recs = shared_cache::merge_records(r, cache, &k, recs, &names, system);
         }
         Ok::<_, std::convert::Infallible>((k, recs))
     })

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{
-    BuildStatement, CacheEntry, CacheRecords, Index, Promotion, Root, Time, Timestamp,
+    BuildStatement, CacheEntry, CacheRecords, CacheUnit, Index, Promotion, Root, Time, Timestamp,
 };
 use cuda_aot::provenance::Statement;
 use cuda_aot::source::{RegistrySource, layout};
@@ -148,6 +148,7 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::Promotion => parse_doc::<Promotion>(payload, limit, "promotion"),
         PayloadType::CacheEntry => parse_doc::<CacheEntry>(payload, limit, "cache entry"),
         PayloadType::CacheRecords => parse_doc::<CacheRecords>(payload, limit, "cache records"),
+        PayloadType::CacheUnit => parse_doc::<CacheUnit>(payload, limit, "cache unit"),
         PayloadType::InToto => {
             let v = parse_doc::<Statement>(payload, limit, "in-toto statement");
             // What the verifier reads of it must not panic either.
@@ -176,6 +177,7 @@ pub fn envelope(data: &[u8]) -> Verdict {
     // keeps the five types it had, so the committed regressions keep their meaning).
     parse_payload(PayloadType::CacheEntry, rest, limit);
     parse_payload(PayloadType::CacheRecords, rest, limit);
+    parse_payload(PayloadType::CacheUnit, rest, limit);
     parse_doc::<Manifest>(rest, limit, "manifest");
     parse_doc::<TrustState>(rest, limit, "trust state");
     let env = match Envelope::parse(rest, limit, ty, "fuzz envelope") {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::cache::{self, Cache, DepFile, DepRecord, LastBuild, StoredRecord};
 use super::evict::{Eviction, Protected};
 use super::inputs::Names;
-use super::job::{Ctx, Done, InterruptedUnits, UnitDone, UnitHow};
+use super::job::{Ctx, Done, UnitDone, UnitHow};
 use super::{BuildOptions, Job, JobOutput, Keyed, Plan, provenance};
 use crate::advice::Subject;
 use crate::process::{self, Interrupted};
@@ -263,6 +263,11 @@ fn commit_units(cache: &Cache, units: &[UnitDone], protected: &mut Protected) ->
                 cache.promote_record(&u.key, &u.records, *record, u.id, false)?;
                 protected.sets.extend(u.records[*record].set);
             }
+            UnitHow::Shared { record, object } => {
+                cache.commit_unit(&u.id, &u.source, object, &[])?;
+                cache.promote_record(&u.key, &u.records, *record, u.id, true)?;
+                protected.sets.extend(u.records[*record].set);
+            }
         }
         protected.objects.insert(u.id);
         protected.deps.insert(u.key);
@@ -278,6 +283,30 @@ fn note_last(cache: &Cache, plan: &Plan, job: &Job, key: &Digest, m: &Manifest) 
         &LastBuild::new(spec.source_key(), *key, m.identity.clone()),
     )
 }
+
+/// A linked job stopped by an interrupt after some of its files compiled: the error its
+/// job returns, carrying those units, which `keep_finished` keeps in the cache so that the
+/// rerun compiles only the files that had not finished (the link runs again; it is cheap).
+#[derive(Debug)]
+pub(super) struct InterruptedUnits {
+    /// The module and target, for messages.
+    pub(super) label: String,
+    /// The files that finished, in the module's order.
+    pub(super) units: Vec<UnitDone>,
+}
+
+impl std::fmt::Display for InterruptedUnits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: interrupted after {} of its files compiled",
+            self.label,
+            self.units.len()
+        )
+    }
+}
+
+impl std::error::Error for InterruptedUnits {}
 
 /// After an interrupt: commits every job that compiled to the cache (a rerun compiles only
 /// the others), leaves the output folder alone, and removes the staging folder.

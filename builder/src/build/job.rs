@@ -60,30 +60,6 @@ pub(super) struct UnitDone {
     pub(super) how: UnitHow,
 }
 
-/// A linked job stopped by an interrupt after some of its files compiled: the error its
-/// job returns, carrying those units, which `keep_finished` keeps in the cache so that the
-/// rerun compiles only the files that had not finished (the link runs again; it is cheap).
-#[derive(Debug)]
-pub(super) struct InterruptedUnits {
-    /// The module and target, for messages.
-    pub(super) label: String,
-    /// The files that finished, in the module's order.
-    pub(super) units: Vec<UnitDone>,
-}
-
-impl std::fmt::Display for InterruptedUnits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: interrupted after {} of its files compiled",
-            self.label,
-            self.units.len()
-        )
-    }
-}
-
-impl std::error::Error for InterruptedUnits {}
-
 /// How a unit of a linked job came to be.
 #[derive(Debug)]
 pub(super) enum UnitHow {
@@ -98,6 +74,9 @@ pub(super) enum UnitHow {
         record: usize,
         last_used: SystemTime,
     },
+    /// Taken from the shared cache (signed for its id, checked) through record `record`;
+    /// not yet in the local cache.
+    Shared { record: usize, object: Vec<u8> },
 }
 
 /// Shared state of one build's jobs.
@@ -154,21 +133,10 @@ impl Ctx<'_> {
         self.plan.dep_key(job)
     }
 
-    /// The key of the dependency records of `file`, one source of a linked job's module:
-    /// what decides which files its compile reads.
+    /// The key of the dependency records of `file`, one source of a linked job's module
+    /// ([`Plan::unit_key`]).
     pub(super) fn unit_key(&self, job: &Job, file: &str) -> Digest {
-        let m = &self.plan.spec.modules[job.module];
-        let key = serde_json::json!({
-            "unit": format!("src:{file}"),
-            "flags": job.unit_flags(file),
-            "include_dirs": m.include_dirs.iter().map(|d| &d.rel).collect::<Vec<_>>(),
-            "toolkit": self.plan.toolkit.identity,
-            "host": self.plan.host.version,
-        });
-        let mut h = blake3::Hasher::new();
-        h.update(b"cuda-aot unit deps key v1\n");
-        h.update(&cuda_aot::json::to_canonical(&key));
-        Digest(*h.finalize().as_bytes())
+        self.plan.unit_key(job, file)
     }
 
     fn identity(&self, job: &Job, source_digest: Digest) -> Result<Identity> {
@@ -474,14 +442,30 @@ impl Ctx<'_> {
         let mut compile_ms = 0;
         for (i, file) in m.sources.iter().enumerate() {
             let key = self.unit_key(job, file);
-            let records = self.cache.records(&key);
+            let mut records = self.cache.records(&key);
+            if let Some(r) = self.remote {
+                let system = r.system_dirs(&plan.host.path);
+                records = super::shared_cache::merge_records(
+                    r,
+                    self.cache,
+                    &key,
+                    records,
+                    &self.inputs.names,
+                    system,
+                );
+            }
+            // The local cache's unit, else the shared cache's (signed for exactly this id).
             let hit = records.iter().enumerate().find_map(|(r, rec)| {
                 let full = self.inputs.unchanged(rec)?;
                 let id = super::cache::unit_id(&key, &full.source_digest());
-                Some((r, full, id, self.cache.unit(&id)?))
+                let found = match self.cache.unit(&id) {
+                    Some(unit) => Ok(unit),
+                    None => Err(self.remote?.fetch_unit(&id)?),
+                };
+                Some((r, full, id, found))
             });
             let (id, object, how) = match hit {
-                Some((record, full, id, unit)) => {
+                Some((record, full, id, Ok(unit))) => {
                     all_files.extend(full.files);
                     warnings.extend(unit.warnings);
                     let how = UnitHow::Cached {
@@ -490,11 +474,19 @@ impl Ctx<'_> {
                     };
                     (id, unit.object, how)
                 }
+                Some((record, full, id, Err(object))) => {
+                    all_files.extend(full.files);
+                    let how = UnitHow::Shared {
+                        record,
+                        object: object.clone(),
+                    };
+                    (id, object, how)
+                }
                 None => {
                     // An interrupt between files, or one that killed this file's nvcc,
                     // keeps the files that finished (`InterruptedUnits`).
                     let stopped = |units: Vec<UnitDone>| {
-                        anyhow::Error::new(InterruptedUnits {
+                        anyhow::Error::new(super::commit::InterruptedUnits {
                             label: label.clone(),
                             units,
                         })

@@ -39,7 +39,9 @@ use super::inputs::Names;
 
 // Where entries are kept: a folder, a bucket, an OCI repository.
 mod store;
-use super::{BuildOptions, JobOutput, Keyed, SharedCache};
+// The compiled files of device-linked modules, shared like entries.
+mod units;
+use super::{BuildOptions, Keyed, SharedCache};
 use crate::message::Progress;
 use crate::{anchor, devkeys, paths};
 pub use store::check_url;
@@ -129,6 +131,8 @@ pub struct Remote {
     root: VerifiedRoot,
     key: Option<SecretKey>,
     refused: Mutex<Vec<Refusal>>,
+    /// The host compiler's include folders (`nvcc::host_include_dirs`), asked once.
+    system: std::sync::OnceLock<Vec<PathBuf>>,
     /// The first failure to read the store (records, sets, timings), if any.
     read_failed: Mutex<Option<String>>,
     /// The first request that failed after the client's own retries because the store
@@ -230,9 +234,17 @@ impl Remote {
             root,
             key,
             refused: Mutex::new(Vec::new()),
+            system: std::sync::OnceLock::new(),
             read_failed: Mutex::new(down.clone()),
             down: Mutex::new(down),
         })
+    }
+
+    /// The host compiler `host`'s include folders: where a shared record may name files
+    /// besides the project and the toolkit (asked of the compiler once per build).
+    pub fn system_dirs(&self, host: &std::path::Path) -> &[PathBuf] {
+        self.system
+            .get_or_init(|| super::nvcc::host_include_dirs(host))
     }
 
     /// The URL it was opened from.
@@ -498,23 +510,18 @@ impl Remote {
         self.refused.lock().expect("refusals").clone()
     }
 
-    /// Adds one job's result (read-write): its entry, signed, unless the shared cache
-    /// already has one that passes every check; its dependency records merged with the
-    /// shared ones (this build's first); the file sets they name. Returns whether it
-    /// uploaded an entry.
-    pub fn add(
-        &self,
-        local: &Cache,
-        key: &Digest,
-        manifest: &Manifest,
-        blob: &[u8],
-    ) -> Result<bool> {
-        let signer = self
-            .key
+    /// The builder key this build signs with (read-write only).
+    fn signer(&self) -> Result<&SecretKey> {
+        self.key
             .as_ref()
-            .context("adding to the shared cache needs --remote-cache-mode read-write")?;
-        let ours = local.records(key);
-        let mut records = ours.clone();
+            .context("adding to the shared cache needs --remote-cache-mode read-write")
+    }
+
+    /// Writes the dependency records under `key`: the local ones merged with the shared
+    /// cache's signed ones (this build's first), the file sets they name, and the signature
+    /// over the records file, last.
+    fn put_records(&self, local: &Cache, key: &Digest, signer: &SecretKey) -> Result<()> {
+        let mut records = local.records(key);
         for r in self.records(key) {
             if !records
                 .iter()
@@ -542,7 +549,22 @@ impl Remote {
         self.put(
             &format!("v1/deps/{}.sig.json", key.hex()),
             &signed.to_bytes(),
-        )?;
+        )
+    }
+
+    /// Adds one job's result (read-write): its entry, signed, unless the shared cache
+    /// already has one that passes every check; its dependency records merged with the
+    /// shared ones (this build's first); the file sets they name. Returns whether it
+    /// uploaded an entry.
+    pub fn add(
+        &self,
+        local: &Cache,
+        key: &Digest,
+        manifest: &Manifest,
+        blob: &[u8],
+    ) -> Result<bool> {
+        let signer = self.signer()?;
+        self.put_records(local, key, signer)?;
         if matches!(self.check(&manifest.identity), Ok(Some(_))) {
             return Ok(false);
         }
@@ -564,23 +586,31 @@ impl Remote {
     /// the cache gave and took. A failed add fails only a shard, whose purpose it is.
     pub(super) fn share(
         &self,
+        plan: &super::Plan,
         cache: &Cache,
-        modules: &[JobOutput],
+        written: &super::commit::Written,
         keyed: &Keyed,
         opts: &BuildOptions,
-        shared_taken: usize,
         progress: &Progress,
     ) -> Result<SharedCache> {
         let mut uploaded = 0;
         let mut add_failed = None;
         if self.writes() {
-            for (m, (key, _)) in modules.iter().zip(keyed) {
+            for ((m, (key, _)), job) in written.modules.iter().zip(keyed).zip(&plan.jobs) {
                 // The manifest as written beside the blob: a reader checks its bytes
                 // against the signed digest and takes it whatever its channel (the
                 // reader's build sets its own).
                 let blob = std::fs::read(&m.blob)
                     .with_context(|| format!("reading {}", m.blob.display()))?;
-                match self.add(cache, key, &m.manifest, &blob) {
+                // A device-linked module's files too: a machine that changed one of them
+                // takes the others.
+                let added = self.add(cache, key, &m.manifest, &blob).and_then(|up| {
+                    match plan.spec.modules[job.module].is_linked() {
+                        true => self.add_units(cache, plan, job).map(|_| up),
+                        false => Ok(up),
+                    }
+                });
+                match added {
                     Ok(true) => uploaded += 1,
                     Ok(false) => {}
                     // A shard's whole purpose is its upload: without it the final
@@ -639,13 +669,14 @@ impl Remote {
             ));
         }
         progress.note(&format!(
-            "shared cache {}: {shared_taken} job(s) taken, {} refused, {uploaded} added",
+            "shared cache {}: {} job(s) taken, {} refused, {uploaded} added",
             self.url(),
+            written.shared_taken,
             refused.len()
         ));
         Ok(SharedCache {
             url: self.url().to_string(),
-            taken: shared_taken,
+            taken: written.shared_taken,
             refused,
             added: uploaded,
             add_failed,

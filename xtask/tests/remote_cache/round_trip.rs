@@ -445,4 +445,28 @@ fn issue_43_a_second_machine_takes_a_linked_module_from_the_shared_cache() {
     assert_eq!(first.nvcc_runs(), 6 + 1, "{}", first.stderr);
     let second = crate::build_with(&Ws::foreign("b/deeper"), &dir, &keys, None, &args).ok();
     assert_shared(&second, 0, 1, &first);
+    // A third checkout changed one of the six files: the module's entry does not match,
+    // and the five other files come from the shared cache as signed units, so it compiles
+    // that one file and links.
+    let third = Ws::foreign("c");
+    let mix = "c/foreign/src/sponge/mix.cu";
+    third.write(
+        mix,
+        &(third.read(mix) + "\n__device__ unsigned mix_version() { return 2u; }\n"),
+    );
+    let run = crate::build_with(&third, &dir, &keys, None, &args).ok();
+    assert_eq!(
+        run.nvcc_runs(),
+        1 + 1,
+        "one file and the link: {}",
+        run.stderr
+    );
+    assert!(
+        crate::refusals(&run).is_empty(),
+        "{:?}",
+        crate::refusals(&run)
+    );
+    // The units taken are in its local cache: a rebuild there runs nothing.
+    let again = crate::build_with(&third, &dir, &keys, None, &args).ok();
+    assert_eq!(again.nvcc_runs(), 0);
 }
