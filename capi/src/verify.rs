@@ -1,5 +1,6 @@
 //! `cuda_aot_verify`: the offline verification `cargo xtask verify --registry R --trust F`
-//! performs (steps 1-8 of `cuda_aot::verify`, every module and blob), through the C ABI.
+//! performs (steps 1-8 of `cuda_aot::verify`, every module and blob, then the audit of
+//! every other file: root chain, subjects' sha256, rebuild sources), through the C ABI.
 
 use std::ffi::{CStr, c_char};
 use std::path::{Path, PathBuf};
