@@ -15,7 +15,9 @@ use crate::{anchor, message};
 /// Verify a registry offline against a trust root and print what it holds.
 ///
 /// Checks it the way a prover does at startup: trust root and its rotation chain, timestamp (expiry, no rollback), index, every
-/// manifest (builder signatures, listed digest), every blob (size, blake3, ELF SM).
+/// manifest (builder signatures, listed digest), every blob (size, blake3, ELF SM). Then
+/// every file a prover never reads: the registry's root chain from version 1, each build
+/// statement subject's sha256, and each rebuild source (size, blake3, no links).
 ///
 /// Prints one row per module and target and exits 0, or names the first failure (file,
 /// module/SM/key, why, Fix:) and exits 1. The versions seen are remembered in a state
