@@ -437,6 +437,36 @@ fn finding_1_an_upload_trickled_at_one_byte_a_second_is_cut_off() {
     assert_eq!(line["note"], "body timeout");
 }
 
+/// Issue 43, item 3: an upload that stops arriving holds its connection slot only for the
+/// stall bound, not for the whole upload time (`--body-timeout-secs`, 120 here): the
+/// connection is closed, the cut and the PUT are logged, and nothing is stored.
+#[test]
+fn issue_43_a_stalled_upload_is_cut_by_the_stall_bound() {
+    let f = Fixture::new();
+    let s = publishing_server_with(&f, &["--stall-timeout-secs", "1"]);
+    let m = f.module("sm_90", None);
+    let rel = Fixture::blob_rel(&m);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    write!(
+        c,
+        "PUT /{rel} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        m.1.len()
+    )
+    .unwrap();
+    c.write_all(&m.1[..16]).unwrap();
+    // Nothing more is sent; the server closes the connection (a read-timeout error here
+    // would mean it never did).
+    c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let cut = s.wait_log(|v| v["event"] == "connection_cut");
+    assert_eq!(cut["reason"], "stall timeout");
+    assert_eq!(cut["stalled"], "request");
+    let line = s.wait_log(|v| v["method"] == "PUT");
+    assert_eq!(line["note"], "body stalled");
+    assert!(!f.path("served").join(&rel).exists());
+}
+
 /// Finding 4: an authenticated PUT wrote through a symbolic link planted as the
 /// `blobs/blake3/<aa>` folder, to outside the root. Now it is refused (422, naming the
 /// link, with Fix advice) and nothing is written.

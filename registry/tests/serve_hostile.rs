@@ -76,7 +76,7 @@ fn honest_get(addr: SocketAddr, path: &str, expect: &[u8]) -> Duration {
 /// Finding 1: no send timeout. Clients that pipeline GETs without reading the answers,
 /// and clients that never read a large blob, held their connections (and the server's
 /// places) for as long as they liked. Now: the per-address cap refuses the hostile host's
-/// extra connections at once, the send timeout cuts the stalled ones, and an honest client
+/// extra connections at once, the stall bound cuts the stalled ones, and an honest client
 /// is served within [`HONEST_BOUND`] throughout.
 #[test]
 fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
@@ -91,8 +91,12 @@ fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
             "16",
             "--max-connections-per-addr",
             "8",
-            "--send-timeout-secs",
+            "--stall-timeout-secs",
             "2",
+            // Past the cap of 1000, a pipeliner's connection is closed by the server (its
+            // 1000 answers fit in loopback's socket buffers) before it ever stalls.
+            "--max-requests-per-connection",
+            "1000000",
         ],
     );
     let ts = std::fs::read(f.reg_path().join("timestamp.json")).unwrap();
@@ -127,14 +131,14 @@ fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
     });
 
     // The honest client is served, small file and large, while they stall, for three times
-    // the send timeout.
+    // the stall bound.
     let blob = big.1.clone();
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(6) {
         honest_get(s.addr, "/timestamp.json", &ts);
         honest_get(s.addr, &blob_path, &blob);
     }
-    // Every stalled connection was cut by the send timeout, and logged.
+    // Every stalled connection was cut by the stall bound, and logged.
     for c in &mut hostile {
         assert!(
             closed_within(c, Duration::from_secs(10)),
@@ -147,18 +151,18 @@ fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
             .lock()
             .unwrap()
             .iter()
-            .filter(|v| v["event"] == "connection_cut" && v["reason"] == "send timeout")
+            .filter(|v| {
+                v["event"] == "connection_cut"
+                    && v["reason"] == "stall timeout"
+                    && v["stalled"] == "response"
+            })
             .count()
     };
     let t = Instant::now();
     while cuts() < 4 && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(
-        cuts() >= 4,
-        "{} connections cut by the send timeout",
-        cuts()
-    );
+    assert!(cuts() >= 4, "{} connections cut by the stall bound", cuts());
     // Their places are free again: the hostile host may connect (and is served) again.
     let mut again = connect_from("127.0.0.2", s.addr, None).unwrap();
     write!(
@@ -169,6 +173,108 @@ fn finding_1_slow_readers_and_pipeliners_do_not_lock_out_an_honest_client() {
     let mut answer = Vec::new();
     again.read_to_end(&mut answer).unwrap();
     assert!(answer.starts_with(b"HTTP/1.1 200"));
+}
+
+/// Issue 43, item 3: a client that stalls held its connection slot for the 30 s send
+/// timeout (and one that sent nothing, or half a request, for the header timeout), so a few
+/// addresses could hold every slot. Now the stall bound frees each slot once its client
+/// has moved no byte for that long. Sixteen stalled connections from four addresses —
+/// connected and silent, half a request line, a large blob asked for and never read —
+/// against twelve slots: the four past the slot count are refused, the twelve are cut by
+/// the stall bound (the header timeout is far away), and a normal GET is then served. The
+/// test waits for the bound but asserts no duration.
+#[test]
+fn issue_43_stalled_clients_from_several_addresses_free_their_slots_after_the_stall_bound() {
+    let f = Fixture::new();
+    let big = f.module("compute_90", Some(8 << 20));
+    f.append_modules(&[big.clone(), f.module("sm_90", None)]);
+    let s = ServeProcess::start(
+        &f.reg_path(),
+        "127.0.0.1:0",
+        &[
+            "--max-connections",
+            "12",
+            "--max-connections-per-addr",
+            "4",
+            "--stall-timeout-secs",
+            "2",
+            "--header-timeout-secs",
+            "600",
+        ],
+    );
+    let ts = std::fs::read(f.reg_path().join("timestamp.json")).unwrap();
+    let blob_path = format!("/{}", Fixture::blob_rel(&big));
+
+    // Four from each of 127.0.0.2..=5 (each within the per-address cap); the kinds in turn.
+    let mut stalled = Vec::new();
+    for i in 0..16 {
+        let from = format!("127.0.0.{}", 2 + i / 4);
+        let mut c = connect_from(&from, s.addr, Some(4096)).unwrap();
+        // (A write may fail: the server closes the connections past the slot count.)
+        let _ = match i % 3 {
+            0 => Ok(()),
+            1 => c.write_all(b"GET /timestamp.json HT"),
+            _ => write!(c, "GET {blob_path} HTTP/1.1\r\nHost: x\r\n\r\n"),
+        };
+        stalled.push(c);
+    }
+    // Every slot is taken: the connections past the slot count were closed at once.
+    s.wait_log(|v| v["event"] == "connection_refused" && v["reason"] == "max_connections reached");
+
+    // The twelve that held slots are cut by the stall bound: the eight that sent nothing or
+    // part of a request for withholding the request, the four blob readers the response.
+    // (Should the bound pass before the last connected, a later one takes a freed slot and
+    // is cut in turn: every connection is either refused or cut.)
+    let count = |f: &dyn Fn(&serde_json::Value) -> bool| {
+        s.log.lock().unwrap().iter().filter(|v| f(v)).count()
+    };
+    let cuts = |stalled: &str| {
+        count(&|v| {
+            v["event"] == "connection_cut"
+                && v["reason"] == "stall timeout"
+                && v["stalled"] == stalled
+        })
+    };
+    let refused = || {
+        count(&|v| v["event"] == "connection_refused" && v["reason"] == "max_connections reached")
+    };
+    let t = Instant::now();
+    while cuts("request") + cuts("response") + refused() < 16
+        && t.elapsed() < Duration::from_secs(120)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(cuts("request") + cuts("response") + refused(), 16);
+    assert!(
+        cuts("request") >= 8 && cuts("response") >= 4,
+        "connections cut by the stall bound: {} withholding the request, {} the response",
+        cuts("request"),
+        cuts("response")
+    );
+    assert!(
+        !s.log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|v| v["event"] == "connection_cut" && v["reason"] == "header timeout"),
+        "the header timeout cut a connection"
+    );
+
+    // Their slots are free: a normal GET is served, from a new address and from a stalled one.
+    let r = http_get(s.addr, "/timestamp.json", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.body == ts, "wrong bytes");
+    let mut again = connect_from("127.0.0.2", s.addr, None).unwrap();
+    write!(
+        again,
+        "GET /timestamp.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    again.read_to_end(&mut answer).unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    assert!(answer.ends_with(&ts));
+    drop(stalled);
 }
 
 /// Finding 1: no per-connection request limit. Now the answer to request N carries

@@ -39,14 +39,22 @@ pub struct ServeArgs {
     /// Requests served on one connection at most (then `Connection: close`).
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_REQUESTS_PER_CONNECTION, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_requests_per_connection: u64,
-    /// Seconds a client has to send its request headers (and an idle keep-alive
-    /// connection is kept).
+    /// Seconds a client has to send its request headers, however steadily it sends them
+    /// (an idle keep-alive connection is kept at most this long, and at most the stall
+    /// bound).
     #[arg(long, value_name = "N", default_value_t = defaults::HEADER_TIMEOUT_SECS)]
     pub header_timeout_secs: u64,
-    /// Seconds a response write may make no progress (the client reads nothing) before the
-    /// connection is closed.
-    #[arg(long, value_name = "N", default_value_t = defaults::SEND_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub send_timeout_secs: u64,
+    /// The stall bound: seconds a connection may make no progress while the server waits
+    /// on the client before it is closed and its connection slot freed (logged as
+    /// `connection_cut`, `stall timeout`). It waits on the client while a request is not
+    /// fully sent (headers, an upload body, or no request yet on an open or idle
+    /// connection) and while a response is not accepted (the client reads nothing). Any
+    /// byte moved either way restarts the clock, so a slow but progressing download or
+    /// upload is never cut; --header-timeout-secs and --body-timeout-secs still bound a
+    /// whole request. Without it, clients that stall hold their slots and a few addresses
+    /// can fill --max-connections.
+    #[arg(long, value_name = "N", default_value_t = defaults::STALL_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..), alias = "send-timeout-secs")]
+    pub stall_timeout_secs: u64,
     /// Seconds a client has to send a whole upload body (publishing); slower: 408.
     #[arg(long, value_name = "N", default_value_t = defaults::BODY_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_secs: u64,
@@ -83,7 +91,7 @@ impl ServeArgs {
         o.max_requests_per_connection =
             usize::try_from(self.max_requests_per_connection).unwrap_or(usize::MAX);
         o.header_timeout = Duration::from_secs(self.header_timeout_secs);
-        o.send_timeout = Duration::from_secs(self.send_timeout_secs);
+        o.stall_timeout = Duration::from_secs(self.stall_timeout_secs);
         o.body_timeout = Duration::from_secs(self.body_timeout_secs);
         o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
         o.access_log = !self.no_access_log;

@@ -2,7 +2,8 @@
 //! GET and HEAD for anyone, with strong ETags (blake3 of the bytes), Range, conditional
 //! requests and cache headers; only layout files, opened without following a link below
 //! the root; caps on connections (in all and per client address), requests per connection,
-//! header size and header read time; send and upload-body timeouts; a throttle on failed
+//! header size and header read time; a stall bound (a connection whose client sends or reads
+//! nothing for that long is closed) and an upload-body timeout; a throttle on failed
 //! publish tokens; graceful shutdown on SIGTERM; one JSON log line per request.
 
 //!

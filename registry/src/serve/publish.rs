@@ -33,7 +33,7 @@ use cuda_aot::verify::{Options, rollback_floor, verify_all};
 use cuda_aot::{Digest, Limits, Manifest};
 
 use super::Shared;
-use super::guard::{AuthThrottle, Throttle};
+use super::guard::{Activity, AuthThrottle, Throttle};
 use super::log::Note;
 use crate::dir::DirRegistry;
 use crate::error::Error;
@@ -319,9 +319,22 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
         Ok(p) => p,
         Err(r) => return refused(&rel, r),
     };
+    // Reading the body is a wait on the client: the connection's stall bound runs.
+    let activity = req.extensions().get::<Arc<Activity>>().cloned();
+    let waiting = activity.as_ref().map(Activity::reading_body);
     let reading = axum::body::to_bytes(req.into_body(), cap as usize);
     let body = match tokio::time::timeout(shared.opts.body_timeout, reading).await {
         Ok(Ok(b)) => b,
+        Ok(Err(_)) if activity.as_ref().and_then(|a| a.cut()).is_some() => {
+            // The stall bound cut the connection: nobody reads this answer; it is logged.
+            let secs = shared.opts.stall_timeout.as_secs_f64();
+            return reply(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!("{rel}: the upload stalled (no byte for {secs} s)"),
+                "body stalled",
+                None,
+            );
+        }
         Ok(Err(_)) => {
             return reply(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -343,6 +356,7 @@ pub(crate) async fn put(shared: Arc<Shared>, req: Request) -> Response {
             return r;
         }
     };
+    drop(waiting);
     let rel2 = rel.clone();
     let root = shared.opts.root.clone();
     let done = tokio::task::spawn_blocking(move || {

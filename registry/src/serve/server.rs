@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -50,12 +50,17 @@ pub struct ServeOptions {
     /// Requests served on one connection at most; the last answer carries
     /// `Connection: close` (pipelined requests past it are not read).
     pub max_requests_per_connection: usize,
-    /// Time a client has to send a request's headers (slow clients are cut off); also how
-    /// long an idle keep-alive connection is kept.
+    /// Time a client has to send a request's headers, however steadily it sends them
+    /// (slow clients are cut off); an idle keep-alive connection is kept at most this long
+    /// and at most `stall_timeout`.
     pub header_timeout: Duration,
-    /// Time a response write may make no progress (the client reads nothing) before the
-    /// connection is closed (and logged). Any progress restarts it.
-    pub send_timeout: Duration,
+    /// The stall bound: how long a connection may make no progress while the server waits
+    /// on its client — a request not fully sent (headers, upload body, or none at all on an
+    /// open or idle connection), or a response the client accepts no byte of — before it is
+    /// closed, its slot freed and the cut logged. A byte moved either way restarts it, so a
+    /// slow but progressing transfer is never cut; `header_timeout` and `body_timeout`
+    /// still bound a whole request.
+    pub stall_timeout: Duration,
     /// Time a client has to send a whole request body (an upload), from its headers on;
     /// a slower one is answered 408 and its connection closed.
     pub body_timeout: Duration,
@@ -88,7 +93,7 @@ impl ServeOptions {
             max_requests_per_connection: usize::try_from(defaults::MAX_REQUESTS_PER_CONNECTION)
                 .unwrap_or(usize::MAX),
             header_timeout: Duration::from_secs(defaults::HEADER_TIMEOUT_SECS),
-            send_timeout: Duration::from_secs(defaults::SEND_TIMEOUT_SECS),
+            stall_timeout: Duration::from_secs(defaults::STALL_TIMEOUT_SECS),
             body_timeout: Duration::from_secs(defaults::BODY_TIMEOUT_SECS),
             auth_throttle: AuthThrottle::default(),
             max_header_bytes: 16 * 1024,
@@ -202,9 +207,14 @@ impl Server {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let svc = per_connection(app.clone(), remote, opts.max_requests_per_connection);
-            let cut = Arc::new(AtomicBool::new(false));
-            let io = guard::SendTimeout::new(stream, opts.send_timeout, cut.clone());
+            let activity = Arc::new(guard::Activity::default());
+            let svc = per_connection(
+                app.clone(),
+                remote,
+                opts.max_requests_per_connection,
+                activity.clone(),
+            );
+            let io = guard::StallBound::new(stream, opts.stall_timeout, activity.clone());
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(opts.header_timeout)
@@ -213,12 +223,13 @@ impl Server {
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
                 let ended = conn.await;
-                if cut.load(Ordering::Relaxed) {
+                if let Some(stalled) = activity.cut() {
                     event(
                         "connection_cut",
                         &[
                             ("remote", remote.to_string().into()),
-                            ("reason", "send timeout".into()),
+                            ("reason", "stall timeout".into()),
+                            ("stalled", stalled.as_str().into()),
                         ],
                     );
                 } else if let Err(e) = ended
@@ -256,22 +267,27 @@ impl Server {
     }
 }
 
-/// The service of one connection from `remote`: the routes, with the client's address for
-/// the handlers and the log, and `Connection: close` on the answer to request number
-/// `max_requests` (hyper then closes the connection after it).
+/// The service of one connection from `remote`: the routes, with the client's address and
+/// the connection's [`guard::Activity`] for the handlers and the log, and `Connection:
+/// close` on the answer to request number `max_requests` (hyper then closes the connection
+/// after it). Each request is held in `activity` until hyper has taken its response body's
+/// last byte.
 fn per_connection(
     app: Router,
     remote: SocketAddr,
     max_requests: usize,
+    activity: Arc<guard::Activity>,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
-    Response = axum::response::Response,
+    Response = hyper::Response<guard::HeldBody>,
     Error = Infallible,
-    Future = impl Future<Output = Result<axum::response::Response, Infallible>> + Send,
+    Future = impl Future<Output = Result<hyper::Response<guard::HeldBody>, Infallible>> + Send,
 > + Clone {
     let served = Arc::new(AtomicUsize::new(0));
     let svc = move |mut r: hyper::Request<Incoming>| {
+        let held = activity.hold();
         r.extensions_mut().insert(ConnectInfo(remote));
+        r.extensions_mut().insert(activity.clone());
         let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= max_requests;
         let app = app.clone();
         async move {
@@ -280,7 +296,7 @@ fn per_connection(
                 resp.headers_mut()
                     .insert(CONNECTION, HeaderValue::from_static("close"));
             }
-            Ok(resp)
+            Ok(resp.map(|body| guard::HeldBody::new(body, held)))
         }
     };
     hyper::service::service_fn(svc)

@@ -15,6 +15,8 @@ mod hostile;
 mod report;
 #[cfg(feature = "net")]
 mod run;
+#[cfg(feature = "net")]
+mod stalled;
 
 /// Load benchmark of the HTTP server against nginx: concurrent verified syncs and GETs.
 ///
@@ -26,8 +28,9 @@ mod run;
 /// keep-alive connections. Every synced folder is compared with the release byte for byte
 /// (corrupt files are counted) and every GET body is hashed. Then the same GETs run
 /// against serve once more with hostile clients mixed in (`--hostile`: slow readers,
-/// pipeliners, wrong publish tokens): the `get-hostile` workload, compared with serve's
-/// own `get` of the same run. Writes docs/bench-serve.{md,csv,svg} and fails unless there
+/// pipeliners, wrong publish tokens; `--stalled`: connections that send nothing or half a
+/// request, which serve's stall bound must cut): the `get-hostile` workload, compared with
+/// serve's own `get` of the same run. Writes docs/bench-serve.{md,csv,svg} and fails unless there
 /// were no failures, no corrupt files, serve reached at least half of nginx's throughput
 /// in both workloads, and the honest clients' p99 under attack stayed within 10x of their
 /// p99 without it.
@@ -55,6 +58,16 @@ pub struct Args {
     /// answer read) and wrong-token publishers (PUT in a loop); 0 skips the workload.
     #[arg(long, value_name = "N", default_value_t = 16)]
     hostile: usize,
+    /// Stalled connections in the `get-hostile` workload, beside the --hostile ones: half
+    /// send nothing, half part of a request line, from 8 loopback addresses (127.0.0.2 and
+    /// up, so serve's per-address cap does not refuse them first); each connects again as
+    /// soon as serve closes it, and the time it held its slot is reported.
+    #[arg(long, value_name = "N", default_value_t = 192)]
+    stalled: usize,
+    /// The stall bound serve runs with (its --stall-timeout-secs): how long a connection
+    /// may make no progress while serve waits on its client.
+    #[arg(long, value_name = "N", default_value_t = cuda_aot_registry::defaults::serve::STALL_TIMEOUT_SECS)]
+    stall_timeout_secs: u64,
     /// Where bench-serve.md, .csv and .svg go [default: .cuda-aot/bench-serve of the
     /// project; the kept run is written to docs/ with `--out docs`].
     #[arg(long, value_name = "DIR")]

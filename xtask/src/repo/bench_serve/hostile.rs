@@ -1,6 +1,6 @@
 //! The `get-hostile` workload of bench-serve (with the `net` feature): the honest GETs
-//! against serve with slow readers, pipeliners and wrong-token publishers beside them, and
-//! what those met.
+//! against serve with slow readers, pipeliners, wrong-token publishers and stalled
+//! connections beside them, and what those met.
 
 use anyhow::Result;
 use cuda_aot::Digest;
@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use super::Args;
 use super::clients::Samples;
 use super::run::rand_u64;
+use super::stalled::{self, Kind, Stalls};
 
 /// What the hostile clients of one `get-hostile` run met.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 pub(super) struct Hostile {
-    /// Slow-reader and pipeliner connections the server cut (its send timeout).
+    /// Slow-reader and pipeliner connections the server cut (its stall bound, or the
+    /// header timeout for a slow reader whose answer fit in the socket buffers).
     cut: usize,
     /// Connections the server refused or closed at once (its per-address cap).
     refused: usize,
@@ -25,24 +27,71 @@ pub(super) struct Hostile {
     throttled: usize,
     /// Wrong-token PUTs answered otherwise, or not at all (a timeout, a reset).
     other: usize,
+    /// The stalled connections (`--stalled`), per kind.
+    stalls: Vec<(Kind, Stalls)>,
+    /// The stall bound serve ran with, in seconds.
+    stall_bound: u64,
 }
 
 impl std::fmt::Display for Hostile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "hostile: {} wrong-token PUTs answered 401, {} throttled (429), {} otherwise; {} stalled connections cut, {} refused",
+            "hostile: {} wrong-token PUTs answered 401, {} throttled (429), {} otherwise; {} slow-reader and pipeliner connections cut, {} refused",
             self.unauthorized, self.throttled, self.other, self.cut, self.refused
-        )
+        )?;
+        if self.stalls.is_empty() {
+            return Ok(());
+        }
+        let n: usize = self.stalls.iter().map(|(_, s)| s.held.len()).sum();
+        let refused: usize = self.stalls.iter().map(|(_, s)| s.refused).sum();
+        write!(
+            f,
+            "; stalled connections (stall bound {} s): ",
+            self.stall_bound
+        )?;
+        for (kind, s) in &self.stalls {
+            match s.held.len() {
+                0 => write!(f, "{} not cut; ", kind.name())?,
+                n => write!(
+                    f,
+                    "{} cut {n} times, after a median {:.1} s; ",
+                    kind.name(),
+                    s.median_held_secs()
+                )?,
+            }
+        }
+        write!(f, "{n} cut in all, {refused} refused")
     }
 }
 
 impl Args {
+    /// [`Args::get_load`] again and again, the samples merged, until the stalled
+    /// connections started at `started` have had time to be cut twice (2 stall bounds and
+    /// a second), or once when there are none.
+    fn honest_while_stalled(
+        &self,
+        url: &str,
+        reference: &Arc<BTreeMap<String, (u64, Digest)>>,
+        started: Instant,
+    ) -> Result<Samples> {
+        let hold = match self.stalled {
+            0 => Duration::ZERO,
+            _ => Duration::from_secs(2 * self.stall_timeout_secs + 1),
+        };
+        let mut all = self.get_load(url, reference)?;
+        while started.elapsed() < hold {
+            all.merge(self.get_load(url, reference)?);
+        }
+        Ok(all)
+    }
+
     /// [`Args::get_load`] against serve with `3 × --hostile` hostile clients running
     /// beside the honest ones: slow readers (GET the largest file, read nothing),
     /// pipeliners (write GETs of `timestamp.json` as fast as the socket takes them, read
-    /// nothing) and wrong-token publishers (PUT `timestamp.json` in a loop). The hostile
-    /// ones start first and stop when the honest ones are done.
+    /// nothing) and wrong-token publishers (PUT `timestamp.json` in a loop); and
+    /// `--stalled` connections that send nothing or half a request line
+    /// ([`stalled`]). The hostile ones start first and stop when the honest ones are done.
     pub(super) fn get_load_under_attack(
         &self,
         url: &str,
@@ -143,12 +192,27 @@ impl Args {
                 }
             }));
         }
+        let stalling = stalled::start(self.stalled, addr, &stop);
         // Let the attack take hold before the honest clients start.
+        let started = Instant::now();
         std::thread::sleep(Duration::from_millis(500));
-        let honest = self.get_load(url, reference);
+        let honest = self.honest_while_stalled(url, reference, started);
         stop.store(true, Ordering::Relaxed);
         for h in handles {
             let _ = h.join();
+        }
+        let mut stalls: Vec<(Kind, Stalls)> =
+            Kind::ALL.iter().map(|k| (*k, Stalls::default())).collect();
+        for h in stalling {
+            if let Ok((kind, met)) = h.join()
+                && let Some((_, all)) = stalls.iter_mut().find(|(k, _)| *k == kind)
+            {
+                all.held.extend(met.held);
+                all.refused += met.refused;
+            }
+        }
+        if self.stalled == 0 {
+            stalls.clear();
         }
         let n = |i: usize| counts[i].load(Ordering::Relaxed);
         Ok((
@@ -159,6 +223,8 @@ impl Args {
                 unauthorized: n(2),
                 throttled: n(3),
                 other: n(4),
+                stalls,
+                stall_bound: self.stall_timeout_secs,
             },
         ))
     }

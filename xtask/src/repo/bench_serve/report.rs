@@ -154,8 +154,8 @@ the same clients load both in the same run, alternating which goes first.\n\n";
     let _ = writeln!(s, "- run: {header}");
     let _ = writeln!(
         s,
-        "- command: `cargo xtask bench-serve --clients {} --syncs {} --get-rounds {} --passes {} --hostile {}` (release build)",
-        a.clients, a.syncs, a.get_rounds, a.passes, a.hostile
+        "- command: `cargo xtask bench-serve --clients {} --syncs {} --get-rounds {} --passes {} --hostile {} --stalled {} --stall-timeout-secs {}` (release build)",
+        a.clients, a.syncs, a.get_rounds, a.passes, a.hostile, a.stalled, a.stall_timeout_secs
     );
     let _ = writeln!(
         s,
@@ -167,8 +167,13 @@ the same clients load both in the same run, alternating which goes first.\n\n";
     );
     let _ = writeln!(
         s,
-        "- get-hostile (serve only): the same GETs while {} slow readers (the largest file requested, nothing read), {} pipeliners (GETs written as fast as the socket takes them, nothing read) and {} wrong-token publishers (PUT in a loop) hold on; serve publishes in this run, so wrong tokens meet its throttle\n",
-        a.hostile, a.hostile, a.hostile
+        "- get-hostile (serve only): the same GETs while {} slow readers (the largest file requested, nothing read), {} pipeliners (GETs written as fast as the socket takes them, nothing read) and {} wrong-token publishers (PUT in a loop) hold on, and {} stalled connections from {} other loopback addresses (half send nothing, half part of a request line; each connects again once serve closes it) take slots; the honest GETs are repeated until two stall bounds and a second have passed, so every stalled connection is cut and comes back; serve publishes in this run, so wrong tokens meet its throttle, and runs with a stall bound of {} s, so a connection that moves no byte for that long while serve waits on its client is closed and its slot freed\n",
+        a.hostile,
+        a.hostile,
+        a.hostile,
+        a.stalled,
+        super::stalled::ADDRESSES,
+        a.stall_timeout_secs
     );
     for (pass, h) in hostile.iter().enumerate() {
         let _ = writeln!(s, "- pass {pass}, {h}");
@@ -221,15 +226,31 @@ corrupt files. In `get-hostile` the attackers share the cores with the server an
 honest clients (the wrong-token loop alone sends hundreds of PUTs a second, each answered \
 429 once the throttle holds), so its throughput mostly measures the CPU they take; the gate \
 asks that the honest clients see no failure and a p99 within 10x of serve's own `get` of \
-the same run.\n";
+the same run. The stalled connections cost serve little CPU; what they show is that their \
+slots come back: each is held for about the stall bound (the median above), then cut, and \
+the honest clients' figures against `get` (the ratios in the verdict and in the history) are \
+what K stalled clients cost the legitimate ones.\n";
     let rate = |server: &str, workload: &str| {
         results
             .get(&(server, workload))
             .map_or(f64::NAN, Samples::per_sec)
     };
     let bad: usize = results.values().map(|r| r.failures + r.corrupt).sum();
+    let under_attack = match (
+        results.get(&("serve", "get-hostile")),
+        results.get(&("serve", "get")),
+    ) {
+        (Some(h), Some(g)) => format!(
+            "{:.2}x, p99 {:.2}x ({} hostile, {} stalled)",
+            h.per_sec() / g.per_sec(),
+            h.pct_ms(0.99) / g.pct_ms(0.99),
+            3 * a.hostile,
+            a.stalled
+        ),
+        _ => "–".to_string(),
+    };
     let row = format!(
-        "| {} | {} | {} | {:.1} / {:.1} ({:.2}x) | {:.0} / {:.0} ({:.2}x) | {bad} |",
+        "| {} | {} | {} | {:.1} / {:.1} ({:.2}x) | {:.0} / {:.0} ({:.2}x) | {bad} | {under_attack} |",
         header.split(", ").nth(1).unwrap_or("?"),
         machine::cores(),
         a.clients,
@@ -240,24 +261,33 @@ the same run.\n";
         rate("nginx", "get"),
         rate("serve", "get") / rate("nginx", "get"),
     );
-    let mut rows: Vec<String> = previous
-        .split_once(HISTORY)
-        .map(|(_, h)| {
-            h.lines()
-                .filter(|l| l.starts_with("| 2"))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut rows = history_rows(previous);
     rows.push(row);
     s += &format!(
-        "\n{HISTORY}\n\n| date | cores | clients | sync serve / nginx (syncs/s) | get serve / nginx (req/s) | failures + corrupt |\n|---|---|---|---|---|---|\n"
+        "\n{HISTORY}\n\n| date | cores | clients | sync serve / nginx (syncs/s) | get serve / nginx (req/s) | failures + corrupt | serve get-hostile / get: throughput, p99 |\n|---|---|---|---|---|---|---|\n"
     );
     for r in rows {
         s += &r;
         s += "\n";
     }
     s
+}
+
+/// The history rows of an earlier document; rows written before the last column (serve
+/// under attack against its own get) existed get a dash there.
+fn history_rows(previous: &str) -> Vec<String> {
+    previous
+        .split_once(HISTORY)
+        .map(|(_, h)| {
+            h.lines()
+                .filter(|l| l.starts_with("| 2"))
+                .map(|l| match l.matches('|').count() {
+                    7 => format!("{l} – |"),
+                    _ => l.to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Two panels of horizontal bars: throughput per workload (relative to the faster server)
@@ -374,6 +404,22 @@ mod tests {
         assert!(gate(&r).is_ok(), "{:?}", gate(&r));
         r.insert(("serve", "get-hostile"), samples(100, 55, 0));
         assert!(gate(&r).unwrap_err().contains("honest p99 11.00x"));
+    }
+
+    #[test]
+    fn history_rows_of_earlier_runs_get_the_new_column() {
+        let doc = format!(
+            "# x\n\n| 2026 | not history |\n\n{HISTORY}\n\n| date | … |\n|---|\n\
+             | 2026-11-30T00:22:20Z | 2 | 64 | 12.6 / 9.3 (1.35x) | 10256 / 12751 (0.80x) | 0 |\n\
+             | 2026-12-07T00:00:00Z | 2 | 64 | 1 / 1 (1.00x) | 1 / 1 (1.00x) | 0 | 0.50x, p99 2.00x (48 hostile, 192 stalled) |\n"
+        );
+        assert_eq!(
+            history_rows(&doc),
+            [
+                "| 2026-11-30T00:22:20Z | 2 | 64 | 12.6 / 9.3 (1.35x) | 10256 / 12751 (0.80x) | 0 | – |",
+                "| 2026-12-07T00:00:00Z | 2 | 64 | 1 / 1 (1.00x) | 1 / 1 (1.00x) | 0 | 0.50x, p99 2.00x (48 hostile, 192 stalled) |",
+            ]
+        );
     }
 
     #[test]

@@ -57,7 +57,14 @@ impl Args {
         let serve_bin = serve_binary()?;
 
         // The servers, one worker per core each, access logs to files.
-        let (serve, nginx, addrs) = start_servers(&serve_bin, &reg, &trust, work.path(), cores)?;
+        let (serve, nginx, addrs) = start_servers(
+            &serve_bin,
+            &reg,
+            &trust,
+            work.path(),
+            cores,
+            self.stall_timeout_secs,
+        )?;
 
         // The reference copy: one verified sync, whose files every later copy must equal.
         let reference_dir = work.path().join("reference");
@@ -141,7 +148,11 @@ impl Args {
                 results.entry((server, "get")).or_default().merge(g);
                 if server == "serve" && self.hostile > 0 {
                     let (g, h) = self.get_load_under_attack(&url, addrs[server], reference)?;
-                    let note = format!(" ({} hostile; {h})", 3 * self.hostile);
+                    let note = format!(
+                        " ({} hostile, {} stalled; {h})",
+                        3 * self.hostile,
+                        self.stalled
+                    );
                     passes.push(pass_row(pass, server, "get-hostile", &g, &note));
                     hostile_seen.push(h);
                     results.entry((server, "get-hostile")).or_default().merge(g);
@@ -167,15 +178,16 @@ fn serve_binary() -> Result<PathBuf> {
     Ok(serve_bin)
 }
 
-/// Starts `serve_bin serve` (publishing on, with a token nobody of the run holds) and
-/// nginx on loopback over `reg`, `cores` workers each, their logs in `work`; returns both
-/// once they listen, and their addresses.
+/// Starts `serve_bin serve` (publishing on, with a token nobody of the run holds, and the
+/// stall bound `stall_secs`) and nginx on loopback over `reg`, `cores` workers each, their
+/// logs in `work`; returns both once they listen, and their addresses.
 fn start_servers(
     serve_bin: &Path,
     reg: &Path,
     trust: &Path,
     work: &Path,
     cores: usize,
+    stall_secs: u64,
 ) -> Result<(Running, Running, BTreeMap<&'static str, SocketAddr>)> {
     let serve_port = servers::pick_port(0)?;
     let serve_log = std::fs::File::create(work.join("serve-access.log"))?;
@@ -194,6 +206,7 @@ fn start_servers(
             .arg(reg)
             .args(["--addr", &format!("127.0.0.1:{serve_port}")])
             .args(["--threads", &cores.to_string()])
+            .args(["--stall-timeout-secs", &stall_secs.to_string()])
             .arg("--publish-token-file")
             .arg(&token_file)
             .arg("--trust")
