@@ -1,0 +1,120 @@
+//! The runtime crate `cuda-aot` (the root package: what provers depend on) can be
+//! published (issue 43, item 6): its package holds the library's sources, the README and
+//! docs/runtime.md and nothing else of the repository, and it builds from those packaged
+//! sources alone. Its dependencies all come from crates.io (its path dependencies on the
+//! workspace's crates are dev-dependencies, which packaging drops), so it is the only crate
+//! a prover needs published.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// `cargo ARGS` in the repository (`--allow-dirty`: a developer's checkout may hold
+/// uncommitted work; CI's is clean).
+fn cargo(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO"))
+        .args(args)
+        .current_dir(common::repo())
+        .output()
+        .expect("run cargo")
+}
+
+/// What the package holds beside the library's sources: the manifest (and cargo's
+/// original of it), the lock file and VCS note cargo adds, the README, and the document
+/// whose Rust blocks are doctests of the crate (src/lib.rs `RuntimeMdDoctests`).
+const BESIDE_SOURCES: [&str; 6] = [
+    "Cargo.toml",
+    "Cargo.toml.orig",
+    "Cargo.lock",
+    ".cargo_vcs_info.json",
+    "README.md",
+    "docs/runtime.md",
+];
+
+#[test]
+fn the_runtime_crate_packages_its_sources_and_nothing_else_of_the_repository() {
+    let out = cargo(&["package", "-p", "cuda-aot", "--list", "--allow-dirty"]);
+    assert!(
+        out.status.success(),
+        "cargo package --list failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+
+    // Every source file of the library is in it.
+    let src = common::repo().join("src");
+    for e in walkdir::WalkDir::new(&src) {
+        let e = e.unwrap();
+        if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "rs") {
+            let rel = e.path().strip_prefix(common::repo()).unwrap();
+            let rel = rel.to_str().unwrap();
+            assert!(listed.contains(rel), "{rel} is not in the package");
+        }
+    }
+    for f in ["Cargo.toml", "README.md", "docs/runtime.md", "src/lib.rs"] {
+        assert!(listed.contains(f), "{f} is not in the package");
+    }
+
+    // Nothing else: not the tests and their data, docs/evidence, the kernels, fuzz, the
+    // examples, manifests, keys, the work folder, target, nor another crate's files.
+    for f in &listed {
+        assert!(
+            (f.starts_with("src/") && f.ends_with(".rs"))
+                || BESIDE_SOURCES.contains(&f.as_str())
+                || f.starts_with("LICENSE"),
+            "{f} is in the package"
+        );
+    }
+    for dir in [
+        "tests/",
+        "docs/evidence/",
+        "kernels/",
+        "fuzz/",
+        "examples/",
+        "manifests/",
+        "keys/",
+        ".cuda-aot/",
+        "target/",
+        "registry/",
+        "xtask/",
+    ] {
+        assert!(
+            !listed.iter().any(|f| f.starts_with(dir)),
+            "the package holds files of {dir}"
+        );
+    }
+}
+
+/// `cargo publish --dry-run` packages the crate, builds it from the unpacked package alone
+/// (no file of the checkout beside it) and stops before uploading; it reads crates.io's
+/// index, as CI can. The verification build compiles the crate's dependencies (about 50
+/// crates) into a target folder of its own, kept under target/tmp between runs.
+#[test]
+fn the_runtime_crate_builds_from_its_package_alone() {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("publish-dry-run");
+    let target = target.to_str().unwrap();
+    let out = cargo(&[
+        "publish",
+        "--dry-run",
+        "-p",
+        "cuda-aot",
+        "--allow-dirty",
+        "--target-dir",
+        target,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cargo publish --dry-run failed:\n{stderr}"
+    );
+    assert!(stderr.contains("Verifying cuda-aot"), "{stderr}");
+    assert!(
+        stderr.contains("aborting upload due to dry run"),
+        "{stderr}"
+    );
+}
