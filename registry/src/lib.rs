@@ -57,6 +57,7 @@ mod dir;
 mod error;
 #[cfg(feature = "net")]
 pub mod http_store;
+pub mod lock;
 #[cfg(feature = "net")]
 pub mod oci;
 #[cfg(feature = "net")]
