@@ -38,6 +38,7 @@ mod features;
 mod install_capi;
 mod kernels;
 mod keygen;
+mod lock;
 mod promote;
 mod publish;
 mod rebuild;
@@ -98,6 +99,7 @@ enum Task {
     Release(release::Args),
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
+    Lock(lock::Args),
     InstallCapi(install_capi::Args),
     /// The repository's own chores (benches, GPU runs, test servers): not in an installed
     /// tool.
@@ -141,6 +143,7 @@ impl Task {
             #[cfg(not(feature = "net"))]
             Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
+            Task::Lock(a) => a.run(),
             Task::InstallCapi(a) => a.run(),
             #[cfg(feature = "repo")]
             Task::Repo(t) => t.run(),

@@ -97,6 +97,7 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
         "bench-load",
         "bench-serve",
         "sync",
+        "lock",
         "serve",
         "servers",
         "servers nginx",
