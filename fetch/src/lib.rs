@@ -12,7 +12,7 @@
 //! The whole `build.rs` of a prover crate (`main` calls this):
 //!
 //! ```no_run
-//! let fetched = cuda_aot_build::Fetch::from_env("kernels-root.json").run_or_warn();
+//! let fetched = cuda_aot_build::Fetch::from_env("kernels-root.json").run_for_build();
 //! if let Some(f) = fetched {
 //!     println!("cargo:rustc-env=CUDA_AOT_BUNDLE={}", f.bundle.display());
 //! }
@@ -84,13 +84,32 @@ impl Fetch {
         for f in [&lock, &trust] {
             println!("cargo:rerun-if-changed={}", f.display());
         }
-        println!("cargo:rerun-if-env-changed=CUDA_AOT_BUNDLE_DIR");
+        for var in ["CUDA_AOT_BUNDLE_DIR", "CUDA_AOT_CACHE_DIR"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
         Fetch {
             lock,
             trust,
             out: PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()),
             cache: user_cache(),
             vendored: std::env::var_os("CUDA_AOT_BUNDLE_DIR").map(PathBuf::from),
+        }
+    }
+
+    /// What a build script does: [`Fetch::run`], and on failure the build fails with the
+    /// error and its `Fix:`. Only where there is nothing to fetch from by design (docs.rs,
+    /// `DOCS_RS` set) does it warn and leave an empty bundle ([`Fetch::run_or_warn`]), so
+    /// the crate's Rust code still compiles and documents.
+    pub fn run_for_build(&self) -> Option<Fetched> {
+        if std::env::var_os("DOCS_RS").is_some() {
+            return self.run_or_warn();
+        }
+        match self.run() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("cuda-aot: {e}");
+                std::process::exit(1);
+            }
         }
     }
 
