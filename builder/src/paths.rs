@@ -171,14 +171,7 @@ pub fn dev_keys_dir() -> PathBuf {
 /// The per-user download cache (wheels keyed by sha256), shared by clones and CI runs:
 /// `$CUDA_AOT_CACHE_DIR`, else `$XDG_CACHE_HOME/cuda-aot`, else `~/.cache/cuda-aot`.
 pub fn user_cache_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("CUDA_AOT_CACHE_DIR") {
-        return PathBuf::from(x);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("cuda-aot")
+    cuda_aot_registry::defaults::user_cache_dir()
 }
 
 /// `path` as a shell word the user can paste where they stand: [`shown`], quoted as the

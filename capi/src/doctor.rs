@@ -267,15 +267,7 @@ pub unsafe extern "C" fn cuda_aot_doctor_report_module(
         if out.is_null() {
             return Err(null("out"));
         }
-        let m = r.modules.get(index).ok_or_else(|| {
-            Failure::invalid_argument(
-                format!(
-                    "module index {index} is out of range: the report holds {} module(s)",
-                    r.modules.len()
-                ),
-                "pass an index below cuda_aot_doctor_report_module_count(report)",
-            )
-        })?;
+        let m = crate::report::nth(&r.modules, index, "cuda_aot_doctor_report_module_count")?;
         let info = m.info();
         // SAFETY: `out` is non-null and points to a writable Diagnosis (see # Safety).
         unsafe { out.write(info) };

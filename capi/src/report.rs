@@ -128,15 +128,7 @@ pub unsafe extern "C" fn cuda_aot_report_module(
         if out.is_null() {
             return Err(null("out"));
         }
-        let m = r.modules.get(index).ok_or_else(|| {
-            Failure::invalid_argument(
-                format!(
-                    "module index {index} is out of range: the report holds {} module(s)",
-                    r.modules.len()
-                ),
-                "pass an index below cuda_aot_report_module_count(report)",
-            )
-        })?;
+        let m = nth(&r.modules, index, "cuda_aot_report_module_count")?;
         let info = m.info();
         // SAFETY: `out` is non-null and points to a writable ModuleInfo (see # Safety).
         unsafe { out.write(info) };
@@ -195,4 +187,18 @@ pub fn null(what: &str) -> Failure {
         format!("{what} is NULL"),
         format!("pass a valid pointer as {what}"),
     )
+}
+
+/// Item `index` of a report's `items`, or the error for an index out of range, naming the
+/// C function (`count_fn`) that says how many there are.
+pub(crate) fn nth<'a, T>(items: &'a [T], index: usize, count_fn: &str) -> Result<&'a T, Failure> {
+    items.get(index).ok_or_else(|| {
+        Failure::invalid_argument(
+            format!(
+                "module index {index} is out of range: the report holds {} module(s)",
+                items.len()
+            ),
+            format!("pass an index below {count_fn}(report)"),
+        )
+    })
 }

@@ -20,8 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cuda_aot::source::{DirSource, layout};
-use cuda_aot::verify::{Options, Select, verify_metadata};
+use cuda_aot::source::layout;
 use cuda_aot_registry::lock::{LOCK_FILE, Lock};
 
 /// Where the bundle is written below `OUT_DIR`.
@@ -91,7 +90,7 @@ impl Fetch {
             lock,
             trust,
             out: PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()),
-            cache: user_cache(),
+            cache: cuda_aot_registry::defaults::user_cache_dir(),
             vendored: std::env::var_os("CUDA_AOT_BUNDLE_DIR").map(PathBuf::from),
         }
     }
@@ -188,19 +187,8 @@ impl Fetch {
     /// (no network), a cached release is used if there is one.
     fn fetch_into_cache(&self, lock: &Lock, trust: &[u8]) -> Result<(PathBuf, bool), FetchError> {
         let url = &lock.registry.url;
-        let dir = self
-            .cache
-            .join("registries")
-            .join(&blake3::hash(url.as_bytes()).to_hex()[..16]);
-        let synced =
-            cuda_aot_registry::sync::open_remote(url, &Default::default(), &Default::default())
-                .and_then(|remote| {
-                    let opts = cuda_aot_registry::sync::SyncOptions {
-                        verify: Options::default(),
-                        seen: Default::default(),
-                    };
-                    cuda_aot_registry::sync::sync(remote.as_ref(), &dir, trust, &opts)
-                });
+        let dir = cuda_aot_registry::lock::cached_release_dir(&self.cache, url);
+        let synced = cuda_aot_registry::lock::fetch_into_cache(url, trust, &self.cache);
         match synced {
             Ok(_) => Ok((dir, false)),
             // The registry answered with bytes that fail verification: never hidden
@@ -240,24 +228,12 @@ impl Fetch {
 /// The lock of what the folder `dir` holds, verified against `trust`, for the lock's
 /// targets.
 fn served_lock(dir: &Path, lock: &Lock, trust: &[u8]) -> Result<Lock, FetchError> {
-    let src = DirSource::new(dir);
-    let verified = verify_metadata(&src, trust, Default::default(), &Options::default())
-        .and_then(|v| v.complete(&src, Select::all()).map_err(|f| *f.error))
-        .map_err(|e| {
-            err(
-                format!("{}: {e}", dir.display()),
-                "remove that folder (a fetch brings it again), or vendor the release again",
-            )
-        })?;
-    let mut targets: Vec<cuda_aot::Target> = lock.modules.iter().map(|m| m.target).collect();
-    targets.sort();
-    targets.dedup();
-    Ok(Lock::of(
-        &lock.registry.url,
-        trust,
-        verified.metadata(),
-        &targets,
-    ))
+    Lock::served(dir, &lock.registry.url, trust, &lock.targets()).map_err(|e| {
+        err(
+            format!("{}: {e}", dir.display()),
+            "remove that folder (a fetch brings it again), or vendor the release again",
+        )
+    })
 }
 
 /// Copies the registry files of `from` (layout paths only) into `to`, replacing it.
@@ -286,16 +262,4 @@ fn copy_layout(from: &Path, to: &Path) -> Result<(), FetchError> {
         }
     }
     Ok(())
-}
-
-/// The per-user cache: `$CUDA_AOT_CACHE_DIR`, else `$XDG_CACHE_HOME/cuda-aot`, else
-/// `~/.cache/cuda-aot` (as the tools use it).
-fn user_cache() -> PathBuf {
-    if let Some(d) = std::env::var_os("CUDA_AOT_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("cuda-aot");
-    }
-    PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/cuda-aot")
 }

@@ -38,3 +38,18 @@ pub mod serve {
     /// The largest blob upload accepted, in MiB.
     pub const MAX_UPLOAD_MIB: u64 = 64;
 }
+
+/// The per-user download cache (wheels keyed by sha256, registries a project locked),
+/// shared by clones, CI runs and build scripts: `$CUDA_AOT_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/cuda-aot`, else `~/.cache/cuda-aot`.
+pub fn user_cache_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Some(x) = std::env::var_os("CUDA_AOT_CACHE_DIR") {
+        return PathBuf::from(x);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("cuda-aot")
+}

@@ -9,7 +9,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cuda_aot::verify::VerifiedIndex;
+use cuda_aot::source::DirSource;
+use cuda_aot::verify::{Options, Select, VerifiedIndex, verify_metadata};
 use cuda_aot::{Digest, Kind, ModuleName, Target};
 use serde::{Deserialize, Serialize};
 
@@ -90,10 +91,13 @@ impl Lock {
     /// The lock of a verified release: every selected manifest of `index` whose target is
     /// in `targets` (all when empty), served from `url` under the trust root `trust_root`.
     pub fn of(url: &str, trust_root: &[u8], index: &VerifiedIndex, targets: &[Target]) -> Lock {
-        let mut modules: Vec<LockedModule> = index
+        let picked: Vec<_> = index
             .manifests()
             .iter()
             .filter(|m| targets.is_empty() || targets.contains(&m.entry().sm))
+            .collect();
+        let mut modules: Vec<LockedModule> = picked
+            .iter()
             .map(|m| LockedModule {
                 name: m.entry().module.clone(),
                 target: m.entry().sm,
@@ -105,12 +109,7 @@ impl Lock {
             })
             .collect();
         modules.sort();
-        let mut statements: Vec<Digest> = index
-            .manifests()
-            .iter()
-            .filter(|m| targets.is_empty() || targets.contains(&m.entry().sm))
-            .map(|m| m.entry().statement)
-            .collect();
+        let mut statements: Vec<Digest> = picked.iter().map(|m| m.entry().statement).collect();
         statements.sort();
         statements.dedup();
         Lock {
@@ -123,6 +122,30 @@ impl Lock {
             },
             modules,
         }
+    }
+
+    /// The lock of the release the registry folder `dir` holds (served from `url`),
+    /// verified against `trust_root` the way a prover verifies it, for `targets` (all when
+    /// empty): what `lock` writes and what a build compares with its lock.
+    pub fn served(
+        dir: &Path,
+        url: &str,
+        trust_root: &[u8],
+        targets: &[Target],
+    ) -> cuda_aot::Result<Lock> {
+        let src = DirSource::new(dir);
+        let verified = verify_metadata(&src, trust_root, Default::default(), &Options::default())?
+            .complete(&src, Select::all())
+            .map_err(|f| *f.error)?;
+        Ok(Lock::of(url, trust_root, verified.metadata(), targets))
+    }
+
+    /// The targets this lock pins, sorted, each once.
+    pub fn targets(&self) -> Vec<Target> {
+        let mut t: Vec<Target> = self.modules.iter().map(|m| m.target).collect();
+        t.sort();
+        t.dedup();
+        t
     }
 
     /// Reads the lock text of `file`: strict (an unknown field, a malformed digest, name or
@@ -250,6 +273,33 @@ impl Lock {
         wrong.extend(self.diff(&pinned));
         if wrong.is_empty() { Ok(()) } else { Err(wrong) }
     }
+}
+
+/// The folder of the per-user cache (`cache_root`, [`crate::defaults::user_cache_dir`])
+/// that the release at `url` is synced into: one per registry address.
+pub fn cached_release_dir(cache_root: &Path, url: &str) -> std::path::PathBuf {
+    cache_root
+        .join("registries")
+        .join(&Digest::of(url.as_bytes()).hex()[..16])
+}
+
+/// Syncs the release at `url` (verified against `trust_root`, every file checked before
+/// it is visible) into its folder of the per-user cache `cache_root`, and returns the
+/// folder: what `lock` and a build script fetch through.
+#[cfg(feature = "net")]
+pub fn fetch_into_cache(
+    url: &str,
+    trust_root: &[u8],
+    cache_root: &Path,
+) -> crate::Result<std::path::PathBuf> {
+    let dir = cached_release_dir(cache_root, url);
+    let remote = crate::sync::open_remote(url, &Default::default(), &Default::default())?;
+    let opts = crate::sync::SyncOptions {
+        verify: Options::default(),
+        seen: Default::default(),
+    };
+    crate::sync::sync(remote.as_ref(), &dir, trust_root, &opts)?;
+    Ok(dir)
 }
 
 #[cfg(test)]

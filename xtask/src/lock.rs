@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use cuda_aot::Target;
-use cuda_aot::source::DirSource;
-use cuda_aot::verify::{Options, Select, verify_metadata};
 use cuda_aot_registry::lock::{LOCK_FILE, Lock};
 
 use crate::advice::fail;
@@ -53,17 +51,8 @@ impl Args {
     pub fn run(self) -> Result<()> {
         let (anchor_bytes, _) = anchor::read(&self.trust)?;
         let dir = self.registry_dir(&anchor_bytes)?;
-        let src = DirSource::new(&dir);
-        let verified =
-            verify_metadata(&src, &anchor_bytes, Default::default(), &Options::default())
-                .and_then(|v| v.complete(&src, Select::all()).map_err(|f| *f.error))
-                .with_context(|| format!("verifying {}", self.registry))?;
-        let served = Lock::of(
-            &self.registry,
-            &anchor_bytes,
-            verified.metadata(),
-            &self.targets,
-        );
+        let served = Lock::served(&dir, &self.registry, &anchor_bytes, &self.targets)
+            .with_context(|| format!("verifying {}", self.registry))?;
         if served.modules.is_empty() {
             return Err(fail(
                 format!(
@@ -142,19 +131,9 @@ impl Args {
 /// Syncs `url` (verified) into its folder in the per-user cache and returns the folder.
 #[cfg(feature = "net")]
 fn fetched(url: &str, anchor_bytes: &[u8]) -> Result<PathBuf> {
-    use cuda_aot_registry::remote::HttpOptions;
-    use cuda_aot_registry::sync::{SyncOptions, open_remote};
-    let dir = crate::paths::user_cache_dir()
-        .join("registries")
-        .join(&Digest::of(url.as_bytes()).hex()[..16]);
-    let remote = open_remote(url, &HttpOptions::default(), &Default::default())?;
-    let opts = SyncOptions {
-        verify: Options::default(),
-        seen: Default::default(),
-    };
-    cuda_aot_registry::sync::sync(remote.as_ref(), &dir, anchor_bytes, &opts)
-        .with_context(|| format!("fetching {url} into {}", dir.display()))?;
-    Ok(dir)
+    let cache = crate::paths::user_cache_dir();
+    cuda_aot_registry::lock::fetch_into_cache(url, anchor_bytes, &cache)
+        .with_context(|| format!("fetching {url} into the per-user cache {}", cache.display()))
 }
 
 /// A URL needs the network stack: the tool runs itself again with it.
@@ -163,6 +142,3 @@ fn fetched(_url: &str, _anchor_bytes: &[u8]) -> Result<PathBuf> {
     crate::features::rerun("lock", "net")?;
     anyhow::bail!("lock of {_url}: the run with the network stack did not take over")
 }
-
-#[cfg(feature = "net")]
-use cuda_aot::Digest;

@@ -39,18 +39,23 @@ fn copy_example(dir: &Path) {
     std::fs::copy(repo().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
 }
 
-/// `cargo build` of the copy: no nvcc on PATH, the per-user cache `cache`.
-fn cargo_build(dir: &Path, cache: &Path) -> std::process::Output {
+/// The PATH the build gets: cargo's folder and the system's, no CUDA toolkit.
+fn build_path() -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let cargo_dir = Path::new(&cargo)
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let path = format!("{}:/usr/bin:/bin", cargo_dir.display());
+    format!("{}:/usr/bin:/bin", cargo_dir.display())
+}
+
+/// `cargo build` of the copy: no nvcc on PATH, the per-user cache `cache`.
+fn cargo_build(dir: &Path, cache: &Path) -> std::process::Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target = repo().join("target/downstream");
     Command::new(&cargo)
         .current_dir(dir)
-        .env("PATH", &path)
+        .env("PATH", build_path())
         .env("CARGO_TARGET_DIR", &target)
         .env("CUDA_AOT_CACHE_DIR", cache)
         .env_remove("CUDA_AOT_BUNDLE_DIR")
@@ -91,22 +96,17 @@ fn issue_36_the_downstream_example_builds_without_a_toolkit_and_verifies_its_ker
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // No nvcc is reachable on the PATH the build gets.
-    let path = format!(
-        "{}:/usr/bin:/bin",
-        Path::new(&std::env::var("CARGO").unwrap_or_default())
-            .parent()
-            .unwrap_or(Path::new("/"))
-            .display()
-    );
+    // No nvcc is reachable on the PATH the build gets: `command -v` finds none (it exits
+    // non-zero and prints nothing; the shell itself ran).
+    let which = Command::new("/bin/sh")
+        .args(["-c", "command -v nvcc"])
+        .env("PATH", build_path())
+        .output()
+        .unwrap();
     assert!(
-        Command::new("sh")
-            .args(["-c", "command -v nvcc"])
-            .env("PATH", &path)
-            .status()
-            .map(|s| !s.success())
-            .unwrap_or(true),
-        "nvcc on PATH"
+        which.status.code().is_some_and(|c| c != 0) && which.stdout.is_empty(),
+        "nvcc on PATH: {}",
+        String::from_utf8_lossy(&which.stdout)
     );
 
     let cache = tempfile::tempdir().unwrap();

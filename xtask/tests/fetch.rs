@@ -77,7 +77,8 @@ fn issue_36_a_build_fetches_the_locked_release_verified_and_offline_from_a_warm_
     // A vendored folder instead of the registry.
     let mut vendored = fetch(project.path(), &trust, cold.path());
     vendored.vendored = Some(reg.clone());
-    assert!(vendored.run().is_ok());
+    let got = vendored.run().unwrap();
+    assert_eq!((got.binaries, got.offline), (6, true));
     // A trust root other than the lock's.
     let other = tempfile::tempdir().unwrap();
     let keys = common::Keys::new(other.path(), "dev");
