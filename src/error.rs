@@ -476,6 +476,47 @@ pub enum Error {
         /// The policy that refused it.
         policy: String,
     },
+    /// Modules cannot run on the device a runtime opens: no binary for its SM in the bundle,
+    /// or a driver older than their floor. Every affected module is listed, each with its
+    /// own refusal ([`Error::NoExactTarget`] or [`Error::DriverTooOld`]); the advice says
+    /// what fixes all of them (the targets to add to the lock, the driver to install).
+    #[error(
+        "{device} ({sm}, CUDA driver {driver}) cannot run {} of the bundle's modules:{}",
+        .problems.len(),
+        .problems.iter().map(|p| format!("\n  {p}")).collect::<String>()
+    )]
+    Unsupported {
+        /// The device's name.
+        device: String,
+        /// Its SM.
+        sm: String,
+        /// The driver's CUDA version.
+        driver: String,
+        /// One refusal per affected module, in module order.
+        problems: Vec<Error>,
+        /// Whether the registry's signed index lists a binary for this SM that the bundle
+        /// does not carry (its lock leaves that target out).
+        locked_out: bool,
+    },
+    /// An embedded bundle ([`crate::bundle::Embedded`]) is empty, damaged or not a bundle.
+    #[error("embedded kernel bundle: {reason}")]
+    BadBundle {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An embedded bundle was fetched under another trust root than the one it is opened
+    /// with: refused before anything in it is read.
+    #[error(
+        "the embedded kernel bundle of {origin} was fetched under trust root {bundle}; it is opened with trust root {given}"
+    )]
+    BundleOtherRoot {
+        /// Where the bundle came from.
+        origin: String,
+        /// The trust root digest (short) the bundle was made for.
+        bundle: String,
+        /// The digest (short) of the trust root given.
+        given: String,
+    },
     /// A development-signed bundle was offered where production trust is required, or vice versa.
     #[error("{what}: channel {found:?} where {required:?} is required")]
     Channel {

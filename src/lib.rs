@@ -50,6 +50,7 @@
 #[doc = include_str!("../docs/runtime.md")]
 pub struct RuntimeMdDoctests;
 
+pub mod bundle;
 pub mod content;
 #[cfg(feature = "driver")]
 #[allow(unsafe_code)]

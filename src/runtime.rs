@@ -14,21 +14,22 @@ pub use policy::{Policy, RollbackState};
 
 use cache::{Slot, shared_slot};
 use counters::AtomicCounters;
-use select::{check_driver_floor, pick_for_device, verify_registry_metadata};
+use select::{Pick, verify_registry_metadata};
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::bundle::Embedded;
 use crate::cuda::{CudaStream, Device, DeviceGlobal, DeviceInfo, Kernel, LoadedModule, SignedAbi};
 use crate::error::{Error, Result};
-use crate::identity::{DriverVersion, Kind};
+use crate::identity::Kind;
 use crate::lookup::{describe_functions, describe_globals, resolve_function, resolve_global};
 use crate::manifest::Manifest;
 use crate::metadata::Time;
-use crate::source::DirSource;
+use crate::source::{DirSource, RegistrySource};
 use crate::verify::{Select, VerifiedModule};
 
 struct Selected {
@@ -175,14 +176,71 @@ impl Runtime {
         policy: Policy,
         devices: &[usize],
     ) -> Result<Vec<Runtime>> {
-        let started = Instant::now();
         let registry = registry.as_ref();
+        let state = policy.state_path(registry)?;
+        Runtime::open_source(
+            &DirSource::new(registry),
+            state,
+            trust_root,
+            policy,
+            devices,
+        )
+    }
+
+    /// [`Runtime::open`] of a bundle compiled into the program
+    /// ([`crate::include_bundle!`] of what the build script of `cuda-aot-build` wrote):
+    /// the same verification, the same rollback rules (the state kept per trust root and
+    /// registry the bundle came from), no file read. The cubins are used in place: the
+    /// driver is handed the program's own bytes, never a copy.
+    ///
+    /// A bundle that is empty or damaged ([`Error::BadBundle`]), or made for another trust
+    /// root than `trust_root` ([`Error::BundleOtherRoot`]), is refused before the driver is
+    /// touched.
+    pub fn open_embedded(
+        bundle: &'static [u8],
+        trust_root: &[u8],
+        policy: Policy,
+    ) -> Result<Runtime> {
+        let device = policy.device;
+        let mut v = Runtime::open_embedded_devices(bundle, trust_root, policy, &[device])?;
+        Ok(v.remove(0))
+    }
+
+    /// [`Runtime::open_embedded`] for several devices ([`Runtime::open_devices`]).
+    pub fn open_embedded_devices(
+        bundle: &'static [u8],
+        trust_root: &[u8],
+        policy: Policy,
+        devices: &[usize],
+    ) -> Result<Vec<Runtime>> {
+        let embedded = Embedded::parse(bundle)?;
+        embedded.check_trust_root(trust_root)?;
+        let state = policy.embedded_state_path(&embedded)?;
+        Runtime::open_source(&embedded, state, trust_root, policy, devices)
+    }
+
+    /// The one open: verifies `src` (rollback state in `state`) while the devices' primary
+    /// contexts are created, then selects, checks and verifies what each device loads.
+    fn open_source(
+        src: &(dyn RegistrySource + Sync),
+        state_path: Option<PathBuf>,
+        trust_root: &[u8],
+        policy: Policy,
+        devices: &[usize],
+    ) -> Result<Vec<Runtime>> {
+        let started = Instant::now();
         let (verified, opened) = std::thread::scope(|s| {
             let handles: Vec<_> = devices
                 .iter()
                 .map(|&d| s.spawn(move || Device::open(d)))
                 .collect();
-            let verified = verify_registry_metadata(registry, trust_root, &policy, Time::now());
+            let verified = verify_registry_metadata(
+                src,
+                state_path.as_deref(),
+                trust_root,
+                &policy,
+                Time::now(),
+            );
             let opened: Vec<_> = handles
                 .into_iter()
                 .map(|h| h.join().expect("device thread"))
@@ -190,43 +248,34 @@ impl Runtime {
             (verified, opened)
         });
         // Registry and verification errors first, then driver errors.
-        let (index, state_path, metadata_time) = verified?;
+        let (index, metadata_time) = verified?;
         let devices = opened
             .into_iter()
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let src = DirSource::new(registry);
         // Each device's pick, then steps 6-8 once for all of them (a blob two devices of one
         // SM share is read and hashed once), the driver floor of every device that picked a
-        // module checked before any blob is read.
-        let picks = devices
+        // module checked before any blob is read. A device that cannot run some modules (no
+        // binary for its SM, a driver below their floor) is refused naming all of them.
+        let picks: Vec<Pick> = devices
             .iter()
-            .map(|d| {
-                let info = d.info();
-                pick_for_device(
-                    &index.index().entries,
-                    (info.cc_major, info.cc_minor),
-                    &info.name,
-                    &policy,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let drivers: Vec<DriverVersion> = devices
-            .iter()
-            .map(|d| DriverVersion::from_cuda(d.info().driver_version))
+            .map(|d| Pick::for_device(&index.index().entries, src, d.info(), &policy))
             .collect();
-        let floor = |i: usize, m: &crate::verify::VerifiedManifest| -> Result<()> {
-            for (pick, driver) in picks.iter().zip(&drivers) {
-                if pick.contains(&i) {
-                    check_driver_floor(m.manifest(), *driver)?;
-                }
+        let floor = |ms: &[(usize, &crate::verify::VerifiedManifest)]| -> Result<()> {
+            for (pick, device) in picks.iter().zip(&devices) {
+                pick.refuse_unrunnable(ms, device.info())?;
             }
             Ok(())
         };
-        let union: Vec<usize> = picks.iter().flatten().copied().collect();
+        let union: Vec<usize> = picks
+            .iter()
+            .flat_map(|p| p.entries.iter())
+            .copied()
+            .collect();
         let verified = index.complete(
-            &src,
+            src,
             Select::entries(union).before_blobs(&floor).keep_bytes(),
         )?;
+        let picks: Vec<Vec<usize>> = picks.into_iter().map(|p| p.entries).collect();
         let mut hashed: std::collections::HashSet<usize> = std::collections::HashSet::new();
         let mut runtimes = Vec::with_capacity(devices.len());
         for (device, picked) in devices.into_iter().zip(picks) {
@@ -440,8 +489,8 @@ impl Runtime {
     }
 
     /// The verified bytes selected for module `name` (what the driver is handed).
-    pub fn verified_bytes(&self, name: &str) -> Option<&Arc<[u8]>> {
-        self.modules.get(name).map(|s| s.module.bytes())
+    pub fn verified_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.modules.get(name).map(|s| &s.module.bytes()[..])
     }
 
     /// The verified index version.

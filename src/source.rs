@@ -2,6 +2,7 @@
 //! trait, with the local-directory implementation the runtime uses.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::digest::{Digest, check_blob};
 use crate::error::{Error, Result};
@@ -90,6 +91,21 @@ pub trait RegistrySource {
     /// otherwise at most `max + 1` bytes, so the caller can tell "too long" from "exact".
     fn read_at_most(&self, path: &str, max: u64) -> Result<Option<Vec<u8>>>;
 
+    /// [`RegistrySource::read_at_most`], handing out the source's own bytes where it holds
+    /// the file in memory for the life of the program (an embedded bundle,
+    /// [`crate::bundle::Embedded`]): no copy. Otherwise the bytes read.
+    fn read_in_place(&self, path: &str, max: u64) -> Result<Option<Bytes>> {
+        Ok(self.read_at_most(path, max)?.map(Bytes::from))
+    }
+
+    /// Whether this source carries the files of the index entry whose manifest is
+    /// `manifest`: a registry carries all of them (a missing one is an error when read); a
+    /// bundle fetched for some targets only those ([`crate::bundle::Embedded`]).
+    fn carries(&self, manifest: &Digest) -> bool {
+        let _ = manifest;
+        true
+    }
+
     /// Where this registry is, for messages.
     fn describe(&self) -> String;
 }
@@ -115,6 +131,32 @@ pub fn read_required(
     }
 }
 
+/// Bytes a registry handed out: read into memory, or borrowed for the life of the program
+/// from an embedded bundle (used in place: the loader hands the driver these very bytes).
+#[derive(Debug, Clone)]
+pub enum Bytes {
+    /// Read from a file or the network.
+    Read(Arc<[u8]>),
+    /// Part of a bundle compiled into the program ([`crate::include_bundle!`]).
+    Embedded(&'static [u8]),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Read(b) => b,
+            Bytes::Embedded(b) => b,
+        }
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Bytes {
+        Bytes::Read(v.into())
+    }
+}
+
 /// Reads a file whose exact size and blake3 are signed: size first (reading stops at
 /// `size + 1`), then the digest.
 pub fn read_exact_signed(
@@ -124,15 +166,37 @@ pub fn read_exact_signed(
     digest: &Digest,
     what: &str,
 ) -> Result<Vec<u8>> {
-    let bytes = match src.read_at_most(path, size)? {
-        None => {
-            return Err(Error::Missing {
-                what: what.into(),
-                path: format!("{}/{path}", src.describe()),
-            });
-        }
-        Some(b) => b,
-    };
+    let bytes = src.read_at_most(path, size)?;
+    checked_signed(src, path, bytes, size, digest, what)
+}
+
+/// [`read_exact_signed`] through [`RegistrySource::read_in_place`]: a module blob, which an
+/// embedded bundle hands out without a copy.
+pub fn read_exact_signed_in_place(
+    src: &dyn RegistrySource,
+    path: &str,
+    size: u64,
+    digest: &Digest,
+    what: &str,
+) -> Result<Bytes> {
+    let bytes = src.read_in_place(path, size)?;
+    checked_signed(src, path, bytes, size, digest, what)
+}
+
+/// `bytes` (what `path` of `src` held) when present and exactly `size` bytes of blake3
+/// `digest`.
+fn checked_signed<B: std::ops::Deref<Target = [u8]>>(
+    src: &dyn RegistrySource,
+    path: &str,
+    bytes: Option<B>,
+    size: u64,
+    digest: &Digest,
+    what: &str,
+) -> Result<B> {
+    let bytes = bytes.ok_or_else(|| Error::Missing {
+        what: what.into(),
+        path: format!("{}/{path}", src.describe()),
+    })?;
     check_blob(what, &bytes, size, digest)?;
     Ok(bytes)
 }
@@ -151,6 +215,35 @@ impl DirSource {
     /// The registry directory.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The registry files the folder holds: every regular file whose path is a
+    /// [`layout`] path (links and anything else are skipped), sorted. What a bundle packs
+    /// or a copy copies.
+    pub fn layout_paths(&self) -> Result<Vec<String>> {
+        let io = |path: &Path, source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut out = Vec::new();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(rel) = stack.pop() {
+            let dir = self.root.join(&rel);
+            for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+                let entry = entry.map_err(|e| io(&dir, e))?;
+                let rel = rel.join(entry.file_name());
+                let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
+                match rel.to_str() {
+                    Some(_) if kind.is_dir() => stack.push(rel),
+                    Some(r) if kind.is_file() && layout::is_layout_path(r) => {
+                        out.push(r.to_string())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 }
 

@@ -122,16 +122,24 @@ impl TrustState {
     /// The default state file for the registry at `registry` (see the module docs), or
     /// `None` when no per-user folder can be found (no `HOME`).
     pub fn default_path(registry: &Path) -> Option<PathBuf> {
-        let dir = match std::env::var_os("CUDA_AOT_STATE_DIR") {
-            Some(d) => PathBuf::from(d),
-            None => std::env::var_os("XDG_STATE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state"))
-                })?
-                .join("cuda-aot/trust"),
-        };
-        Some(Self::file_in(&dir, registry))
+        Some(Self::file_in(&Self::default_dir()?, registry))
+    }
+
+    /// The per-user state folder: `$CUDA_AOT_STATE_DIR`, else
+    /// `$XDG_STATE_HOME/cuda-aot/trust`, else `~/.local/state/cuda-aot/trust`; `None`
+    /// without any of them.
+    pub fn default_dir() -> Option<PathBuf> {
+        match std::env::var_os("CUDA_AOT_STATE_DIR") {
+            Some(d) => Some(PathBuf::from(d)),
+            None => Some(
+                std::env::var_os("XDG_STATE_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| {
+                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state"))
+                    })?
+                    .join("cuda-aot/trust"),
+            ),
+        }
     }
 
     /// The state file of the registry at `registry` inside the state folder `dir`: named by
@@ -139,9 +147,15 @@ impl TrustState {
     /// the runtime that use the same folder share one file per registry.
     pub fn file_in(dir: &Path, registry: &Path) -> PathBuf {
         let abs = Self::location(registry);
+        Self::file_for_key(dir, abs.as_os_str().as_encoded_bytes())
+    }
+
+    /// The state file inside `dir` of the registry known by `key` (a folder's location, or
+    /// what names an embedded bundle's registry: its trust root and origin).
+    pub fn file_for_key(dir: &Path, key: &[u8]) -> PathBuf {
         let mut h = blake3::Hasher::new();
         h.update(b"cuda-aot trust state v1\n");
-        h.update(abs.as_os_str().as_encoded_bytes());
+        h.update(key);
         let key = h.finalize().to_hex();
         dir.join(format!("{}.json", &key[..24]))
     }

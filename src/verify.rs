@@ -15,7 +15,6 @@
 //! record); manifests and blobs are then authenticated by the digests those documents list.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::digest::Digest;
@@ -135,7 +134,7 @@ impl VerifiedManifest {
 #[derive(Debug, Clone)]
 pub struct VerifiedModule {
     manifest: Manifest,
-    bytes: Arc<[u8]>,
+    bytes: crate::source::Bytes,
 }
 
 impl VerifiedModule {
@@ -143,8 +142,9 @@ impl VerifiedModule {
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
-    /// The verified blob bytes, held in memory: the loader never re-reads a path.
-    pub fn bytes(&self) -> &Arc<[u8]> {
+    /// The verified blob bytes, held in memory (or, from an embedded bundle, the
+    /// program's own bytes, used in place): the loader never re-reads a path.
+    pub fn bytes(&self) -> &crate::source::Bytes {
         &self.bytes
     }
 }

@@ -4,10 +4,9 @@
 mod common;
 
 use common::*;
-use cuda_aot::cuda::{self, CUdeviceptr, DevicePtr, DevicePtrMut, LoadApi};
+use cuda_aot::cuda::{self, LoadApi};
 use cuda_aot::{Channel, Error, Policy, Runtime};
 use cuda_aot_registry::PublishOptions;
-use std::ffi::c_void;
 use std::sync::{Arc, Barrier};
 
 /// Without a driver, a clear error (not a panic); with one (the GPU host), the same open
@@ -74,37 +73,6 @@ fn release_registry() -> (std::path::PathBuf, Vec<u8>) {
     let trust = std::fs::read(&trust)
         .unwrap_or_else(|e| panic!("{}: {e} (run cargo xtask release first)", trust.display()));
     (reg, trust)
-}
-
-/// Launches `add(const u64* a, u64* b, int n)`: b[i] += a[i].
-fn run_add(rt: &Runtime) -> Vec<u64> {
-    let k = rt.kernel("add", "add").unwrap();
-    let stream = rt.stream().unwrap();
-    let a: Vec<u64> = (0..1000u64).map(|i| i * 3 + 1).collect();
-    let b: Vec<u64> = (0..1000u64).map(|i| i * 7 + 5).collect();
-    let da = stream.clone_htod(&a).unwrap();
-    let mut db = stream.clone_htod(&b).unwrap();
-    {
-        let (mut pa, _g1) = da.device_ptr(&stream);
-        let (mut pb, _g2) = db.device_ptr_mut(&stream);
-        let mut n: i32 = 1000;
-        let mut params = [
-            (&mut pa as *mut CUdeviceptr).cast::<c_void>(),
-            (&mut pb as *mut CUdeviceptr).cast(),
-            (&mut n as *mut i32).cast(),
-        ];
-        // SAFETY: add(const u64*, u64*, int); both buffers hold 1000 elements on this stream.
-        unsafe {
-            k.launch(&stream, (4, 1, 1), (256, 1, 1), 0, &mut params)
-                .unwrap()
-        };
-    }
-    let got = stream.clone_dtoh(&db).unwrap();
-    assert_eq!(
-        got,
-        a.iter().zip(&b).map(|(x, y)| x + y).collect::<Vec<_>>()
-    );
-    got
 }
 
 #[test]
@@ -248,10 +216,24 @@ fn gpu_only_another_sms_cubin_is_no_exact_target() {
     let err = Runtime::open(f.reg_path(), &f.root_file, f.policy())
         .err()
         .unwrap();
+    // Issue 36, item 4: the refusal names the device, its driver and every module
+    // affected, and says what to add.
+    let Error::Unsupported {
+        sm,
+        problems,
+        locked_out: false,
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(sm, "sm_90");
     assert!(
-        matches!(&err, Error::NoExactTarget { device_sm, available, .. } if device_sm == "sm_90" && available == "sm_120 sm_80"),
+        matches!(&problems[..], [Error::NoExactTarget { device_sm, available, .. }] if device_sm == "sm_90" && available == "sm_120 sm_80"),
         "{err}"
     );
+    assert!(err.to_string().contains("CUDA driver"), "{err}");
+    assert!(err.fix().contains("add sm_90"), "{}", err.fix());
     println!("refused: {err}\nFix: {}", err.fix());
 }
 
@@ -295,7 +277,10 @@ fn gpu_doctor_agrees_with_runtime_open_on_this_device() {
     };
     let diag = Runtime::diagnose(f.reg_path(), &f.root_file, &f.policy(), &rt_spec).unwrap();
     let refused = diag[0].outcome.as_ref().expect_err("refused");
-    assert_eq!(refused.to_string(), open.to_string());
+    let Error::Unsupported { problems, .. } = &open else {
+        panic!("{open}");
+    };
+    assert_eq!(refused.to_string(), problems[0].to_string());
     assert_eq!(refused.kind(), open.kind());
     println!("both refuse: {open}");
 }
@@ -348,10 +333,10 @@ fn gpu_ptx_is_refused_by_default_and_loaded_labelled_in_compatibility_mode() {
         assert!(
             matches!(
                 &err,
-                Error::NoExactTarget {
-                    ptx_available: true,
-                    ..
-                }
+                Error::Unsupported { problems, .. } if matches!(
+                    &problems[..],
+                    [Error::NoExactTarget { ptx_available: true, .. }]
+                )
             ),
             "{err}"
         );

@@ -640,6 +640,32 @@ enum cuda_aot_status cuda_aot_runtime_open(const char *registry,
                                            const struct cuda_aot_policy *policy,
                                            struct cuda_aot_runtime **out);
 
+// `cuda_aot_runtime_open` of a kernel bundle compiled into the program (the
+// `cuda-aot.bundle` file a build wrote with `cuda-aot-build`, embedded with `#embed`,
+// `xxd -i` or a linker section), verified against the trust root file's bytes, with no file
+// read: the same checks and rollback rules as a registry folder. The bundle is used in
+// place: the driver is handed these very bytes, so they must stay valid and unchanged
+// while any runtime opened from them lives (a `static const` array does). Align the
+// bundle to 64 bytes so that the driver gets aligned cubins.
+//
+// A bundle that is empty, damaged or not a bundle (`CUDA_AOT_STATUS_MALFORMED`), or made
+// for another trust root (`CUDA_AOT_STATUS_UNTRUSTED_KEY`), is refused before the driver
+// is touched. `policy` NULL means the development preset's defaults. On success `*out` is
+// the new runtime (free it with `cuda_aot_runtime_free`); on failure it is NULL.
+//
+// # Safety
+//
+// `bundle` is NULL or points to `bundle_len` bytes that stay valid and unchanged while
+// the runtime lives; `trust_root` is NULL or points to `trust_root_len` bytes (read during
+// the call only); `policy` is NULL or a live policy; `out` is NULL or points to a writable
+// `cuda_aot_runtime*`.
+enum cuda_aot_status cuda_aot_runtime_open_embedded(const uint8_t *bundle,
+                                                    size_t bundle_len,
+                                                    const uint8_t *trust_root,
+                                                    size_t trust_root_len,
+                                                    const struct cuda_aot_policy *policy,
+                                                    struct cuda_aot_runtime **out);
+
 // `cuda_aot_runtime_open` for several devices of this process (`devices`, `count`
 // ordinals): the registry is verified once, every device gets its own selection,
 // driver-floor check, modules and counters; blobs shared by devices of one SM are read

@@ -209,6 +209,18 @@ public:
             cuda_aot_runtime_open(registry.c_str(), trust_root.c_str(), policy.get(), &rt));
         return Runtime(rt);
     }
+    /// Verifies a kernel bundle compiled into the program (`bundle`, `size` bytes that
+    /// outlive the runtime: a static array) against the trust root's bytes and opens it for
+    /// the policy's device; no file is read and the bundle is used in place.
+    static Runtime open_embedded(const void *bundle, std::size_t size,
+                                 const std::vector<unsigned char> &trust_root,
+                                 const Policy &policy) {
+        cuda_aot_runtime *rt = nullptr;
+        detail::check(cuda_aot_runtime_open_embedded(
+            static_cast<const uint8_t *>(bundle), size, trust_root.data(), trust_root.size(),
+            policy.get(), &rt));
+        return Runtime(rt);
+    }
     /// Opens one runtime per device ordinal, verifying the registry once.
     static std::vector<Runtime> open_devices(const std::string &registry,
                                              const std::string &trust_root,

@@ -175,6 +175,63 @@ pub unsafe extern "C" fn cuda_aot_runtime_open(
     })
 }
 
+/// `cuda_aot_runtime_open` of a kernel bundle compiled into the program (the
+/// `cuda-aot.bundle` file a build wrote with `cuda-aot-build`, embedded with `#embed`,
+/// `xxd -i` or a linker section), verified against the trust root file's bytes, with no file
+/// read: the same checks and rollback rules as a registry folder. The bundle is used in
+/// place: the driver is handed these very bytes, so they must stay valid and unchanged
+/// while any runtime opened from them lives (a `static const` array does). Align the
+/// bundle to 64 bytes so that the driver gets aligned cubins.
+///
+/// A bundle that is empty, damaged or not a bundle (`CUDA_AOT_STATUS_MALFORMED`), or made
+/// for another trust root (`CUDA_AOT_STATUS_UNTRUSTED_KEY`), is refused before the driver
+/// is touched. `policy` NULL means the development preset's defaults. On success `*out` is
+/// the new runtime (free it with `cuda_aot_runtime_free`); on failure it is NULL.
+///
+/// # Safety
+///
+/// `bundle` is NULL or points to `bundle_len` bytes that stay valid and unchanged while
+/// the runtime lives; `trust_root` is NULL or points to `trust_root_len` bytes (read during
+/// the call only); `policy` is NULL or a live policy; `out` is NULL or points to a writable
+/// `cuda_aot_runtime*`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuda_aot_runtime_open_embedded(
+    bundle: *const u8,
+    bundle_len: usize,
+    trust_root: *const u8,
+    trust_root_len: usize,
+    policy: *const Policy,
+    out: *mut *mut Runtime,
+) -> Status {
+    entry(|| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        // SAFETY: non-null and writable (see # Safety).
+        unsafe { out.write(std::ptr::null_mut()) };
+        if bundle.is_null() {
+            return Err(null("bundle"));
+        }
+        if trust_root.is_null() {
+            return Err(null("trust_root"));
+        }
+        // SAFETY: `bundle` points to `bundle_len` bytes that outlive every runtime opened
+        // from them (the caller's promise, # Safety): the runtime may borrow them as long
+        // as the program runs; `trust_root` points to `trust_root_len` bytes for this call.
+        let (bundle, trust, policy): (&'static [u8], &[u8], _) = unsafe {
+            (
+                std::slice::from_raw_parts(bundle, bundle_len),
+                std::slice::from_raw_parts(trust_root, trust_root_len),
+                policy_of(policy),
+            )
+        };
+        let rt = cuda_aot::Runtime::open_embedded(bundle, trust, policy)?;
+        // SAFETY: as above; the caller frees it with cuda_aot_runtime_free.
+        unsafe { out.write(Box::into_raw(Box::new(Runtime::new(rt)))) };
+        Ok(())
+    })
+}
+
 /// `cuda_aot_runtime_open` for several devices of this process (`devices`, `count`
 /// ordinals): the registry is verified once, every device gets its own selection,
 /// driver-floor check, modules and counters; blobs shared by devices of one SM are read

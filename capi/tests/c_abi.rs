@@ -138,6 +138,16 @@ fn null_and_malformed_arguments_are_invalid_argument_from_c() {
 
 /// `tests/c/open.c` (open a registry for device 0 and preload it) run on `registry`.
 fn open_c(registry: &Path, trust: &Path, state: &Path, production: bool) -> (i32, String) {
+    open_c_as(
+        registry,
+        trust,
+        state,
+        if production { "production" } else { "" },
+    )
+}
+
+/// `tests/c/open.c` in `mode` (`production`, `embedded`, or "" for the default).
+fn open_c_as(registry: &Path, trust: &Path, state: &Path, mode: &str) -> (i32, String) {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
     let exe = EXE.get_or_init(|| {
         let exe = bin_dir().join("open");
@@ -145,9 +155,8 @@ fn open_c(registry: &Path, trust: &Path, state: &Path, production: bool) -> (i32
         exe
     });
     let mut args = vec![registry, trust];
-    let production_arg = Path::new("production");
-    if production {
-        args.push(production_arg);
+    if !mode.is_empty() {
+        args.push(Path::new(mode));
     }
     let out = run(exe, &args, state);
     let (stdout, stderr) = texts(&out);
@@ -181,6 +190,45 @@ fn opening_from_c_gives_the_typed_error_and_fix_for_a_missing_driver_and_a_bad_r
         text.lines().any(|l| l.starts_with("Fix: ") && l.len() > 10),
         "{text}"
     );
+}
+
+/// Issue 36, item 3: the C ABI opens a bundle held in memory (pointer and length), with
+/// the trust root by its bytes: another root is UNTRUSTED_KEY and a damaged bundle
+/// MALFORMED before the driver is touched; a good one verifies, then meets the driver.
+#[test]
+fn issue_36_an_embedded_bundle_opens_from_c_by_pointer_and_length() {
+    let r = Registry::publish();
+    let src = cuda_aot::source::DirSource::new(r.path());
+    let trust = std::fs::read(r.trust_root()).unwrap();
+    let packed = cuda_aot::bundle::Embedded::pack(
+        &r.path(),
+        &src.layout_paths().unwrap(),
+        &cuda_aot::Digest::of(&trust),
+        "file:///c-test",
+    )
+    .unwrap();
+    let bundle = r.fixture.path("cuda-aot.bundle");
+    std::fs::write(&bundle, &packed).unwrap();
+    let other = Registry::publish();
+    let (code, text) = open_c_as(&bundle, &other.trust_root(), &r.state_dir(), "embedded");
+    assert!(
+        text.contains("status CUDA_AOT_STATUS_UNTRUSTED_KEY\n"),
+        "{code}: {text}"
+    );
+    assert!(text.contains("fetched under trust root"), "{text}");
+    let damaged = r.fixture.path("damaged.bundle");
+    std::fs::write(&damaged, &packed[..packed.len() / 2]).unwrap();
+    let (_, text) = open_c_as(&damaged, &r.trust_root(), &r.state_dir(), "embedded");
+    assert!(
+        text.contains("status CUDA_AOT_STATUS_MALFORMED\n"),
+        "{text}"
+    );
+    assert!(text.contains("runs past the end"), "{text}");
+    let (code, text) = open_c_as(&bundle, &r.trust_root(), &r.state_dir(), "embedded");
+    match cuda_aot::cuda::driver_present() {
+        false => assert!(text.contains("status CUDA_AOT_STATUS_DRIVER\n"), "{text}"),
+        true => assert_eq!(code, 0, "{text}"),
+    }
 }
 
 #[test]

@@ -20,6 +20,7 @@ use super::image::{check_cubin, ptx_with_nul};
 use super::kernel::Kernel;
 use super::{CudaError, need_driver, require_driver};
 use crate::identity::Kind;
+use crate::source::Bytes;
 use crate::verify::VerifiedModule;
 
 /// Which driver entry point loads a module.
@@ -65,7 +66,7 @@ pub(super) struct Owner {
     pub(super) kind: ImageKind,
     /// The exact bytes given to the driver, kept until after unload: the driver copies them
     /// at load (documented for `cuLibraryLoadData`), this copy makes that a non-issue.
-    image: Arc<[u8]>,
+    image: Bytes,
 }
 
 // SAFETY: the handles are plain driver handles, not tied to the thread that created them:
@@ -146,7 +147,7 @@ impl LoadedModule {
             Kind::Cubin => Self::load(ctx, module.bytes().clone(), api, ImageKind::Cubin),
             Kind::Ptx => {
                 let text = ptx_with_nul(module.bytes())?;
-                Self::load(ctx, text.into(), api, ImageKind::Ptx)
+                Self::load(ctx, Bytes::Read(text.into()), api, ImageKind::Ptx)
             }
         }
     }
@@ -169,7 +170,7 @@ impl LoadedModule {
         api: LoadApi,
     ) -> Result<Self, CudaError> {
         check_cubin(image)?;
-        Self::load(ctx, image.into(), api, ImageKind::Cubin)
+        Self::load(ctx, Bytes::Read(image.into()), api, ImageKind::Cubin)
     }
     }
 
@@ -179,13 +180,13 @@ impl LoadedModule {
     /// requires; NUL bytes inside it and binary images are refused.
     fn load_ptx(ctx: &Arc<CudaContext>, ptx: &[u8], api: LoadApi) -> Result<Self, CudaError> {
         let text = ptx_with_nul(ptx)?;
-        Self::load(ctx, text.into(), api, ImageKind::Ptx)
+        Self::load(ctx, Bytes::Read(text.into()), api, ImageKind::Ptx)
     }
     }
 
     fn load(
         ctx: &Arc<CudaContext>,
-        image: Arc<[u8]>,
+        image: Bytes,
         api: LoadApi,
         kind: ImageKind,
     ) -> Result<Self, CudaError> {

@@ -90,9 +90,57 @@ impl Error {
             Error::ResearchRefused { module, .. } => format!(
                 "research modules run only under Policy::research() (feature research); to load {module} in production or development, promote it (cargo xtask promote {module}: AOT build, parity, review; docs/review.md) and load it from a registry"
             ),
+            Error::Unsupported { sm, problems, locked_out, .. } => unsupported_fix(sm, problems, *locked_out),
+            Error::BadBundle { .. } => "rebuild the program: its build script writes the bundle (cuda_aot_build::Fetch, whose warnings say why it could not) and cuda_aot::include_bundle! embeds it; the bytes given to open_embedded must be that file, whole and unchanged".into(),
+            Error::BundleOtherRoot { .. } => "open the bundle with the trust root its cuda-aot.lock was made under, or lock and build again under this trust root (cargo xtask lock --update, then cargo build)".into(),
             Error::Channel { required, .. } => format!(
                 "use a registry released and signed for the {required} channel, with a trust root of that channel"
             ),
         }
     }
+}
+
+/// The advice of [`Error::Unsupported`]: the target to add (to the lock, when the registry
+/// builds it; else to the release) for the modules without a binary for `sm`, and the
+/// newest driver floor among those the driver is too old for.
+fn unsupported_fix(sm: &str, problems: &[Error], locked_out: bool) -> String {
+    let mut missing = Vec::new();
+    let mut need: Option<&str> = None;
+    let mut too_old = Vec::new();
+    for p in problems {
+        match p {
+            Error::NoExactTarget { module, .. } => missing.push(module.as_str()),
+            Error::DriverTooOld { what, need: n, .. } => {
+                too_old.push(what.as_str());
+                let newer = need.is_none_or(|have| {
+                    n.parse::<crate::DriverVersion>().ok()
+                        > have.parse::<crate::DriverVersion>().ok()
+                });
+                if newer {
+                    need = Some(n);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut advice = Vec::new();
+    if !missing.is_empty() {
+        let modules = missing.join(", ");
+        advice.push(if locked_out {
+            format!(
+                "the registry builds {sm} but the lock leaves it out: add {sm} to the lock's targets (cargo xtask lock --registry URL --trust FILE --targets <the lock's targets>,{sm} --update) and build again, for {modules}"
+            )
+        } else {
+            format!(
+                "the registry has no {sm} binary of {modules}: ask its maintainers to add {sm} to their release targets (build.targets in the release spec) and release, then move the lock (cargo xtask lock --update --targets <the lock's targets>,{sm}) and build again"
+            )
+        });
+    }
+    if let Some(need) = need {
+        advice.push(format!(
+            "install an NVIDIA driver that supports CUDA {need} or newer (nvidia-smi shows the CUDA version the driver supports), for {}",
+            too_old.join(", ")
+        ));
+    }
+    advice.join("; and ")
 }

@@ -76,9 +76,11 @@ impl Error {
                 K::NotFound
             }
             Error::TooLarge { .. } | Error::RootChainTooLong { .. } => K::Limit,
-            Error::Json { .. } | Error::DuplicateKey { .. } | Error::WrongPayloadType { .. } => {
-                K::Malformed
-            }
+            Error::Json { .. }
+            | Error::DuplicateKey { .. }
+            | Error::WrongPayloadType { .. }
+            | Error::BadBundle { .. } => K::Malformed,
+            Error::BundleOtherRoot { .. } => K::UntrustedKey,
             Error::Threshold {
                 valid: 0, foreign, ..
             } if foreign.is_empty() => K::NotSigned,
@@ -107,6 +109,13 @@ impl Error {
                 K::Policy
             }
             Error::NoExactTarget { .. } => K::NoTarget,
+            Error::Unsupported { problems, .. } => match problems
+                .iter()
+                .any(|p| matches!(p, Error::NoExactTarget { .. }))
+            {
+                true => K::NoTarget,
+                false => K::Driver,
+            },
             Error::Cuda(e) | Error::Load { source: e, .. } => e.0.kind(),
             Error::DriverTooOld { .. } => K::Driver,
         }

@@ -123,8 +123,9 @@ impl Runtime {
         at: Time,
     ) -> Result<Vec<Diagnosis>> {
         let registry = registry.as_ref();
-        let (index, _state, _) = verify_registry_metadata(registry, trust_root, policy, at)?;
         let src = DirSource::new(registry);
+        let state = policy.state_path(registry)?;
+        let (index, _) = verify_registry_metadata(&src, state.as_deref(), trust_root, policy, at)?;
         let entries = &index.index().entries;
         let mut out = Vec::new();
         for (name, idx) in modules_of(entries) {
@@ -134,8 +135,10 @@ impl Runtime {
                 .collect();
             let outcome = select(name, &available, device.cc, &device.name, policy).and_then(|j| {
                 let i = idx[j];
-                let floor = |_: usize, m: &crate::verify::VerifiedManifest| match device.driver {
-                    Some(driver) => check_driver_floor(m.manifest(), driver),
+                let floor = |ms: &[(usize, &crate::verify::VerifiedManifest)]| match device.driver {
+                    Some(driver) => ms
+                        .iter()
+                        .try_for_each(|(_, m)| check_driver_floor(m.manifest(), driver)),
                     None => Ok(()),
                 };
                 let verified = index

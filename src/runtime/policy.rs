@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::bundle::Embedded;
 use crate::cuda::LoadApi;
 use crate::error::{Error, Result};
 use crate::identity::Channel;
@@ -144,17 +145,31 @@ impl Policy {
     }
     /// The rollback-state file this policy uses for `registry`, if any.
     pub fn state_path(&self, registry: &Path) -> Result<Option<PathBuf>> {
+        self.state_path_with(|dir| TrustState::file_in(dir, registry))
+    }
+
+    /// The rollback-state file this policy uses for an embedded bundle, if any: one per
+    /// trust root and registry the bundle was fetched from, so a program built later with
+    /// an older release of that registry is refused as a rollback.
+    pub fn embedded_state_path(&self, bundle: &Embedded) -> Result<Option<PathBuf>> {
+        let key = format!(
+            "embedded bundle\n{}\n{}",
+            bundle.trust_root().hex(),
+            bundle.origin()
+        );
+        self.state_path_with(|dir| TrustState::file_for_key(dir, key.as_bytes()))
+    }
+
+    fn state_path_with(&self, per_user: impl Fn(&Path) -> PathBuf) -> Result<Option<PathBuf>> {
         match &self.rollback {
             RollbackState::File(p) => Ok(Some(p.clone())),
             RollbackState::Disabled => Ok(None),
-            RollbackState::PerUser => {
-                TrustState::default_path(registry)
-                    .map(Some)
-                    .ok_or_else(|| Error::Missing {
-                        what: "per-user folder for the rollback state (HOME is not set)".into(),
-                        path: "$XDG_STATE_HOME or $HOME".into(),
-                    })
-            }
+            RollbackState::PerUser => TrustState::default_dir()
+                .map(|dir| Some(per_user(&dir)))
+                .ok_or_else(|| Error::Missing {
+                    what: "per-user folder for the rollback state (HOME is not set)".into(),
+                    path: "$XDG_STATE_HOME or $HOME".into(),
+                }),
         }
     }
 }

@@ -4,15 +4,16 @@
 //! every module).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::cuda::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::identity::{DriverVersion, Kind};
 use crate::manifest::Manifest;
 use crate::metadata::{IndexEntry, Time};
 use crate::name::Target;
-use crate::source::{DirSource, RegistrySource};
+use crate::source::RegistrySource;
 use crate::state::TrustState;
 use crate::verify::{Freshness, Options, verify_metadata};
 
@@ -27,19 +28,18 @@ pub(super) fn modules_of(entries: &[IndexEntry]) -> BTreeMap<&str, Vec<usize>> {
     by_module
 }
 
-/// Steps 1-5 of verification for `registry` under `policy` with the clock at `now` (no
-/// device needed): the verified metadata, the rollback-state file to save once the blobs
-/// passed, and the time it took.
+/// Steps 1-5 of verification of `src` under `policy` with the clock at `now` (no device
+/// needed), against the rollback state in `state_path` (none: protection off): the verified
+/// metadata and the time it took.
 pub(super) fn verify_registry_metadata(
-    registry: &Path,
+    src: &dyn RegistrySource,
+    state_path: Option<&Path>,
     trust_root: &[u8],
     policy: &Policy,
     now: Time,
-) -> Result<(crate::verify::VerifiedIndex, Option<PathBuf>, Duration)> {
+) -> Result<(crate::verify::VerifiedIndex, Duration)> {
     let started = Instant::now();
-    let src = DirSource::new(registry);
-    let state_path = policy.state_path(registry)?;
-    let seen = match &state_path {
+    let seen = match state_path {
         Some(p) => TrustState::load(p, policy.limits.state)?,
         None => {
             log::warn!(
@@ -66,7 +66,7 @@ pub(super) fn verify_registry_metadata(
         policy.clock_skew.as_secs(),
         policy.offline_grace.as_secs()
     );
-    let index = verify_metadata(&src, trust_root, seen, &opts)?;
+    let index = verify_metadata(src, trust_root, seen, &opts)?;
     if let Some(old) = index.discarded_state() {
         log::warn!(
             "cuda-aot: the trust root rotated the publisher keys: discarded saved timestamp v{} and index v{}",
@@ -83,27 +83,95 @@ pub(super) fn verify_registry_metadata(
                 .map_or_else(|| "unknown".to_string(), |t| t.to_string())
         );
     }
-    Ok((index, state_path, started.elapsed()))
+    Ok((index, started.elapsed()))
 }
 
-/// The index entries to load on a device of compute capability `cc`: one per module (see
-/// [`select`]).
-pub(super) fn pick_for_device(
-    entries: &[IndexEntry],
-    cc: (u32, u32),
-    device: &str,
-    policy: &Policy,
-) -> Result<Vec<usize>> {
-    modules_of(entries)
-        .iter()
-        .map(|(name, idx)| {
-            let cands: Vec<(Target, Kind)> = idx
+/// What a device picks from a bundle: one index entry per module it can run (see
+/// [`select`]), and the refusal of every module it cannot.
+pub(super) struct Pick {
+    /// The picked entries.
+    pub entries: Vec<usize>,
+    /// The modules with no binary for the device (taken by the first refusal).
+    problems: std::sync::Mutex<Vec<Error>>,
+    /// Whether the signed index lists a cubin for the device's SM that the bundle does not
+    /// carry.
+    locked_out: bool,
+}
+
+impl Pick {
+    /// The pick of the device `info` from `entries`, among those `src` carries.
+    pub fn for_device(
+        entries: &[IndexEntry],
+        src: &dyn RegistrySource,
+        info: &DeviceInfo,
+        policy: &Policy,
+    ) -> Pick {
+        let (major, minor) = (info.cc_major, info.cc_minor);
+        let mut picked = Vec::new();
+        let mut problems = Vec::new();
+        let mut locked_out = false;
+        for (name, idx) in modules_of(entries) {
+            // A bundle made for some targets carries only those: the others are not candidates.
+            let carried: Vec<usize> = idx
                 .iter()
-                .map(|i| (entries[*i].sm, entries[*i].kind))
+                .copied()
+                .filter(|&i| src.carries(&entries[i].manifest))
                 .collect();
-            select(name, &cands, cc, device, policy).map(|j| idx[j])
-        })
-        .collect()
+            let cands: Vec<(Target, Kind)> = carried
+                .iter()
+                .map(|&i| (entries[i].sm, entries[i].kind))
+                .collect();
+            match select(name, &cands, (major, minor), &info.name, policy) {
+                Ok(j) => picked.push(carried[j]),
+                Err(e) => {
+                    locked_out |= idx.iter().any(|&i| {
+                        !carried.contains(&i)
+                            && entries[i].kind == Kind::Cubin
+                            && entries[i].sm.is_exact_for(major, minor)
+                    });
+                    problems.push(e);
+                }
+            }
+        }
+        Pick {
+            entries: picked,
+            problems: std::sync::Mutex::new(problems),
+            locked_out,
+        }
+    }
+
+    /// Refuses the device `info` when it cannot run every module: those without a binary
+    /// for it, and those of the verified manifests `ms` it picked whose driver floor is
+    /// above its driver, in one [`Error::Unsupported`].
+    pub fn refuse_unrunnable(
+        &self,
+        ms: &[(usize, &crate::verify::VerifiedManifest)],
+        info: &DeviceInfo,
+    ) -> Result<()> {
+        let driver = DriverVersion::from_cuda(info.driver_version);
+        let mut problems = std::mem::take(&mut *self.problems.lock().expect("pick problems"));
+        problems.extend(
+            ms.iter()
+                .filter(|(i, _)| self.entries.contains(i))
+                .filter_map(|(_, m)| check_driver_floor(m.manifest(), driver).err()),
+        );
+        if problems.is_empty() {
+            return Ok(());
+        }
+        problems.sort_by_key(|p| p.to_string());
+        Err(unsupported(info, problems, self.locked_out))
+    }
+}
+
+/// [`Error::Unsupported`] on the device `info`.
+pub(super) fn unsupported(info: &DeviceInfo, problems: Vec<Error>, locked_out: bool) -> Error {
+    Error::Unsupported {
+        device: info.name.clone(),
+        sm: info.sm().to_string(),
+        driver: DriverVersion::from_cuda(info.driver_version).to_string(),
+        problems,
+        locked_out,
+    }
 }
 
 /// Picks the binary of `module` for a device of compute capability `cc`: a cubin for

@@ -12,7 +12,7 @@ use crate::keys::KeyId;
 use crate::limits::Limits;
 use crate::manifest::Manifest;
 use crate::metadata::{DocRef, Index, IndexEntry, Promotion, Time, Timestamp};
-use crate::source::{RegistrySource, layout, read_exact_signed};
+use crate::source::{RegistrySource, layout, read_exact_signed, read_exact_signed_in_place};
 use crate::state::TrustState;
 use crate::trust::VerifiedRoot;
 
@@ -268,9 +268,12 @@ impl VerifiedIndex {
         };
         // The caller's check of what the manifests say, before any blob is read.
         if let Some(check) = select.before_blobs {
-            for (i, m) in &manifests {
-                check(*i, m).map_err(|error| Failed::at(error, m.entry(), None))?;
-            }
+            let all: Vec<(usize, &VerifiedManifest)> =
+                manifests.iter().map(|(i, m)| (*i, m)).collect();
+            check(&all).map_err(|error| match all.as_slice() {
+                [(_, m)] => Failed::at(error, m.entry(), None),
+                _ => Failed::from(error),
+            })?;
         }
         // 7-8. Blobs and their content (on several threads when the bundle is large).
         let bytes = manifests
@@ -481,7 +484,7 @@ impl VerifiedIndex {
             });
         }
         // Integrity: exactly the signed size, exactly the signed digest.
-        let bytes = read_exact_signed(
+        let bytes = read_exact_signed_in_place(
             src,
             &layout::blob(&man.module_digest),
             man.size,
@@ -493,7 +496,7 @@ impl VerifiedIndex {
         crate::content::check(man, &bytes)?;
         Ok(VerifiedModule {
             manifest: man.clone(),
-            bytes: bytes.into(),
+            bytes,
         })
     }
 }

@@ -19,9 +19,10 @@ pub struct Select<'a> {
     pub(super) parallel: bool,
 }
 
-/// A caller's check of each verified manifest (by its index entry's position) before any
-/// blob is read.
-pub type BeforeBlobs<'a> = &'a (dyn Fn(usize, &VerifiedManifest) -> Result<()> + Sync);
+/// A caller's check of the verified manifests (each with its index entry's position),
+/// all at once, before any blob is read: so that one refusal can name every manifest it
+/// concerns.
+pub type BeforeBlobs<'a> = &'a (dyn Fn(&[(usize, &VerifiedManifest)]) -> Result<()> + Sync);
 
 impl<'a> Select<'a> {
     /// Every entry of the index.
@@ -41,7 +42,7 @@ impl<'a> Select<'a> {
             ..Select::all()
         }
     }
-    /// Runs `check` on every verified manifest before any blob is read (the runtime's
+    /// Runs `check` on the verified manifests before any blob is read (the runtime's
     /// driver floor: a device that cannot run a module learns it before the blob is
     /// hashed).
     pub fn before_blobs(self, check: BeforeBlobs<'a>) -> Select<'a> {

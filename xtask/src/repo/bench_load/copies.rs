@@ -104,7 +104,7 @@ impl Args {
             let buffers: Vec<Buffers> = names
                 .iter()
                 .map(|n| {
-                    let bytes = &rt.verified_bytes(n).expect("selected")[..];
+                    let bytes = rt.verified_bytes(n).expect("selected");
                     Buffers {
                         written: bytes.into(),
                         scratch: bytes.into(),
@@ -123,7 +123,7 @@ impl Args {
             let mut sum = Duration::ZERO;
             for (name, b) in names.iter().zip(buffers.iter_mut()) {
                 let rt = Runtime::open(registry, trust, policy.clone())?;
-                let image = &rt.verified_bytes(name).expect("selected")[..];
+                let image = rt.verified_bytes(name).expect("selected");
                 let took = match treatment {
                     Treatment::ReadInPlace => {
                         warm(&[image]);

@@ -430,12 +430,12 @@ impl Args {
         };
         // The bare arms load the bytes the runtime just verified (freshly read, like the
         // verified arm's), not a long-lived copy that stays hot in the caches.
-        let fresh = |rt: &Runtime| -> Vec<std::sync::Arc<[u8]>> {
+        fn selected<'a>(rt: &'a Runtime, names: &[String]) -> Vec<&'a [u8]> {
             names
                 .iter()
-                .map(|n| rt.verified_bytes(n).expect("selected").clone())
+                .map(|n| rt.verified_bytes(n).expect("selected"))
                 .collect()
-        };
+        }
         // Every arm starts the same way: a fresh Runtime::open, then every byte it will load
         // just read (in the CPU caches, `warm`); the bare arms also check the ELF headers, as
         // the verifier did during open.
@@ -457,26 +457,23 @@ impl Args {
             Ok(match arms[k] {
                 0 => {
                     let rt = Runtime::open(registry, trust, policy.clone())?;
-                    warm(&fresh(&rt));
+                    warm(&selected(&rt, &names));
                     let t = Instant::now();
                     rt.preload()?;
                     t.elapsed()
                 }
                 1 | 7 => {
                     let rt = Runtime::open(registry, trust, policy.clone())?;
-                    let bytes = fresh(&rt);
+                    let bytes = selected(&rt, &names);
                     warm(&bytes);
-                    let refs: Vec<&[u8]> = bytes.iter().map(|b| &b[..]).collect();
-                    raw::time_modules_kept(ctx, &refs)?
+                    raw::time_modules_kept(ctx, &bytes)?
                 }
                 2 => {
                     let mut sum = Duration::ZERO;
                     for name in &names {
                         // Dropping the runtime unloads the module again.
                         let rt = Runtime::open(registry, trust, policy.clone())?;
-                        warm(std::slice::from_ref(
-                            rt.verified_bytes(name).expect("selected"),
-                        ));
+                        warm(&[rt.verified_bytes(name).expect("selected")]);
                         let t = Instant::now();
                         rt.module(name)?;
                         sum += t.elapsed();
@@ -488,7 +485,7 @@ impl Args {
                     for name in &names {
                         let rt = Runtime::open(registry, trust, policy.clone())?;
                         let image = rt.verified_bytes(name).expect("selected");
-                        warm(std::slice::from_ref(image));
+                        warm(&[image]);
                         sum += raw::time_module_load(ctx, image, false)?;
                     }
                     sum
@@ -509,7 +506,7 @@ impl Args {
                     // time, with the runtime's own clock around each driver load
                     // (driver_time), to place the preload's extra cost.
                     let rt = Runtime::open(registry, trust, policy.clone())?;
-                    warm(&fresh(&rt));
+                    warm(&selected(&rt, &names));
                     let t = Instant::now();
                     for name in &names {
                         rt.module(name)?;
