@@ -1,8 +1,6 @@
 //! Fetches the kernel release `cuda-aot.lock` pins, verified against `kernels-root.json`,
-//! into `OUT_DIR`, and tells the program where it is.
+//! into `OUT_DIR` (`cuda-aot.bundle`, which the program embeds).
 
 fn main() {
-    let fetched = cuda_aot_build::Fetch::from_env("kernels-root.json").run_for_build();
-    let bundle = fetched.map(|f| f.bundle.display().to_string());
-    println!("cargo:rustc-env=CUDA_AOT_BUNDLE={}", bundle.unwrap_or_default());
+    cuda_aot_build::Fetch::from_env("kernels-root.json").run_for_build();
 }

@@ -9,13 +9,22 @@
 //! `CUDA_AOT_BUNDLE_DIR` points the build at a vendored folder instead
 //! (`cargo xtask sync --from URL --to DIR`).
 //!
-//! The whole `build.rs` of a prover crate (`main` calls this):
+//! It writes the bundle twice: as one file (`OUT_DIR/cuda-aot.bundle`, holding only the
+//! module binaries the lock pins) that the program embeds with `cuda_aot::include_bundle!()`
+//! and opens with `Runtime::open_embedded`, and as a registry folder for `Runtime::open`.
+//!
+//! The whole `build.rs` of a prover crate:
 //!
 //! ```no_run
-//! let fetched = cuda_aot_build::Fetch::from_env("kernels-root.json").run_for_build();
-//! if let Some(f) = fetched {
-//!     println!("cargo:rustc-env=CUDA_AOT_BUNDLE={}", f.bundle.display());
-//! }
+//! cuda_aot_build::Fetch::from_env("kernels-root.json").run_for_build();
+//! ```
+//!
+//! and its program:
+//!
+//! ```ignore
+//! static BUNDLE: &[u8] = cuda_aot::include_bundle!();
+//! const TRUST_ROOT: &[u8] = include_bytes!("../kernels-root.json");
+//! let rt = cuda_aot::Runtime::open_embedded(BUNDLE, TRUST_ROOT, cuda_aot::Policy::production())?;
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -23,8 +32,11 @@ use std::path::{Path, PathBuf};
 use cuda_aot::source::layout;
 use cuda_aot_registry::lock::{LOCK_FILE, Lock};
 
-/// Where the bundle is written below `OUT_DIR`.
+/// Where the bundle is written below `OUT_DIR` as a registry folder (`Runtime::open`).
 pub const BUNDLE_DIR: &str = "cuda-aot-bundle";
+/// Where the bundle is written below `OUT_DIR` as one file, for `cuda_aot::include_bundle!`
+/// and `Runtime::open_embedded`.
+pub use cuda_aot::bundle::FILE_NAME as BUNDLE_FILE;
 
 /// Why a fetch failed: what, and how to fix it.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +60,10 @@ fn err(message: impl Into<String>, fix: impl Into<String>) -> FetchError {
 pub struct Fetched {
     /// The verified bundle: a registry folder (`Runtime::open` reads it).
     pub bundle: PathBuf,
+    /// The same release as one file of the locked binaries (`include_bundle!`).
+    pub bundle_file: PathBuf,
+    /// Its size in bytes.
+    pub bundle_bytes: u64,
     /// The index version.
     pub index: u64,
     /// The module binaries the lock pins.
@@ -122,7 +138,10 @@ impl Fetch {
                 for line in e.to_string().lines() {
                     println!("cargo:warning=cuda-aot: {line}");
                 }
+                // What include_bundle! embeds must exist: empty, which open_embedded
+                // refuses as a bundle this build could not fetch.
                 let _ = std::fs::create_dir_all(self.out.join(BUNDLE_DIR));
+                let _ = std::fs::write(self.out.join(BUNDLE_FILE), b"");
                 None
             }
         }
@@ -175,8 +194,18 @@ impl Fetch {
         })?;
         let bundle = self.out.join(BUNDLE_DIR);
         copy_layout(&dir, &bundle)?;
+        let bundle_file = self.out.join(BUNDLE_FILE);
+        let packed = pack_locked(&dir, &lock, &served, &trust)?;
+        std::fs::write(&bundle_file, &packed).map_err(|e| {
+            err(
+                format!("{}: {e}", bundle_file.display()),
+                "check that OUT_DIR is writable",
+            )
+        })?;
         Ok(Fetched {
             bundle,
+            bundle_file,
+            bundle_bytes: packed.len() as u64,
             index: served.registry.index,
             binaries: lock.modules.len(),
             offline,
@@ -236,6 +265,47 @@ fn served_lock(dir: &Path, lock: &Lock, trust: &[u8]) -> Result<Lock, FetchError
     })
 }
 
+/// The bundle file of the verified release in `dir`: its metadata (timestamp, root chain,
+/// the index the lock pins, build statements, promotions) and the manifests and blobs of
+/// exactly the binaries the lock pins, for the trust root `trust`.
+fn pack_locked(
+    dir: &Path,
+    lock: &Lock,
+    served: &Lock,
+    trust: &[u8],
+) -> Result<Vec<u8>, FetchError> {
+    let fail = |e: cuda_aot::Error| {
+        err(
+            format!("{}: {e}", dir.display()),
+            "remove that folder (a fetch brings it again), or vendor the release again",
+        )
+    };
+    let index = layout::index(served.registry.index);
+    let mut paths: Vec<String> = cuda_aot::source::DirSource::new(dir)
+        .layout_paths()
+        .map_err(fail)?
+        .into_iter()
+        .filter(|p| {
+            p == &index
+                || p == layout::TIMESTAMP
+                || ["root/", "statements/", "promotions/"]
+                    .iter()
+                    .any(|d| p.starts_with(d))
+        })
+        .collect();
+    for m in &lock.modules {
+        paths.push(layout::manifest(&m.manifest));
+        paths.push(layout::blob(&m.blob));
+    }
+    cuda_aot::bundle::Embedded::pack(
+        dir,
+        &paths,
+        &cuda_aot::Digest::of(trust),
+        &lock.registry.url,
+    )
+    .map_err(fail)
+}
+
 /// Copies the registry files of `from` (layout paths only) into `to`, replacing it.
 fn copy_layout(from: &Path, to: &Path) -> Result<(), FetchError> {
     let io = |e: std::io::Error, p: &Path| {
@@ -245,21 +315,13 @@ fn copy_layout(from: &Path, to: &Path) -> Result<(), FetchError> {
         )
     };
     let _ = std::fs::remove_dir_all(to);
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        for entry in std::fs::read_dir(from.join(&rel)).map_err(|e| io(e, &from.join(&rel)))? {
-            let entry = entry.map_err(|e| io(e, from))?;
-            let rel = rel.join(entry.file_name());
-            let kind = entry.file_type().map_err(|e| io(e, &entry.path()))?;
-            if kind.is_dir() {
-                stack.push(rel);
-            } else if kind.is_file() && layout::is_layout_path(&rel.to_string_lossy()) {
-                let dst = to.join(&rel);
-                std::fs::create_dir_all(dst.parent().expect("a parent"))
-                    .map_err(|e| io(e, &dst))?;
-                std::fs::copy(from.join(&rel), &dst).map_err(|e| io(e, &dst))?;
-            }
-        }
+    let paths = cuda_aot::source::DirSource::new(from)
+        .layout_paths()
+        .map_err(|e| err(e.to_string(), "check that the cached release is readable"))?;
+    for rel in paths {
+        let dst = to.join(&rel);
+        std::fs::create_dir_all(dst.parent().expect("a parent")).map_err(|e| io(e, &dst))?;
+        std::fs::copy(from.join(&rel), &dst).map_err(|e| io(e, &dst))?;
     }
     Ok(())
 }
