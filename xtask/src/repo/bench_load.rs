@@ -14,6 +14,8 @@ mod contexts;
 #[cfg(feature = "gpu")]
 mod copies;
 #[cfg(feature = "gpu")]
+mod embedded;
+#[cfg(feature = "gpu")]
 mod nvrtc;
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 mod order;
@@ -56,6 +58,11 @@ mod stats;
 /// --startup-connections N cuda-aot on one and two devices again with
 /// CUDA_DEVICE_MAX_CONNECTIONS=N (the driver's hardware queues per context: fewer make each
 /// context cheaper to create and let fewer streams run at once).
+///
+/// Embedded (`open_embedded`, `open_files`, each registry): `Runtime::open_embedded` of the
+/// release packed into one in-memory bundle (as a prover binary embeds it) against
+/// `Runtime::open` of the registry folder, each with `preload`, interleaved; gated at 1.00
+/// (embedded no slower).
 ///
 /// Writes bench-load.csv (medians), bench-ratios.csv (ratios and intervals) and
 /// bench-load.svg, then gates: the upper end of every load and start-up interval at most

@@ -166,7 +166,7 @@ impl Steps {
         let mut tests = test_executables(
             root,
             &["--release", "-p", "cuda-aot"],
-            &["runtime", "foreign", "promoted"],
+            &["runtime", "embedded", "foreign", "promoted"],
         )?;
         if research {
             let lib = test_executables(

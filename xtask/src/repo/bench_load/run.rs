@@ -242,6 +242,15 @@ impl Args {
         // stops. Paired ratios with bootstrap intervals.
         let mut ratios = Vec::new();
         let load_rows = self.bundle_arms(trust, &policy, ctx, &mut rows, &mut ratios)?;
+        // An embedded bundle against the same release on files, each registry.
+        let mut registries = vec![("bundle", self.at.registry())];
+        registries.extend(self.also_registry.clone().map(|r| ("foreign", r)));
+        for (scope, registry) in &registries {
+            let (embedded_rows, embedded_ratios) =
+                self.embedded_arms(scope, registry, trust, &policy)?;
+            rows.extend(embedded_rows);
+            ratios.extend(embedded_ratios);
+        }
         // Each selected module: the verified load against bare cuModuleLoadData.
         rows.extend(self.module_arms(&selected, trust, &policy, ctx, reps)?);
         rows.extend(load_rows);
@@ -254,8 +263,6 @@ impl Args {
         rows.extend(ptx_rows(&ptx, ctx, reps)?);
         rows.extend(self.nvrtc_rows(&selected, ctx, &info, reps)?);
         // Last, so that no other arm runs beside the extra contexts (contexts.rs).
-        let mut registries = vec![("bundle", self.at.registry())];
-        registries.extend(self.also_registry.clone().map(|r| ("foreign", r)));
         for (scope, registry) in &registries {
             let (context_rows, context_ratios) =
                 self.context_arms(scope, registry, trust, &policy)?;
