@@ -102,6 +102,7 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
         "servers",
         "servers nginx",
         "servers oci",
+        "servers reapi",
     ] {
         let args: Vec<&str> = task.split(' ').collect();
         let text = help(&args);

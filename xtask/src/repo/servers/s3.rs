@@ -14,73 +14,31 @@
 //! writers through boto3 and wants exactly one winner). It keeps objects in memory: a test
 //! starts its own.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::advice::fail;
-use crate::paths;
+use super::venv::{self, Pins};
 
 /// The pinned wheels.
-const REQUIREMENTS: &str = include_str!("../../../../manifests/s3-server.txt");
+const PINS: Pins = Pins {
+    name: "moto-s3",
+    file: "manifests/s3-server.txt",
+    text: include_str!("../../../../manifests/s3-server.txt"),
+    what: "the S3 test server (moto)",
+};
 /// The launcher.
 const LAUNCHER: &str = include_str!("s3_server.py");
 
 /// The pinned moto version (from the pin file).
 pub fn version() -> &'static str {
-    REQUIREMENTS
-        .lines()
-        .find_map(|l| l.strip_prefix("moto=="))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or("?")
+    PINS.version("moto")
 }
 
 /// The venv with the pinned wheels installed (made on first use; a change of the pins gets
 /// a venv of its own); returns its folder.
 pub fn ensure() -> Result<PathBuf> {
-    let pins = blake3::hash(REQUIREMENTS.as_bytes()).to_hex();
-    let base = paths::work_dir().join("servers");
-    let dir = base.join(format!("moto-s3-{}", &pins[..12]));
-    if dir.join(".installed").is_file() {
-        return Ok(dir);
-    }
-    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".moto-s3-")
-        .tempdir_in(&base)
-        .context("a folder for the S3 server's venv")?;
-    let venv = tmp.path().join("venv");
-    run(
-        Command::new("python3").arg("-m").arg("venv").arg(&venv),
-        "creating a Python venv for the S3 test server",
-    )?;
-    let req = tmp.path().join("requirements.txt");
-    std::fs::write(&req, REQUIREMENTS)?;
-    eprintln!("servers: installing the pinned S3 server (moto, manifests/s3-server.txt) ...");
-    run(
-        Command::new(venv.join("bin/python"))
-            .args(["-m", "pip", "install", "--no-deps", "--require-hashes"])
-            .args(["--only-binary=:all:", "--no-input", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&req),
-        "installing the S3 test server's pinned wheels",
-    )
-    .map_err(|e| {
-        fail(
-            format!("{e:#}"),
-            "the wheels of manifests/s3-server.txt are pinned for CPython 3.11 on x86-64 Linux and come from PyPI: run on such a machine with PyPI reachable (pip checks every sha256)",
-        )
-    })?;
-    std::fs::write(tmp.path().join(".installed"), REQUIREMENTS)?;
-    let made = tmp.keep();
-    match std::fs::rename(&made, &dir) {
-        Ok(()) => Ok(dir),
-        // Another process installed it meanwhile.
-        Err(_) if dir.join(".installed").is_file() => {
-            let _ = std::fs::remove_dir_all(&made);
-            Ok(dir)
-        }
-        Err(e) => Err(e).with_context(|| format!("moving the venv to {}", dir.display())),
-    }
+    PINS.ensure()
 }
 
 /// What the S3 server does wrong on purpose, for the fault tests.
@@ -141,7 +99,7 @@ pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Re
     let dir = ensure()?;
     let launcher = work.join("s3_server.py");
     std::fs::write(&launcher, LAUNCHER)?;
-    let mut cmd = Command::new(dir.join("venv/bin/python"));
+    let mut cmd = Command::new(venv::python(&dir));
     cmd.arg(&launcher);
     if faults.ignore_conditions {
         cmd.arg("--ignore-conditions");
@@ -163,21 +121,4 @@ pub fn command(port: u16, buckets: &[String], work: &Path, faults: Faults) -> Re
     }
     cmd.arg(port.to_string()).args(buckets).stdin(Stdio::null());
     Ok(cmd)
-}
-
-fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("{what}: starting {:?}", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!(
-            "{what}: {:?} failed ({}):\n{}{}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
 }
