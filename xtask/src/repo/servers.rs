@@ -115,7 +115,7 @@ impl Args {
                 for name in ["nginx", "docker-registry", "postgresql-15", "libpq5"] {
                     let (bin, used) = ensure_recorded(name)?;
                     println!(
-                        "{name:<16} {:<20} {:<18} sha256 {} {}",
+                        "{name:<18} {:<20} {:<18} sha256 {} {}",
                         used.version,
                         used.suite,
                         used.sha256,
@@ -124,7 +124,7 @@ impl Args {
                 }
                 let s3 = s3::ensure()?;
                 println!(
-                    "{:<16} {:<20} {:<18} {}",
+                    "{:<18} {:<20} {:<18} {}",
                     "s3 (moto)",
                     s3::version(),
                     "pypi, sha256-pinned",
@@ -133,7 +133,7 @@ impl Args {
                 reapi::ensure_postgres()?;
                 let reapi = reapi::ensure()?;
                 println!(
-                    "{:<16} {:<20} {:<18} {}",
+                    "{:<18} {:<20} {:<18} {}",
                     "reapi (buildgrid)",
                     reapi::version(),
                     "pypi, sha256-pinned",
