@@ -141,7 +141,7 @@ impl Fetch {
                 // What include_bundle! embeds must exist: empty, which open_embedded
                 // refuses as a bundle this build could not fetch.
                 let _ = std::fs::create_dir_all(self.out.join(BUNDLE_DIR));
-                let _ = std::fs::write(self.out.join(BUNDLE_FILE), b"");
+                let _ = cuda_aot::fs::write_atomic(&self.out.join(BUNDLE_FILE), b"");
                 None
             }
         }
@@ -196,7 +196,8 @@ impl Fetch {
         copy_layout(&dir, &bundle)?;
         let bundle_file = self.out.join(BUNDLE_FILE);
         let packed = pack_locked(&dir, &lock, &served, &trust)?;
-        std::fs::write(&bundle_file, &packed).map_err(|e| {
+        // Whole or not at all: an interrupted build leaves no half bundle to embed.
+        cuda_aot::fs::write_atomic(&bundle_file, &packed).map_err(|e| {
             err(
                 format!("{}: {e}", bundle_file.display()),
                 "check that OUT_DIR is writable",

@@ -394,4 +394,135 @@ mod tests {
         // An exact cubin always wins over PTX.
         assert_eq!(pick(&set, (8, 0), &p).unwrap(), "ntt sm_80");
     }
+
+    /// Issue 36, item 4: a device that cannot run some modules is refused naming the
+    /// device, its SM and driver and every module; the advice names the target to add to
+    /// the lock when the registry builds it but the bundle leaves it out, to the release
+    /// when it does not, and the newest driver floor among those the driver is below.
+    #[test]
+    fn issue_36_every_module_a_device_cannot_run_is_named_with_its_fix() {
+        use crate::metadata::IndexEntry;
+        use crate::source::RegistrySource;
+
+        /// A bundle carrying only the entries of these manifests.
+        struct Carries(Vec<crate::Digest>);
+        impl RegistrySource for Carries {
+            fn read_at_most(&self, _: &str, _: u64) -> Result<Option<Vec<u8>>> {
+                Ok(None)
+            }
+            fn carries(&self, manifest: &crate::Digest) -> bool {
+                self.0.contains(manifest)
+            }
+            fn describe(&self) -> String {
+                "a bundle".into()
+            }
+        }
+        let entry = |module: &str, sm: &str| IndexEntry {
+            module: crate::ModuleName::new(module).unwrap(),
+            sm: sm.parse().unwrap(),
+            kind: Kind::Cubin,
+            manifest: crate::Digest::of(format!("{module} {sm}").as_bytes()),
+            manifest_size: 1,
+            identity: crate::Digest::of(b"id"),
+            statement: crate::Digest::of(b"st"),
+            since: 1,
+        };
+        let entries = vec![
+            entry("msm", "sm_80"),
+            entry("msm", "sm_89"),
+            entry("ntt", "sm_80"),
+            entry("ntt", "sm_89"),
+            entry("poseidon", "sm_89"),
+        ];
+        let l40s = DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA L40S".into(),
+            uuid: [0; 16],
+            cc_major: 8,
+            cc_minor: 9,
+            sm_count: 142,
+            driver_version: 13000,
+        };
+        // The lock left sm_89 out: the bundle carries sm_80 only (and all of poseidon).
+        let bundle = Carries(
+            entries
+                .iter()
+                .filter(|e| e.sm.to_string() == "sm_80" || e.module.as_str() == "poseidon")
+                .map(|e| e.manifest)
+                .collect(),
+        );
+        let pick = Pick::for_device(&entries, &bundle, &l40s, &Policy::development());
+        assert_eq!(
+            pick.entries,
+            vec![4],
+            "poseidon's sm_89 is carried and picked"
+        );
+        let err = pick.refuse_unrunnable(&[], &l40s).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "NVIDIA L40S (sm_89, CUDA driver 13.0) cannot run 2 of the bundle's modules:\n  \
+             msm: no cubin for this device's sm_89 (NVIDIA L40S); the registry has sm_80\n  \
+             ntt: no cubin for this device's sm_89 (NVIDIA L40S); the registry has sm_80"
+        );
+        assert_eq!(err.kind(), crate::ErrorKind::NoTarget);
+        assert!(
+            err.fix().starts_with(
+                "the registry builds sm_89 but the lock leaves it out: add sm_89 to the lock's targets"
+            ) && err.fix().ends_with("for msm, ntt"),
+            "{}",
+            err.fix()
+        );
+        // A registry that builds no sm_89 at all: the release must add it.
+        let all = Carries(entries.iter().map(|e| e.manifest).collect());
+        let sm80: Vec<IndexEntry> = entries
+            .iter()
+            .filter(|e| e.sm.to_string() == "sm_80")
+            .cloned()
+            .collect();
+        let err = Pick::for_device(&sm80, &all, &l40s, &Policy::development())
+            .refuse_unrunnable(&[], &l40s)
+            .unwrap_err();
+        assert!(
+            err.fix()
+                .starts_with("the registry has no sm_89 binary of msm, ntt: ask its maintainers"),
+            "{}",
+            err.fix()
+        );
+        // Drivers: the newest floor is the one to install; with a missing target, both.
+        let old = |what: &str, need: &str| Error::DriverTooOld {
+            what: what.into(),
+            need: need.into(),
+            have: "12.4".into(),
+            ptx_isa_of: None,
+        };
+        let err = unsupported(
+            &DeviceInfo {
+                driver_version: 12040,
+                ..l40s.clone()
+            },
+            vec![
+                old("msm sm_89", "12.8"),
+                old("ntt sm_89", "13.0"),
+                Error::NoExactTarget {
+                    module: "poseidon".into(),
+                    device_sm: "sm_89".into(),
+                    device: "NVIDIA L40S".into(),
+                    available: "sm_90".into(),
+                    ptx_available: false,
+                },
+            ],
+            false,
+        );
+        assert!(
+            err.to_string().contains("CUDA driver 12.4) cannot run 3"),
+            "{err}"
+        );
+        assert_eq!(err.kind(), crate::ErrorKind::NoTarget);
+        let fix = err.fix();
+        assert!(fix.contains("add sm_89 to their release targets"), "{fix}");
+        assert!(
+            fix.contains("supports CUDA 13.0 or newer (nvidia-smi shows the CUDA version the driver supports), for msm sm_89, ntt sm_89"),
+            "{fix}"
+        );
+    }
 }

@@ -1,9 +1,10 @@
-//! The runtime crate `cuda-aot` (the root package: what provers depend on) can be
-//! published (issue 43, item 6): its package holds the library's sources, the README and
-//! docs/runtime.md and nothing else of the repository, and it builds from those packaged
-//! sources alone. Its dependencies all come from crates.io (its path dependencies on the
-//! workspace's crates are dev-dependencies, which packaging drops), so it is the only crate
-//! a prover needs published.
+//! The crates a prover and its users depend on can be published: the runtime crate
+//! `cuda-aot` (issue 43, item 6), whose package holds the library's sources, the README and
+//! docs/runtime.md and nothing else of the repository; and, for a prover's build script,
+//! `cuda-aot-build` with the `cuda-aot-registry` it fetches through (issue 36). Each builds
+//! from its packaged sources alone, the workspace's own crates it needs coming from the
+//! packages made in the same run (cargo's multi-package publish): nothing else of the
+//! workspace need be published.
 
 mod common;
 
@@ -90,12 +91,13 @@ fn the_runtime_crate_packages_its_sources_and_nothing_else_of_the_repository() {
     }
 }
 
-/// `cargo publish --dry-run` packages the crate, builds it from the unpacked package alone
-/// (no file of the checkout beside it) and stops before uploading; it reads crates.io's
-/// index, as CI can. The verification build compiles the crate's dependencies (about 50
-/// crates) into a target folder of its own, kept under target/tmp between runs.
+/// `cargo publish --dry-run` of the three crates packages each, builds each from its
+/// unpacked package alone (no file of the checkout beside it; `cuda-aot-registry` and
+/// `cuda-aot-build` against the packages just made of the crates they depend on) and stops
+/// before uploading; it reads crates.io's index, as CI can. The verification builds compile
+/// their dependencies into a target folder of their own, kept under target/tmp between runs.
 #[test]
-fn the_runtime_crate_builds_from_its_package_alone() {
+fn the_prover_crates_build_from_their_packages_alone() {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("publish-dry-run");
     let target = target.to_str().unwrap();
     let out = cargo(&[
@@ -103,6 +105,10 @@ fn the_runtime_crate_builds_from_its_package_alone() {
         "--dry-run",
         "-p",
         "cuda-aot",
+        "-p",
+        "cuda-aot-registry",
+        "-p",
+        "cuda-aot-build",
         "--allow-dirty",
         "--target-dir",
         target,
@@ -112,9 +118,15 @@ fn the_runtime_crate_builds_from_its_package_alone() {
         out.status.success(),
         "cargo publish --dry-run failed:\n{stderr}"
     );
-    assert!(stderr.contains("Verifying cuda-aot"), "{stderr}");
-    assert!(
-        stderr.contains("aborting upload due to dry run"),
+    for krate in ["cuda-aot", "cuda-aot-registry", "cuda-aot-build"] {
+        assert!(
+            stderr.contains(&format!("Verifying {krate} v")),
+            "{krate}: {stderr}"
+        );
+    }
+    assert_eq!(
+        stderr.matches("aborting upload due to dry run").count(),
+        3,
         "{stderr}"
     );
 }
