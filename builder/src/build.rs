@@ -18,7 +18,7 @@ mod extern_check;
 mod inputs;
 mod job;
 mod kernels;
-mod nvcc;
+pub(crate) mod nvcc;
 pub mod provenance;
 mod records;
 mod report;

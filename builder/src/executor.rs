@@ -14,6 +14,9 @@ use std::process::{Command, Output, Stdio};
 use crate::process;
 use crate::toolchain::NVCC_ENV_SCRUB;
 
+#[cfg(feature = "net")]
+pub mod remote;
+
 /// One run of a toolkit tool: its exact command line, where it runs, what it may read and
 /// what it must write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +33,9 @@ pub struct Action {
     /// Files the action must write (absolute, or relative to `cwd`): it failed when one is
     /// missing, whatever its exit status.
     pub outputs: Vec<PathBuf>,
+    /// Those of `outputs` that list paths the run read (make-style dependency files): a
+    /// remote executor maps the paths its worker wrote in them back to this machine's.
+    pub depfiles: Vec<PathBuf>,
 }
 
 impl Action {
@@ -58,6 +64,31 @@ impl Action {
     }
 }
 
+/// Whether the server's ActionCache is used (`--remote-exec-cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RemoteExecCache {
+    /// Every action runs (`skip_cache_lookup`), and its result is not cached.
+    Off,
+    /// A cached result is taken (then checked like a fresh one); an action run for this
+    /// build is marked `do_not_cache`, so nothing is added.
+    Read,
+    /// Cached results are taken, and what runs is cached by the server.
+    #[default]
+    ReadWrite,
+}
+
+/// What `--remote-exec-fallback` does when the REAPI server cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum RemoteExecFallback {
+    /// The build fails, naming the server and what to check.
+    #[default]
+    None,
+    /// The build runs here instead, after saying why on stderr.
+    Local,
+}
+
 /// Runs actions. Implementations must be usable from several build workers at once.
 pub trait Executor: Send + Sync + std::fmt::Debug {
     /// A short name for messages and reports (`local`, `remote grpc://…`).
@@ -67,6 +98,11 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// could not be run at all (not found, not reachable); a run that failed is an `Ok`
     /// whose status says so. The outputs are in place when this returns.
     fn execute(&self, action: &Action) -> std::io::Result<Output>;
+
+    /// One line on what it did, for the end of a build (`None`: nothing to say).
+    fn summary(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Runs actions as child processes of this machine, each in its own process group, so an
@@ -97,6 +133,7 @@ mod tests {
             cwd: dir.path().to_path_buf(),
             inputs: vec![dir.path().to_path_buf()],
             outputs: vec!["out.txt".into()],
+            depfiles: vec![],
         };
         let out = Local.execute(&action).unwrap();
         assert!(out.status.success());

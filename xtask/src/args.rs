@@ -7,9 +7,11 @@
 use anyhow::Result;
 use cuda_aot::{Channel, ModuleName, Target};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub use cuda_aot_builder::build::SharedCacheMode;
 use cuda_aot_builder::build::{BuildOptions, RemoteOptions};
+use cuda_aot_builder::executor::{Executor, RemoteExecCache, RemoteExecFallback};
 use cuda_aot_builder::toolchain::ToolchainOptions;
 pub use cuda_aot_builder::toolchain::ToolkitChoice;
 
@@ -156,6 +158,74 @@ pub struct CacheArgs {
     pub cache_max_size: Option<u64>,
     #[command(flatten)]
     pub remote: RemoteCacheArgs,
+    #[command(flatten)]
+    pub exec: RemoteExecArgs,
+}
+
+/// `--remote-exec URL` and how a build uses it, shared by `build`, `release` and `kernels`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RemoteExecArgs {
+    /// Run the build's nvcc and nvlink jobs as Remote Execution API v2 actions on this
+    /// server (BuildGrid, Buildbarn, BuildBuddy, NativeLink, EngFlow):
+    /// `grpc://HOST:PORT[/INSTANCE]`, `grpcs://…` for TLS. The inputs, the pinned toolkit
+    /// included, are uploaded once; the outputs come back and get the checks a local run's
+    /// get. Checked before any job starts. docs/build.md, "Remote execution".
+    #[arg(long, value_name = "URL", env = "CUDA_AOT_REMOTE_EXEC")]
+    pub remote_exec: Option<String>,
+    /// `off`: every action runs (the server's ActionCache is neither read nor added to);
+    /// `read`: cached results are taken (and checked), nothing is added; `read-write`:
+    /// cached results are taken and what runs is cached.
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "CUDA_AOT_REMOTE_EXEC_CACHE",
+        default_value = "read-write",
+        requires = "remote_exec"
+    )]
+    pub remote_exec_cache: RemoteExecCache,
+    /// `local`: when the server cannot be reached, build on this machine instead (said on
+    /// stderr); `none`: fail, naming the server. A malformed URL always fails.
+    #[arg(
+        long,
+        value_name = "KIND",
+        env = "CUDA_AOT_REMOTE_EXEC_FALLBACK",
+        default_value = "none",
+        requires = "remote_exec"
+    )]
+    pub remote_exec_fallback: RemoteExecFallback,
+}
+
+impl RemoteExecArgs {
+    /// The remote executor these arguments name, connected and checked (its capabilities
+    /// asked), or `None` without `--remote-exec` (or with the local fallback when the
+    /// server cannot be reached).
+    pub fn executor(&self) -> Result<Option<Arc<dyn Executor>>> {
+        let Some(url) = &self.remote_exec else {
+            return Ok(None);
+        };
+        #[cfg(not(feature = "net"))]
+        {
+            let _ = url;
+            crate::features::rerun("--remote-exec", "net")?;
+            unreachable!("rerun returns only on failure");
+        }
+        #[cfg(feature = "net")]
+        {
+            use cuda_aot_builder::executor::remote::{Remote, parse_url};
+            parse_url(url)?;
+            match Remote::connect(url, self.remote_exec_cache) {
+                Ok(r) => Ok(Some(Arc::new(r))),
+                Err(e) if self.remote_exec_fallback == RemoteExecFallback::Local => {
+                    eprintln!(
+                        "warning: {}; building on this machine instead (--remote-exec-fallback local)",
+                        format!("{e:#}").lines().next().unwrap_or_default()
+                    );
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
 }
 
 /// `--remote-cache-timeout-secs` unless given.
@@ -334,6 +404,7 @@ impl SelectArgs {
             o.cache_max = m;
         }
         o.remote = cache.remote.options();
+        // The executor (`--remote-exec`) is connected by the command, which can fail.
         o.modules = a.modules.clone();
         o.targets = a.targets.clone();
         o.toolkit = a.toolkit.options();

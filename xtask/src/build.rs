@@ -118,11 +118,18 @@ impl Args {
             }
             return Ok(());
         }
+        // The remote executor is asked for its capabilities before any job starts.
+        if let Some(remote) = self.cache.exec.executor()? {
+            opts.executor = remote;
+        }
         let report = run_build(&opts)?;
         if message::json() {
             emit_json(&report);
         } else {
             print_report(&report, self.explain);
+        }
+        if let Some(summary) = opts.executor.summary() {
+            eprintln!("{summary}");
         }
         if let Some(p) = self.report_json {
             files::write(&p, &serde_json::to_vec_pretty(&JsonReport::of(&report))?)?;

@@ -42,6 +42,9 @@ impl Args {
     pub fn run(self) -> Result<()> {
         self.select.select_project()?;
         let mut opts = self.select.build_options(&self.cache);
+        if let Some(remote) = self.cache.exec.executor()? {
+            opts.executor = remote;
+        }
         let out = tempfile::Builder::new()
             .prefix("cuda-aot-kernels-")
             .tempdir()?;

@@ -85,6 +85,9 @@ impl Args {
         let registry = self.registry_folder()?;
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
         let mut opts = self.select.build_options(&self.cache);
+        if let Some(remote) = self.cache.exec.executor()? {
+            opts.executor = remote;
+        }
         opts.out = out.clone();
 
         // 0. Everything that can fail without compiling fails now.
@@ -93,6 +96,9 @@ impl Args {
         self.toolchain()?;
         // 2. Every selected module for every target SM (cached).
         let report = build_step(&opts)?;
+        if let Some(summary) = opts.executor.summary() {
+            eprintln!("{summary}");
+        }
         // 3. The manifests, signed with the builder key.
         sign_step(&out, &keys)?;
         // 4. Published into the registry with the publisher key.

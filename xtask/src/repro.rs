@@ -62,6 +62,7 @@ impl Args {
                 cache_dir: None,
                 cache_max_size: None,
                 remote: Default::default(),
+                exec: Default::default(),
             },
         );
         let sources = build::spec::load(&base.spec, None)?.sources;

@@ -258,6 +258,7 @@ impl Invocation<'_> {
             cwd: self.cwd.to_path_buf(),
             inputs,
             outputs: vec![self.output.to_path_buf(), self.depfile.to_path_buf()],
+            depfiles: vec![self.depfile.to_path_buf()],
         }
     }
 
@@ -312,6 +313,7 @@ impl Stage<'_> {
             cwd: self.cwd.to_path_buf(),
             inputs: vec![self.cwd.to_path_buf(), self.toolkit.to_path_buf()],
             outputs: vec![self.output.to_path_buf()],
+            depfiles: vec![],
         }
     }
 

@@ -1,0 +1,475 @@
+//! The remote executor (`--remote-exec grpc://HOST:PORT`): each [`Action`] becomes a Remote
+//! Execution API v2 action on a server (BuildGrid, Buildbarn, BuildBuddy, NativeLink,
+//! EngFlow): its inputs, the pinned toolkit included, mirrored at their paths in the input
+//! root ([`tree`]) and uploaded once ([`cas`]); the same command line, every path under an
+//! input made relative to the working folder; the outputs fetched back and checked against
+//! their digests. What the build then does with them is what it does with a local run's:
+//! the executor is never trusted.
+//!
+//! The client is stock REAPI: no property but `OSFamily` and `ISA` in the platform, the
+//! SHA-256 digest function, `Execute` and `WaitExecution`, so any cluster runs the actions.
+//! The host compiler nvcc's `-ccbin` names is the worker's own, at the same path.
+
+pub mod cas;
+pub mod tree;
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use bazel_remote_apis::google::longrunning::operation;
+use prost::Message;
+use tonic::transport::{Channel, Endpoint};
+
+use super::{Action, Executor, RemoteExecCache};
+use crate::advice::fail;
+use cas::{Cas, grpc};
+use tree::{Blob, Hashes, Source};
+
+/// What the executor did, for the build's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// Actions sent.
+    pub actions: u64,
+    /// Actions the server answered from its ActionCache.
+    pub cached: u64,
+    /// Bytes uploaded to the CAS.
+    pub uploaded: u64,
+}
+
+/// A REAPI server: its channel, instance and the CAS.
+pub struct Remote {
+    url: String,
+    instance: String,
+    runtime: tokio::runtime::Runtime,
+    channel: Channel,
+    cas: Cas,
+    hashes: Hashes,
+    cache: RemoteExecCache,
+    actions: AtomicU64,
+    cached: AtomicU64,
+    uploaded: AtomicU64,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.url)
+            .field("instance", &self.instance)
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+/// The gRPC address and instance name of `url` (`grpc://HOST:PORT[/INSTANCE]`,
+/// `grpcs://…` for TLS), or why it is not one.
+pub fn parse_url(url: &str) -> anyhow::Result<(String, String)> {
+    let bad = |why: &str| {
+        fail(
+            format!("--remote-exec {url:?}: {why}"),
+            "give the server as grpc://HOST:PORT (or grpcs://HOST:PORT for TLS), with /INSTANCE after it when the server has named instances",
+        )
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    let http = match scheme {
+        "grpc" => "http",
+        "grpcs" => "https",
+        _ => return Err(bad("the scheme is not grpc:// or grpcs://")),
+    };
+    let (host, instance) = rest.split_once('/').unwrap_or((rest, ""));
+    let port_ok = host
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok {
+        return Err(bad("no HOST:PORT"));
+    }
+    if instance.split('/').any(|c| c == ".." || c == ".") || instance.ends_with('/') {
+        return Err(bad("the instance name is not a plain path"));
+    }
+    Ok((format!("{http}://{host}"), instance.to_string()))
+}
+
+impl Remote {
+    /// Connects to the server of `url` and asks its capabilities: refused, before any job
+    /// starts, when the URL is malformed, the server cannot be reached, speaks no REAPI (or
+    /// not over this TLS setting), or cannot execute actions with SHA-256 digests.
+    pub fn connect(url: &str, cache: RemoteExecCache) -> anyhow::Result<Remote> {
+        let (endpoint, instance) = parse_url(url)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let unreachable = |e: &dyn std::fmt::Display| {
+            fail(
+                format!("the remote executor {url} did not answer as a REAPI server: {e}"),
+                "check that the server runs and listens there (`cargo xtask servers reapi` starts one for tests), that grpc:// or grpcs:// matches its TLS setting, and that nothing between refuses HTTP/2; or build without --remote-exec (--remote-exec-fallback local builds here when it is gone)",
+            )
+        };
+        let channel = runtime.block_on(async {
+            let mut ep = Endpoint::from_shared(endpoint.clone())
+                .map_err(|e| unreachable(&e))?
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .tcp_nodelay(true);
+            if endpoint.starts_with("https://") {
+                ep = ep
+                    .tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots())
+                    .map_err(|e| unreachable(&e))?;
+            }
+            ep.connect().await.map_err(|e| unreachable(&e))
+        })?;
+        let caps = runtime
+            .block_on(
+                re::capabilities_client::CapabilitiesClient::new(channel.clone()).get_capabilities(
+                    re::GetCapabilitiesRequest {
+                        instance_name: instance.clone(),
+                    },
+                ),
+            )
+            .map_err(|s| unreachable(&grpc("GetCapabilities", s)))?
+            .into_inner();
+        let sha256 = re::digest_function::Value::Sha256 as i32;
+        let executes = caps.execution_capabilities.as_ref().is_some_and(|e| {
+            e.exec_enabled && (e.digest_function == sha256 || e.digest_functions.contains(&sha256))
+        });
+        if !executes {
+            return Err(fail(
+                format!(
+                    "{url} does not execute actions with SHA-256 digests (its capabilities: {:?})",
+                    caps.execution_capabilities
+                ),
+                "point --remote-exec at a server with remote execution enabled (an execution service, workers attached)",
+            ));
+        }
+        Ok(Remote {
+            url: url.to_string(),
+            cas: Cas::new(channel.clone(), instance.clone()),
+            instance,
+            runtime,
+            channel,
+            hashes: Hashes::default(),
+            cache,
+            actions: AtomicU64::new(0),
+            cached: AtomicU64::new(0),
+            uploaded: AtomicU64::new(0),
+        })
+    }
+
+    /// What it did so far.
+    pub fn stats(&self) -> RemoteStats {
+        RemoteStats {
+            actions: self.actions.load(Ordering::Relaxed),
+            cached: self.cached.load(Ordering::Relaxed),
+            uploaded: self.uploaded.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The REAPI form of `action`: the Command, the Action and the input root, every blob
+    /// of them with where its bytes are; and each output's path relative to the working
+    /// folder.
+    fn prepare(
+        &self,
+        action: &Action,
+        skip_cache: bool,
+    ) -> std::io::Result<(Blob, std::collections::BTreeMap<Blob, Source>, Vec<String>)> {
+        let cwd = &action.cwd;
+        let outputs: Vec<PathBuf> = action.outputs.iter().map(|o| cwd.join(o)).collect();
+        let mut dirs = vec![cwd.clone()];
+        dirs.extend(
+            outputs
+                .iter()
+                .filter_map(|o| o.parent().map(Path::to_path_buf)),
+        );
+        let root = tree::input_root(&action.inputs, &dirs, &self.hashes)?;
+        let relative = |p: &Path| relative_to(cwd, p).to_string_lossy().into_owned();
+        let under_inputs = |p: &Path| {
+            action.inputs.iter().any(|i| p.starts_with(i)) || outputs.iter().any(|o| o == p)
+        };
+        let mut arguments = vec![if under_inputs(&action.program) {
+            relative(&action.program)
+        } else {
+            action.program.to_string_lossy().into_owned()
+        }];
+        for a in &action.args {
+            let p = Path::new(a);
+            arguments.push(if p.is_absolute() && under_inputs(p) {
+                relative(p)
+            } else {
+                os(a)?
+            });
+        }
+        let output_paths: Vec<String> = outputs.iter().map(|o| relative(o)).collect();
+        let platform = re::Platform {
+            properties: vec![
+                re::platform::Property {
+                    name: "OSFamily".into(),
+                    value: std::env::consts::OS.into(),
+                },
+                re::platform::Property {
+                    name: "ISA".into(),
+                    value: std::env::consts::ARCH.replace('_', "-"),
+                },
+            ],
+        };
+        let env = [("LC_ALL", "C"), ("PATH", "/usr/bin:/bin")];
+        // The platform in the Command too: servers before REAPI 2.2 read it there.
+        #[allow(deprecated)]
+        let command = re::Command {
+            arguments,
+            environment_variables: env
+                .iter()
+                .map(|(k, v)| re::command::EnvironmentVariable {
+                    name: (*k).into(),
+                    value: (*v).into(),
+                })
+                .collect(),
+            output_paths: output_paths.clone(),
+            working_directory: tree::mirrored(cwd)?.join("/"),
+            platform: Some(platform.clone()),
+            ..Default::default()
+        };
+        let command_bytes = command.encode_to_vec();
+        let command_blob = Blob::of(&command_bytes);
+        let message = re::Action {
+            command_digest: Some(command_blob.proto()),
+            input_root_digest: Some(root.digest.proto()),
+            do_not_cache: skip_cache,
+            platform: Some(platform),
+            ..Default::default()
+        };
+        let action_bytes = message.encode_to_vec();
+        let action_blob = Blob::of(&action_bytes);
+        let mut blobs = root.blobs;
+        blobs.insert(command_blob, Source::Bytes(command_bytes.into()));
+        blobs.insert(action_blob.clone(), Source::Bytes(action_bytes.into()));
+        Ok((action_blob, blobs, output_paths))
+    }
+
+    /// Runs `action` remotely: uploads what the server lacks, executes (or takes the
+    /// cached result), fetches the outputs into place and the command's output.
+    async fn run(&self, action: &Action) -> std::io::Result<Output> {
+        let no_cache = self.cache != RemoteExecCache::ReadWrite;
+        let (digest, blobs, output_paths) = self.prepare(action, no_cache)?;
+        let sent = self.cas.upload(&blobs).await?;
+        self.uploaded.fetch_add(sent, Ordering::Relaxed);
+        self.actions.fetch_add(1, Ordering::Relaxed);
+        let response = self.execute(&digest).await?;
+        if response.cached_result {
+            self.cached.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(s) = response.status.as_ref().filter(|s| s.code != 0) {
+            return Err(std::io::Error::other(format!(
+                "{} could not run the action: {} (code {})",
+                self.url, s.message, s.code
+            )));
+        }
+        let result = response.result.ok_or_else(|| {
+            std::io::Error::other(format!("{}: an ExecuteResponse without a result", self.url))
+        })?;
+        for (path, rel) in action.outputs.iter().zip(&output_paths) {
+            let Some(file) = result.output_files.iter().find(|f| &f.path == rel) else {
+                continue;
+            };
+            let blob = Blob::from_proto(file.digest.as_ref().unwrap_or(&re::Digest::default()));
+            let bytes = self.cas.read(&blob).await?;
+            let bytes = match action.depfiles.iter().any(|d| d == path) {
+                true => local_paths(&bytes, &action.inputs),
+                false => bytes,
+            };
+            let to = action.cwd.join(path);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&to, bytes)?;
+        }
+        let stdout = self
+            .output_stream(&result.stdout_raw, result.stdout_digest.as_ref())
+            .await?;
+        let stderr = self
+            .output_stream(&result.stderr_raw, result.stderr_digest.as_ref())
+            .await?;
+        Ok(Output {
+            status: std::process::ExitStatus::from_raw((result.exit_code & 0xff) << 8),
+            stdout,
+            stderr,
+        })
+    }
+
+    async fn output_stream(
+        &self,
+        raw: &[u8],
+        digest: Option<&re::Digest>,
+    ) -> std::io::Result<Vec<u8>> {
+        match digest.filter(|d| d.size_bytes > 0) {
+            Some(d) => self.cas.read(&Blob::from_proto(d)).await,
+            None => Ok(raw.to_vec()),
+        }
+    }
+
+    /// `Execute`, waiting for the operation to finish (`WaitExecution` when the stream ends
+    /// first).
+    async fn execute(&self, digest: &Blob) -> std::io::Result<re::ExecuteResponse> {
+        let mut client = re::execution_client::ExecutionClient::new(self.channel.clone());
+        let mut stream = client
+            .execute(re::ExecuteRequest {
+                instance_name: self.instance.clone(),
+                skip_cache_lookup: self.cache == RemoteExecCache::Off,
+                action_digest: Some(digest.proto()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| grpc("Execute", s))?
+            .into_inner();
+        let mut name = String::new();
+        loop {
+            match stream.message().await {
+                Ok(Some(op)) => {
+                    name = op.name.clone();
+                    if op.done {
+                        return finished(op.result);
+                    }
+                }
+                Ok(None) | Err(_) if !name.is_empty() => {
+                    stream = client
+                        .wait_execution(re::WaitExecutionRequest { name: name.clone() })
+                        .await
+                        .map_err(|s| grpc("WaitExecution", s))?
+                        .into_inner();
+                }
+                Ok(None) => {
+                    return Err(std::io::Error::other(
+                        "Execute: the stream ended before an operation",
+                    ));
+                }
+                Err(s) => return Err(grpc("Execute", s)),
+            }
+        }
+    }
+}
+
+/// The ExecuteResponse in a finished operation's result.
+fn finished(result: Option<operation::Result>) -> std::io::Result<re::ExecuteResponse> {
+    match result {
+        Some(operation::Result::Response(any)) => re::ExecuteResponse::decode(any.value.as_slice())
+            .map_err(|e| {
+                std::io::Error::other(format!("Execute: a response that does not decode: {e}"))
+            }),
+        Some(operation::Result::Error(s)) => Err(std::io::Error::other(format!(
+            "Execute failed: {} (code {})",
+            s.message, s.code
+        ))),
+        None => Err(std::io::Error::other(
+            "Execute: a finished operation without a result",
+        )),
+    }
+}
+
+/// A dependency file written on a worker with every path below an input mapped back to
+/// this machine: the worker's input root mirrors each input at its path, so a path that
+/// ends in an input's mirrored path is that input's here.
+fn local_paths(text: &[u8], inputs: &[PathBuf]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(text);
+    let mirrors: Vec<String> = inputs
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for (i, token) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let found = token.starts_with('/').then(|| {
+            mirrors
+                .iter()
+                .filter_map(|m| {
+                    token
+                        .find(&format!("{m}/"))
+                        .filter(|&at| at > 0)
+                        .map(|at| (at, m.len()))
+                })
+                .max_by_key(|(_, len)| *len)
+        });
+        match found.flatten() {
+            Some((at, _)) => out.push_str(&token[at..]),
+            None => out.push_str(token),
+        }
+    }
+    out.into_bytes()
+}
+
+fn os(a: &OsString) -> std::io::Result<String> {
+    a.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| std::io::Error::other(format!("{a:?}: an argument that is not UTF-8")))
+}
+
+/// `target` relative to `base` (both absolute).
+fn relative_to(base: &Path, target: &Path) -> PathBuf {
+    crate::build::nvcc::relative_to(base, target)
+}
+
+impl Executor for Remote {
+    fn name(&self) -> String {
+        format!("remote {}", self.url)
+    }
+
+    fn execute(&self, action: &Action) -> std::io::Result<Output> {
+        self.runtime.block_on(self.run(action))
+    }
+
+    fn summary(&self) -> Option<String> {
+        let s = self.stats();
+        Some(format!(
+            "remote execution on {}: {} action(s), {} from its ActionCache, {:.1} MiB uploaded",
+            self.url,
+            s.actions,
+            s.cached,
+            s.uploaded as f64 / f64::from(1 << 20)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_a_grpc_server_or_are_refused_with_a_fix() {
+        assert_eq!(
+            parse_url("grpc://127.0.0.1:8980").unwrap(),
+            ("http://127.0.0.1:8980".into(), String::new())
+        );
+        assert_eq!(
+            parse_url("grpcs://re.example:443/main").unwrap(),
+            ("https://re.example:443".into(), "main".into())
+        );
+        for bad in [
+            "127.0.0.1:8980",
+            "http://127.0.0.1:8980",
+            "grpc://127.0.0.1",
+            "grpc://:80",
+            "grpc://host:0",
+            "grpc://host:99999",
+            "grpc://host:1/../x",
+        ] {
+            let e = parse_url(bad).unwrap_err();
+            assert!(
+                format!("{e:?}").contains("give the server as grpc://"),
+                "{bad}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_workers_dependency_paths_come_back_as_this_machines() {
+        let inputs = vec![PathBuf::from("/work/toolkit"), PathBuf::from("/work/src")];
+        let depfile = b"out.o : a.cu /tmp/w1/act/work/src/inc/a.cuh /tmp/w1/act/work/toolkit/include/cuda.h /usr/include/stdio.h";
+        let local = String::from_utf8(local_paths(depfile, &inputs)).unwrap();
+        assert_eq!(
+            local,
+            "out.o : a.cu /work/src/inc/a.cuh /work/toolkit/include/cuda.h /usr/include/stdio.h"
+        );
+    }
+}

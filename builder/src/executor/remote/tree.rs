@@ -1,0 +1,316 @@
+//! An action's input root as REAPI sees it: every input of the [`Action`](super::super::Action)
+//! mirrored at its absolute path below the root (`/work/src/a.cu` is `work/src/a.cu`), so
+//! that relative paths between inputs, and from the working folder to each, are the same
+//! on a worker as here. Files are hashed (SHA-256, the digest function every REAPI server
+//! speaks) once per process; the folders are the REAPI `Directory` messages, each stored by
+//! its own digest.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use prost::Message;
+use sha2::{Digest as _, Sha256};
+
+/// A REAPI digest: SHA-256 in lower-case hex and the size.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Blob {
+    /// Lower-case hex SHA-256.
+    pub hash: String,
+    /// Size in bytes.
+    pub size: i64,
+}
+
+impl Blob {
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Blob {
+        Blob {
+            hash: hex::encode(Sha256::digest(bytes)),
+            size: bytes.len() as i64,
+        }
+    }
+    /// As the protocol's message.
+    pub fn proto(&self) -> re::Digest {
+        re::Digest {
+            hash: self.hash.clone(),
+            size_bytes: self.size,
+        }
+    }
+    /// From the protocol's message.
+    pub fn from_proto(d: &re::Digest) -> Blob {
+        Blob {
+            hash: d.hash.clone(),
+            size: d.size_bytes,
+        }
+    }
+}
+
+/// Where a blob's bytes are: a file of this machine, or in memory (a message).
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file, read when uploaded.
+    File(PathBuf),
+    /// Bytes made here (a `Directory`, the `Command`, the `Action`).
+    Bytes(Arc<Vec<u8>>),
+}
+
+/// One entry of a folder.
+#[derive(Debug, Clone)]
+enum Node {
+    File { blob: Blob, executable: bool },
+    Link(String),
+    Dir(BTreeMap<String, Node>),
+}
+
+/// File digests by (path, size, modification time), for the life of the process: the
+/// toolkit's thousands of files are hashed once however many actions send them.
+#[derive(Debug, Default)]
+pub struct Hashes {
+    files: Mutex<HashMap<(PathBuf, u64, i128), Blob>>,
+}
+
+impl Hashes {
+    fn file(&self, path: &Path, meta: &std::fs::Metadata) -> std::io::Result<Blob> {
+        use std::os::unix::fs::MetadataExt;
+        let key = (
+            path.to_path_buf(),
+            meta.len(),
+            meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        );
+        if let Some(b) = self.files.lock().expect("hashes").get(&key) {
+            return Ok(b.clone());
+        }
+        let mut h = Sha256::new();
+        let mut f = std::fs::File::open(path)?;
+        let mut buf = vec![0u8; 1 << 16];
+        let mut size = 0i64;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+            size += n as i64;
+        }
+        let blob = Blob {
+            hash: hex::encode(h.finalize()),
+            size,
+        };
+        self.files.lock().expect("hashes").insert(key, blob.clone());
+        Ok(blob)
+    }
+}
+
+/// The input root of one action: its digest and every blob it is made of.
+#[derive(Debug)]
+pub struct InputRoot {
+    /// The root `Directory`'s digest.
+    pub digest: Blob,
+    /// Every blob (files and `Directory` messages) with where its bytes are.
+    pub blobs: BTreeMap<Blob, Source>,
+}
+
+/// `path` (absolute) as its place below the input root: its normal components.
+pub fn mirrored(path: &Path) -> std::io::Result<Vec<String>> {
+    if !path.is_absolute() {
+        return Err(std::io::Error::other(format!(
+            "{}: an input path must be absolute",
+            path.display()
+        )));
+    }
+    let mut out = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(s) => {
+                out.push(s.to_str().map(str::to_string).ok_or_else(|| {
+                    std::io::Error::other(format!("{}: not UTF-8", path.display()))
+                })?)
+            }
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "{}: an input path must be absolute and normal",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The input root holding `inputs` (absolute files and folders, each mirrored at its
+/// path), plus empty folders at `dirs` (the working folder, the outputs' folders).
+pub fn input_root(
+    inputs: &[PathBuf],
+    dirs: &[PathBuf],
+    hashes: &Hashes,
+) -> std::io::Result<InputRoot> {
+    let mut root = BTreeMap::new();
+    let mut files: BTreeMap<Blob, Source> = BTreeMap::new();
+    for d in dirs {
+        place_dir(&mut root, &mirrored(d)?);
+    }
+    for input in inputs {
+        let at = mirrored(input)?;
+        let node = scan(input, hashes, &mut files)?;
+        place(&mut root, &at, node, input)?;
+    }
+    let mut blobs = files;
+    let digest = store(&root, &mut blobs);
+    Ok(InputRoot { digest, blobs })
+}
+
+/// Makes the folder `at` (and its parents) exist in `root`.
+fn place_dir(root: &mut BTreeMap<String, Node>, at: &[String]) {
+    let mut dir = root;
+    for part in at {
+        let entry = dir
+            .entry(part.clone())
+            .or_insert_with(|| Node::Dir(BTreeMap::new()));
+        dir = match entry {
+            Node::Dir(d) => d,
+            // A file where a folder is wanted: the input wins (a conflict would fail the
+            // action, which names it).
+            _ => return,
+        };
+    }
+}
+
+/// Puts `node` at `at`, merging folders (an input inside another input).
+fn place(
+    root: &mut BTreeMap<String, Node>,
+    at: &[String],
+    node: Node,
+    shown: &Path,
+) -> std::io::Result<()> {
+    let Some((last, parents)) = at.split_last() else {
+        return Err(std::io::Error::other("the input / is not allowed"));
+    };
+    place_dir(root, parents);
+    let mut dir = root;
+    for p in parents {
+        dir = match dir.get_mut(p) {
+            Some(Node::Dir(d)) => d,
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "{}: a parent is a file",
+                    shown.display()
+                )));
+            }
+        };
+    }
+    match (dir.get_mut(last), node) {
+        (Some(Node::Dir(have)), Node::Dir(add)) => merge(have, add),
+        (_, node) => {
+            dir.insert(last.clone(), node);
+        }
+    }
+    Ok(())
+}
+
+fn merge(have: &mut BTreeMap<String, Node>, add: BTreeMap<String, Node>) {
+    for (name, node) in add {
+        match (have.get_mut(&name), node) {
+            (Some(Node::Dir(h)), Node::Dir(a)) => merge(h, a),
+            (_, node) => {
+                have.insert(name, node);
+            }
+        }
+    }
+}
+
+/// The node of the file or folder `path` (links kept as links), its files added to
+/// `files`.
+fn scan(path: &Path, hashes: &Hashes, files: &mut BTreeMap<Blob, Source>) -> std::io::Result<Node> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        let target = std::fs::read_link(path)?;
+        return Ok(Node::Link(target.to_string_lossy().into_owned()));
+    }
+    if kind.is_file() {
+        let blob = hashes.file(path, &meta)?;
+        files.insert(blob.clone(), Source::File(path.to_path_buf()));
+        return Ok(Node::File {
+            blob,
+            executable: meta.permissions().mode() & 0o111 != 0,
+        });
+    }
+    if kind.is_dir() {
+        let mut out = BTreeMap::new();
+        for e in std::fs::read_dir(path)? {
+            let e = e?;
+            let name = e.file_name().to_str().map(str::to_string).ok_or_else(|| {
+                std::io::Error::other(format!("{}: a name that is not UTF-8", e.path().display()))
+            })?;
+            out.insert(name, scan(&e.path(), hashes, files)?);
+        }
+        return Ok(Node::Dir(out));
+    }
+    Err(std::io::Error::other(format!(
+        "{}: not a file, folder or link",
+        path.display()
+    )))
+}
+
+/// Stores the `Directory` messages of `dir` (and below) in `blobs`; returns its digest.
+fn store(dir: &BTreeMap<String, Node>, blobs: &mut BTreeMap<Blob, Source>) -> Blob {
+    let mut msg = re::Directory::default();
+    for (name, node) in dir {
+        match node {
+            Node::File { blob, executable } => msg.files.push(re::FileNode {
+                name: name.clone(),
+                digest: Some(blob.proto()),
+                is_executable: *executable,
+                ..Default::default()
+            }),
+            Node::Link(target) => msg.symlinks.push(re::SymlinkNode {
+                name: name.clone(),
+                target: target.clone(),
+                ..Default::default()
+            }),
+            Node::Dir(sub) => {
+                let digest = store(sub, blobs);
+                msg.directories.push(re::DirectoryNode {
+                    name: name.clone(),
+                    digest: Some(digest.proto()),
+                });
+            }
+        }
+    }
+    let bytes = msg.encode_to_vec();
+    let blob = Blob::of(&bytes);
+    blobs.insert(blob.clone(), Source::Bytes(Arc::new(bytes)));
+    blob
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_mirrored_at_their_paths_and_hashed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("inc")).unwrap();
+        std::fs::write(src.join("a.cu"), b"kernel").unwrap();
+        std::fs::write(src.join("inc/a.cuh"), b"header").unwrap();
+        let hashes = Hashes::default();
+        let out = dir.path().join("out");
+        let (inputs, dirs) = (vec![src.clone()], vec![out.clone()]);
+        let root = input_root(&inputs, &dirs, &hashes).unwrap();
+        // The same inputs: the same root digest; a changed file: another.
+        let again = input_root(&inputs, &dirs, &hashes).unwrap();
+        assert_eq!(root.digest, again.digest);
+        assert!(root.blobs.contains_key(&Blob::of(b"kernel")));
+        std::fs::write(src.join("a.cu"), b"kernel 2").unwrap();
+        let changed = input_root(&[src], &[out], &hashes).unwrap();
+        assert_ne!(root.digest, changed.digest);
+        assert_eq!(mirrored(Path::new("/a/b")).unwrap(), vec!["a", "b"]);
+        assert!(mirrored(Path::new("relative")).is_err());
+        assert!(mirrored(Path::new("/a/../b")).is_err());
+    }
+}
