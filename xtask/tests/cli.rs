@@ -103,6 +103,7 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
         "servers nginx",
         "servers oci",
         "servers reapi",
+        "servers reapi-worker",
     ] {
         let args: Vec<&str> = task.split(' ').collect();
         let text = help(&args);

