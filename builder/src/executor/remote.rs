@@ -173,34 +173,54 @@ impl Remote {
         &self,
         action: &Action,
         skip_cache: bool,
-    ) -> std::io::Result<(Blob, std::collections::BTreeMap<Blob, Source>, Vec<String>)> {
+    ) -> std::io::Result<(
+        Blob,
+        std::collections::BTreeMap<Blob, Source>,
+        Vec<String>,
+        Layout,
+    )> {
         let cwd = &action.cwd;
         let outputs: Vec<PathBuf> = action.outputs.iter().map(|o| cwd.join(o)).collect();
-        let mut dirs = vec![cwd.clone()];
-        dirs.extend(
-            outputs
-                .iter()
-                .filter_map(|o| o.parent().map(Path::to_path_buf)),
-        );
-        let root = tree::input_root(&action.inputs, &dirs, &self.hashes)?;
-        let relative = |p: &Path| relative_to(cwd, p).to_string_lossy().into_owned();
+        let layout = Layout::of(action, &outputs);
+        let mut dirs = vec![layout.place(cwd)?];
+        for o in &outputs {
+            if let Some(parent) = o.parent() {
+                dirs.push(layout.place(parent)?);
+            }
+        }
+        let inputs = action
+            .inputs
+            .iter()
+            .map(|i| Ok((i.clone(), layout.place(i)?)))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let root = tree::input_root(&inputs, &dirs, &self.hashes)?;
+        let relative = |p: &Path| -> std::io::Result<String> {
+            Ok(
+                relative_to(&layout.virtual_path(cwd)?, &layout.virtual_path(p)?)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
         let under_inputs = |p: &Path| {
             action.inputs.iter().any(|i| p.starts_with(i)) || outputs.iter().any(|o| o == p)
         };
         let mut arguments = vec![if under_inputs(&action.program) {
-            relative(&action.program)
+            relative(&action.program)?
         } else {
             action.program.to_string_lossy().into_owned()
         }];
         for a in &action.args {
             let p = Path::new(a);
             arguments.push(if p.is_absolute() && under_inputs(p) {
-                relative(p)
+                relative(p)?
             } else {
                 os(a)?
             });
         }
-        let output_paths: Vec<String> = outputs.iter().map(|o| relative(o)).collect();
+        let output_paths = outputs
+            .iter()
+            .map(|o| relative(o))
+            .collect::<std::io::Result<Vec<_>>>()?;
         let platform = re::Platform {
             properties: vec![
                 re::platform::Property {
@@ -226,7 +246,7 @@ impl Remote {
                 })
                 .collect(),
             output_paths: output_paths.clone(),
-            working_directory: tree::mirrored(cwd)?.join("/"),
+            working_directory: layout.place(cwd)?.join("/"),
             platform: Some(platform.clone()),
             ..Default::default()
         };
@@ -244,14 +264,14 @@ impl Remote {
         let mut blobs = root.blobs;
         blobs.insert(command_blob, Source::Bytes(command_bytes.into()));
         blobs.insert(action_blob.clone(), Source::Bytes(action_bytes.into()));
-        Ok((action_blob, blobs, output_paths))
+        Ok((action_blob, blobs, output_paths, layout))
     }
 
     /// Runs `action` remotely: uploads what the server lacks, executes (or takes the
     /// cached result), fetches the outputs into place and the command's output.
     async fn run(&self, action: &Action) -> std::io::Result<Output> {
         let no_cache = self.cache != RemoteExecCache::ReadWrite;
-        let (digest, blobs, output_paths) = self.prepare(action, no_cache)?;
+        let (digest, blobs, output_paths, layout) = self.prepare(action, no_cache)?;
         let sent = self.cas.upload(&blobs).await?;
         self.uploaded.fetch_add(sent, Ordering::Relaxed);
         self.actions.fetch_add(1, Ordering::Relaxed);
@@ -275,7 +295,7 @@ impl Remote {
             let blob = Blob::from_proto(file.digest.as_ref().unwrap_or(&re::Digest::default()));
             let bytes = self.cas.read(&blob).await?;
             let bytes = match action.depfiles.iter().any(|d| d == path) {
-                true => local_paths(&bytes, &action.inputs),
+                true => layout.local_paths(&bytes),
                 false => bytes,
             };
             let to = action.cwd.join(path);
@@ -366,37 +386,112 @@ fn finished(result: Option<operation::Result>) -> std::io::Result<re::ExecuteRes
     }
 }
 
-/// A dependency file written on a worker with every path below an input mapped back to
-/// this machine: the worker's input root mirrors each input at its path, so a path that
-/// ends in an input's mirrored path is that input's here.
-fn local_paths(text: &[u8], inputs: &[PathBuf]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(text);
-    let mirrors: Vec<String> = inputs
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    let mut out = String::with_capacity(text.len());
-    for (i, token) in text.split(' ').enumerate() {
-        if i > 0 {
-            out.push(' ');
+/// Where the inputs of an action go in its input root: the toolkit (the input holding the
+/// program) at `cuda-aot-toolkit/`, everything else (sources, include folders, the working
+/// folder, the outputs' folders) at `cuda-aot-work/`, relative to their common folder. Two
+/// checkouts with the same layout at different paths make the same actions, so they share
+/// the server's cache, and no path of this machine reaches the worker.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    toolkit: Option<PathBuf>,
+    base: PathBuf,
+}
+
+/// The input root's folder of the toolkit.
+const TOOLKIT: &str = "cuda-aot-toolkit";
+/// The input root's folder of the rest.
+const WORK: &str = "cuda-aot-work";
+
+impl Layout {
+    /// The layout of `action`, whose outputs are `outputs` (absolute).
+    pub fn of(action: &Action, outputs: &[PathBuf]) -> Layout {
+        let toolkit = action
+            .inputs
+            .iter()
+            .find(|i| action.program.starts_with(i))
+            .cloned();
+        let mut rest: Vec<&Path> = action
+            .inputs
+            .iter()
+            .filter(|i| Some(*i) != toolkit.as_ref())
+            .map(PathBuf::as_path)
+            .collect();
+        rest.push(&action.cwd);
+        rest.extend(outputs.iter().filter_map(|o| o.parent()));
+        let mut base = rest.first().map(|p| p.to_path_buf()).unwrap_or_default();
+        for p in &rest[1..] {
+            while !p.starts_with(&base) {
+                if !base.pop() {
+                    break;
+                }
+            }
         }
-        let found = token.starts_with('/').then(|| {
-            mirrors
-                .iter()
-                .filter_map(|m| {
-                    token
-                        .find(&format!("{m}/"))
-                        .filter(|&at| at > 0)
-                        .map(|at| (at, m.len()))
-                })
-                .max_by_key(|(_, len)| *len)
-        });
-        match found.flatten() {
-            Some((at, _)) => out.push_str(&token[at..]),
-            None => out.push_str(token),
-        }
+        Layout { toolkit, base }
     }
-    out.into_bytes()
+
+    /// The place of the absolute `path` in the input root.
+    pub fn place(&self, path: &Path) -> std::io::Result<Vec<String>> {
+        let (top, rest) = match &self.toolkit {
+            Some(t) if path.starts_with(t) => (TOOLKIT, path.strip_prefix(t)),
+            _ => (WORK, path.strip_prefix(&self.base)),
+        };
+        let rest = rest.map_err(|_| {
+            std::io::Error::other(format!("{}: outside the action's inputs", path.display()))
+        })?;
+        let mut out = vec![top.to_string()];
+        for c in rest.components() {
+            match c {
+                std::path::Component::Normal(s) => {
+                    out.push(s.to_str().map(str::to_string).ok_or_else(|| {
+                        std::io::Error::other(format!("{}: not UTF-8", path.display()))
+                    })?)
+                }
+                _ => {
+                    return Err(std::io::Error::other(format!(
+                        "{}: not a normal path",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `path`'s place as an absolute path of the input root, to take relative paths
+    /// between places.
+    fn virtual_path(&self, path: &Path) -> std::io::Result<PathBuf> {
+        Ok(Path::new("/").join(self.place(path)?.join("/")))
+    }
+
+    /// A dependency file written on a worker with every path below the input root mapped
+    /// back to this machine's (relative paths stay: the working folder's layout is the same
+    /// here).
+    pub fn local_paths(&self, text: &[u8]) -> Vec<u8> {
+        let text = String::from_utf8_lossy(text);
+        let mut out = String::with_capacity(text.len());
+        for (i, token) in text.split(' ').enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            let mapped = token.starts_with('/').then(|| {
+                let toolkit = self.toolkit.as_ref().and_then(|t| {
+                    token
+                        .split_once(&format!("/{TOOLKIT}/"))
+                        .map(|(_, rest)| t.join(rest))
+                });
+                toolkit.or_else(|| {
+                    token
+                        .split_once(&format!("/{WORK}/"))
+                        .map(|(_, rest)| self.base.join(rest))
+                })
+            });
+            match mapped.flatten() {
+                Some(p) => out.push_str(&p.to_string_lossy()),
+                None => out.push_str(token),
+            }
+        }
+        out.into_bytes()
+    }
 }
 
 fn os(a: &OsString) -> std::io::Result<String> {
@@ -463,13 +558,34 @@ mod tests {
     }
 
     #[test]
-    fn a_workers_dependency_paths_come_back_as_this_machines() {
-        let inputs = vec![PathBuf::from("/work/toolkit"), PathBuf::from("/work/src")];
-        let depfile = b"out.o : a.cu /tmp/w1/act/work/src/inc/a.cuh /tmp/w1/act/work/toolkit/include/cuda.h /usr/include/stdio.h";
-        let local = String::from_utf8(local_paths(depfile, &inputs)).unwrap();
+    fn inputs_are_placed_by_role_and_a_workers_paths_come_back_as_this_machines() {
+        let action = Action {
+            program: "/opt/tk/bin/nvcc".into(),
+            args: vec![],
+            cwd: "/home/u/proj/src".into(),
+            inputs: vec![
+                "/home/u/proj/src".into(),
+                "/opt/tk".into(),
+                "/home/u/proj/include".into(),
+            ],
+            outputs: vec!["../out/a.cubin".into()],
+            depfiles: vec![],
+        };
+        let layout = Layout::of(&action, &["/home/u/proj/src/../out/a.cubin".into()]);
+        assert_eq!(
+            layout.place(Path::new("/opt/tk/bin/nvcc")).unwrap(),
+            vec!["cuda-aot-toolkit", "bin", "nvcc"]
+        );
+        assert_eq!(
+            layout.place(Path::new("/home/u/proj/src")).unwrap(),
+            vec!["cuda-aot-work", "src"]
+        );
+        assert!(layout.place(Path::new("/etc/passwd")).is_err());
+        let depfile = b"a.cubin : a.cu /w/1/act/cuda-aot-work/include/a.cuh /w/1/act/cuda-aot-toolkit/include/cuda.h /usr/include/stdio.h";
+        let local = String::from_utf8(layout.local_paths(depfile)).unwrap();
         assert_eq!(
             local,
-            "out.o : a.cu /work/src/inc/a.cuh /work/toolkit/include/cuda.h /usr/include/stdio.h"
+            "a.cubin : a.cu /home/u/proj/include/a.cuh /opt/tk/include/cuda.h /usr/include/stdio.h"
         );
     }
 }

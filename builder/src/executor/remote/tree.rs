@@ -1,9 +1,8 @@
 //! An action's input root as REAPI sees it: every input of the [`Action`](super::super::Action)
-//! mirrored at its absolute path below the root (`/work/src/a.cu` is `work/src/a.cu`), so
-//! that relative paths between inputs, and from the working folder to each, are the same
-//! on a worker as here. Files are hashed (SHA-256, the digest function every REAPI server
-//! speaks) once per process; the folders are the REAPI `Directory` messages, each stored by
-//! its own digest.
+//! at the place the executor gives it (`super::Layout`), so that relative paths between
+//! inputs, and from the working folder to each, are the same on a worker as here. Files are
+//! hashed (SHA-256, the digest function every REAPI server speaks) once per process; the
+//! folders are the REAPI `Directory` messages, each stored by its own digest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
@@ -112,7 +111,7 @@ pub struct InputRoot {
     pub blobs: BTreeMap<Blob, Source>,
 }
 
-/// `path` (absolute) as its place below the input root: its normal components.
+/// The normal components of the absolute `path`.
 pub fn mirrored(path: &Path) -> std::io::Result<Vec<String>> {
     if !path.is_absolute() {
         return Err(std::io::Error::other(format!(
@@ -140,22 +139,22 @@ pub fn mirrored(path: &Path) -> std::io::Result<Vec<String>> {
     Ok(out)
 }
 
-/// The input root holding `inputs` (absolute files and folders, each mirrored at its
-/// path), plus empty folders at `dirs` (the working folder, the outputs' folders).
+/// The input root holding `inputs` (files and folders of this machine, each at the place
+/// given: its path's components below the root), plus empty folders at `dirs` (the working
+/// folder, the outputs' folders).
 pub fn input_root(
-    inputs: &[PathBuf],
-    dirs: &[PathBuf],
+    inputs: &[(PathBuf, Vec<String>)],
+    dirs: &[Vec<String>],
     hashes: &Hashes,
 ) -> std::io::Result<InputRoot> {
     let mut root = BTreeMap::new();
     let mut files: BTreeMap<Blob, Source> = BTreeMap::new();
     for d in dirs {
-        place_dir(&mut root, &mirrored(d)?);
+        place_dir(&mut root, d);
     }
-    for input in inputs {
-        let at = mirrored(input)?;
+    for (input, at) in inputs {
         let node = scan(input, hashes, &mut files)?;
-        place(&mut root, &at, node, input)?;
+        place(&mut root, at, node, input)?;
     }
     let mut blobs = files;
     let digest = store(&root, &mut blobs);
@@ -300,14 +299,15 @@ mod tests {
         std::fs::write(src.join("inc/a.cuh"), b"header").unwrap();
         let hashes = Hashes::default();
         let out = dir.path().join("out");
-        let (inputs, dirs) = (vec![src.clone()], vec![out.clone()]);
+        let inputs = vec![(src.clone(), mirrored(&src).unwrap())];
+        let dirs = vec![mirrored(&out).unwrap()];
         let root = input_root(&inputs, &dirs, &hashes).unwrap();
         // The same inputs: the same root digest; a changed file: another.
         let again = input_root(&inputs, &dirs, &hashes).unwrap();
         assert_eq!(root.digest, again.digest);
         assert!(root.blobs.contains_key(&Blob::of(b"kernel")));
         std::fs::write(src.join("a.cu"), b"kernel 2").unwrap();
-        let changed = input_root(&[src], &[out], &hashes).unwrap();
+        let changed = input_root(&inputs, &dirs, &hashes).unwrap();
         assert_ne!(root.digest, changed.digest);
         assert_eq!(mirrored(Path::new("/a/b")).unwrap(), vec!["a", "b"]);
         assert!(mirrored(Path::new("relative")).is_err());
