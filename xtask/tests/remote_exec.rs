@@ -1,16 +1,21 @@
 //! Builds on a Remote Execution API server (issue 45): `--remote-exec grpc://…` against the
-//! pinned BuildGrid (`servers reapi`) with the project's workers (`servers reapi-worker`).
-//! A bad URL, a server that is gone, one that speaks HTTP but not gRPC, or one reached over
-//! TLS that has none is refused before any job starts, each naming the server with a Fix;
+//! pinned BuildGrid (`servers reapi`) with two of the project's workers
+//! (`servers reapi-worker`, each with its own folder). The blobs are the local build's, bit
+//! for bit, with no worker's path in them; a second checkout elsewhere with empty caches
+//! runs nothing (every action answered by the server's ActionCache). A bad URL, a server
+//! that is gone, one that speaks HTTP but not gRPC, or one reached over TLS that has none
+//! is refused before any job starts, each naming the server with a Fix;
 //! `--remote-exec-fallback local` builds here instead.
 
 mod common;
 
 use std::net::TcpListener;
 
-use common::Ws;
-use common::reapi::Reapi;
+use std::collections::BTreeMap;
+
+use common::reapi::{Reapi, Worker};
 use common::server::Server;
+use common::{Run, Ws};
 
 /// A port nothing listens on.
 fn free_port() -> u16 {
@@ -84,5 +89,73 @@ fn issue_45_bad_urls_and_absent_or_foreign_servers_are_refused_before_any_job() 
         !run.ok && run.stderr.contains("Fix: give the server as grpc://"),
         "{}",
         run.stderr
+    );
+}
+
+/// `module target` → blake3 of the blob, from a build's report.
+fn blobs(run: &Run) -> BTreeMap<String, String> {
+    run.report.as_ref().expect("a report")["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                format!(
+                    "{} {}",
+                    m["module"].as_str().unwrap(),
+                    m["target"].as_str().unwrap()
+                ),
+                m["module_digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothing() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let _w1 = Worker::start(&reapi, &workers.path().join("one"), "one");
+    let _w2 = Worker::start(&reapi, &workers.path().join("two"), "two");
+    let url = format!("grpc://{}", reapi.addr);
+
+    let local = Ws::new().build(&[]).ok();
+    let ws = Ws::new();
+    let remote = ws.build(&["--remote-exec", &url]).ok();
+    assert_eq!(
+        blobs(&remote),
+        blobs(&local),
+        "the remote blobs differ from the local ones"
+    );
+    assert_eq!(remote.nvcc_runs(), 6);
+    assert!(
+        remote.stderr.contains(&format!(
+            "remote execution on {url}: 6 action(s), 0 from its ActionCache"
+        )),
+        "{}",
+        remote.stderr
+    );
+    // Hermetic: no worker's folder reaches a blob.
+    for (path, bytes) in ws.snapshot("out") {
+        let text = String::from_utf8_lossy(&bytes);
+        for w in ["one", "two"] {
+            let root = workers.path().join(w).display().to_string();
+            assert!(!text.contains(&root), "{}: holds {root}", path.display());
+        }
+        assert!(
+            !text.contains("cuda-aot-work"),
+            "{}: holds a worker's path",
+            path.display()
+        );
+    }
+
+    // Another checkout, elsewhere, with empty caches: the same actions, all answered by the
+    // server's ActionCache (and checked like fresh ones).
+    let again = Ws::new().build(&["--remote-exec", &url]).ok();
+    assert_eq!(blobs(&again), blobs(&local));
+    assert!(
+        again.stderr.contains("6 action(s), 6 from its ActionCache"),
+        "{}",
+        again.stderr
     );
 }

@@ -181,13 +181,19 @@ impl Remote {
     )> {
         let cwd = &action.cwd;
         let outputs: Vec<PathBuf> = action.outputs.iter().map(|o| cwd.join(o)).collect();
-        let layout = Layout::of(action, &outputs);
-        let mut dirs = vec![layout.place(cwd)?];
-        for o in &outputs {
-            if let Some(parent) = o.parent() {
-                dirs.push(layout.place(parent)?);
-            }
-        }
+        let layout = Layout::of(action);
+        // Each output is written in a folder of its own below the working folder
+        // (`.cuda-aot-out/<n>/<name>`): REAPI takes output paths below the working folder,
+        // and the job's own folder (its name random) stays out of the action.
+        let output_paths: Vec<String> = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let name = o.file_name().map(|n| n.to_string_lossy().into_owned());
+                format!("{OUT}/{i}/{}", name.unwrap_or_default())
+            })
+            .collect();
+        let dirs = vec![layout.place(cwd)?];
         let inputs = action
             .inputs
             .iter()
@@ -195,6 +201,9 @@ impl Remote {
             .collect::<std::io::Result<Vec<_>>>()?;
         let root = tree::input_root(&inputs, &dirs, &self.hashes)?;
         let relative = |p: &Path| -> std::io::Result<String> {
+            if let Some(i) = outputs.iter().position(|o| o == p) {
+                return Ok(output_paths[i].clone());
+            }
             Ok(
                 relative_to(&layout.virtual_path(cwd)?, &layout.virtual_path(p)?)
                     .to_string_lossy()
@@ -217,10 +226,6 @@ impl Remote {
                 os(a)?
             });
         }
-        let output_paths = outputs
-            .iter()
-            .map(|o| relative(o))
-            .collect::<std::io::Result<Vec<_>>>()?;
         let platform = re::Platform {
             properties: vec![
                 re::platform::Property {
@@ -295,7 +300,7 @@ impl Remote {
             let blob = Blob::from_proto(file.digest.as_ref().unwrap_or(&re::Digest::default()));
             let bytes = self.cas.read(&blob).await?;
             let bytes = match action.depfiles.iter().any(|d| d == path) {
-                true => layout.local_paths(&bytes),
+                true => layout.local_paths(&bytes, &action.cwd),
                 false => bytes,
             };
             let to = action.cwd.join(path);
@@ -401,10 +406,12 @@ pub struct Layout {
 const TOOLKIT: &str = "cuda-aot-toolkit";
 /// The input root's folder of the rest.
 const WORK: &str = "cuda-aot-work";
+/// The folder below the working folder that the outputs are written to.
+const OUT: &str = ".cuda-aot-out";
 
 impl Layout {
-    /// The layout of `action`, whose outputs are `outputs` (absolute).
-    pub fn of(action: &Action, outputs: &[PathBuf]) -> Layout {
+    /// The layout of `action`.
+    pub fn of(action: &Action) -> Layout {
         let toolkit = action
             .inputs
             .iter()
@@ -417,7 +424,6 @@ impl Layout {
             .map(PathBuf::as_path)
             .collect();
         rest.push(&action.cwd);
-        rest.extend(outputs.iter().filter_map(|o| o.parent()));
         let mut base = rest.first().map(|p| p.to_path_buf()).unwrap_or_default();
         for p in &rest[1..] {
             while !p.starts_with(&base) {
@@ -463,34 +469,60 @@ impl Layout {
         Ok(Path::new("/").join(self.place(path)?.join("/")))
     }
 
-    /// A dependency file written on a worker with every path below the input root mapped
-    /// back to this machine's (relative paths stay: the working folder's layout is the same
-    /// here).
-    pub fn local_paths(&self, text: &[u8]) -> Vec<u8> {
+    /// A dependency file written on a worker, run in `cwd`, with every path that names a
+    /// file of the toolkit mapped back to this machine's (absolute, as a local nvcc given
+    /// the toolkit's absolute path writes them), and absolute paths into the rest mapped back
+    /// too; relative paths into the rest stay (the layout below the common folder is this
+    /// machine's).
+    pub fn local_paths(&self, text: &[u8], cwd: &Path) -> Vec<u8> {
         let text = String::from_utf8_lossy(text);
+        let Ok(here) = self.virtual_path(cwd) else {
+            return text.into_owned().into_bytes();
+        };
         let mut out = String::with_capacity(text.len());
         for (i, token) in text.split(' ').enumerate() {
             if i > 0 {
                 out.push(' ');
             }
-            let mapped = token.starts_with('/').then(|| {
-                let toolkit = self.toolkit.as_ref().and_then(|t| {
-                    token
-                        .split_once(&format!("/{TOOLKIT}/"))
-                        .map(|(_, rest)| t.join(rest))
-                });
-                toolkit.or_else(|| {
-                    token
-                        .split_once(&format!("/{WORK}/"))
-                        .map(|(_, rest)| self.base.join(rest))
-                })
-            });
-            match mapped.flatten() {
-                Some(p) => out.push_str(&p.to_string_lossy()),
+            let path = token.trim_end();
+            let tail = &token[path.len()..];
+            match self.local_path(path, &here) {
+                Some(p) => {
+                    out.push_str(&p.to_string_lossy());
+                    out.push_str(tail);
+                }
                 None => out.push_str(token),
             }
         }
         out.into_bytes()
+    }
+
+    /// `path` (from a worker run in the input root's `here`) as this machine's, when it
+    /// names the toolkit or (absolute) the rest.
+    fn local_path(&self, path: &str, here: &Path) -> Option<PathBuf> {
+        let toolkit = format!("/{TOOLKIT}/");
+        let work = format!("/{WORK}/");
+        if path.starts_with('/') {
+            if let (Some(t), Some((_, rest))) = (&self.toolkit, path.split_once(&toolkit)) {
+                return Some(t.join(rest));
+            }
+            return path.split_once(&work).map(|(_, rest)| self.base.join(rest));
+        }
+        if path.is_empty() || path.ends_with(':') || path == "\\" {
+            return None;
+        }
+        let mut virt = here.to_path_buf();
+        for c in Path::new(path).components() {
+            match c {
+                std::path::Component::ParentDir => {
+                    virt.pop();
+                }
+                std::path::Component::Normal(n) => virt.push(n),
+                _ => {}
+            }
+        }
+        let rest = virt.strip_prefix(Path::new("/").join(TOOLKIT)).ok()?;
+        Some(self.toolkit.as_ref()?.join(rest))
     }
 }
 
@@ -571,7 +603,7 @@ mod tests {
             outputs: vec!["../out/a.cubin".into()],
             depfiles: vec![],
         };
-        let layout = Layout::of(&action, &["/home/u/proj/src/../out/a.cubin".into()]);
+        let layout = Layout::of(&action);
         assert_eq!(
             layout.place(Path::new("/opt/tk/bin/nvcc")).unwrap(),
             vec!["cuda-aot-toolkit", "bin", "nvcc"]
@@ -581,11 +613,12 @@ mod tests {
             vec!["cuda-aot-work", "src"]
         );
         assert!(layout.place(Path::new("/etc/passwd")).is_err());
-        let depfile = b"a.cubin : a.cu /w/1/act/cuda-aot-work/include/a.cuh /w/1/act/cuda-aot-toolkit/include/cuda.h /usr/include/stdio.h";
-        let local = String::from_utf8(layout.local_paths(depfile)).unwrap();
+        let depfile = b"a.cubin : a.cu ../include/b.cuh /w/1/act/cuda-aot-work/include/a.cuh \\\n /w/1/act/cuda-aot-toolkit/include/cuda.h ../../cuda-aot-toolkit/include/crt/x.h\n /usr/include/stdio.h";
+        let local =
+            String::from_utf8(layout.local_paths(depfile, Path::new("/home/u/proj/src"))).unwrap();
         assert_eq!(
             local,
-            "a.cubin : a.cu /home/u/proj/include/a.cuh /opt/tk/include/cuda.h /usr/include/stdio.h"
+            "a.cubin : a.cu ../include/b.cuh /home/u/proj/include/a.cuh \\\n /opt/tk/include/cuda.h /opt/tk/include/crt/x.h\n /usr/include/stdio.h"
         );
     }
 }
