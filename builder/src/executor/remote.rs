@@ -40,6 +40,18 @@ pub struct RemoteStats {
     pub uploaded: u64,
 }
 
+/// An action in REAPI form ([`Remote::prepare`]).
+struct Prepared {
+    /// The `Action` message's digest.
+    digest: Blob,
+    /// Every blob of it (the input root's files and folders, the Command, the Action).
+    blobs: std::collections::BTreeMap<Blob, Source>,
+    /// Each output's path relative to the working folder on the worker.
+    output_paths: Vec<String>,
+    /// Where the inputs are in the input root.
+    layout: Layout,
+}
+
 /// A REAPI server: its channel, instance and the CAS.
 pub struct Remote {
     url: String,
@@ -169,16 +181,7 @@ impl Remote {
     /// The REAPI form of `action`: the Command, the Action and the input root, every blob
     /// of them with where its bytes are; and each output's path relative to the working
     /// folder.
-    fn prepare(
-        &self,
-        action: &Action,
-        skip_cache: bool,
-    ) -> std::io::Result<(
-        Blob,
-        std::collections::BTreeMap<Blob, Source>,
-        Vec<String>,
-        Layout,
-    )> {
+    fn prepare(&self, action: &Action, skip_cache: bool) -> std::io::Result<Prepared> {
         let cwd = &action.cwd;
         let outputs: Vec<PathBuf> = action.outputs.iter().map(|o| cwd.join(o)).collect();
         let layout = Layout::of(action);
@@ -269,14 +272,24 @@ impl Remote {
         let mut blobs = root.blobs;
         blobs.insert(command_blob, Source::Bytes(command_bytes.into()));
         blobs.insert(action_blob.clone(), Source::Bytes(action_bytes.into()));
-        Ok((action_blob, blobs, output_paths, layout))
+        Ok(Prepared {
+            digest: action_blob,
+            blobs,
+            output_paths,
+            layout,
+        })
     }
 
     /// Runs `action` remotely: uploads what the server lacks, executes (or takes the
     /// cached result), fetches the outputs into place and the command's output.
     async fn run(&self, action: &Action) -> std::io::Result<Output> {
         let no_cache = self.cache != RemoteExecCache::ReadWrite;
-        let (digest, blobs, output_paths, layout) = self.prepare(action, no_cache)?;
+        let Prepared {
+            digest,
+            blobs,
+            output_paths,
+            layout,
+        } = self.prepare(action, no_cache)?;
         let sent = self.cas.upload(&blobs).await?;
         self.uploaded.fetch_add(sent, Ordering::Relaxed);
         self.actions.fetch_add(1, Ordering::Relaxed);
