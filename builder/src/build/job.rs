@@ -762,6 +762,17 @@ impl Ctx<'_> {
 
 /// The error of a compile or link that was killed from outside, if it was.
 fn killed(label: &str, f: &nvcc::Failure, detail: &str) -> Option<anyhow::Error> {
+    if let Some(executor) = &f.not_run {
+        return Some(fail(
+            format!("{label}: {}, so nothing was built\n{detail}", f.status),
+            format!(
+                "nothing in the sources is at fault: the executor ({executor}) could not run the \
+                 tool; with --remote-exec, check that server and its workers (the message above \
+                 says what it refused), or build on this machine (without --remote-exec, or with \
+                 --remote-exec-fallback local)"
+            ),
+        ));
+    }
     let killed = f.killed.as_ref()?;
     Some(fail(
         format!("{label}: {killed}, so nothing was built\n{detail}"),

@@ -235,6 +235,9 @@ pub struct Failure {
     /// signal: what was killed and by which signal. Such a failure says nothing about the
     /// sources.
     pub killed: Option<String>,
+    /// Set when the executor could not run the tool at all (not found, a remote server
+    /// that refused or failed the action): its name. Says nothing about the sources either.
+    pub not_run: Option<String>,
 }
 
 impl Invocation<'_> {
@@ -352,6 +355,7 @@ fn run(executor: &dyn Executor, action: &Action) -> Result<String, Failure> {
                 status,
                 output: text,
                 killed,
+                not_run: None,
             })
         }
         Err(e) => Err(Failure {
@@ -359,6 +363,7 @@ fn run(executor: &dyn Executor, action: &Action) -> Result<String, Failure> {
             status: format!("could not start ({}): {e}", executor.name()),
             output: String::new(),
             killed: None,
+            not_run: Some(executor.name()),
         }),
     }
 }

@@ -228,6 +228,11 @@ fn scan(path: &Path, hashes: &Hashes, files: &mut BTreeMap<Blob, Source>) -> std
     let kind = meta.file_type();
     if kind.is_symlink() {
         let target = std::fs::read_link(path)?;
+        // A link to an absolute path would mean nothing on a worker: what it points to is
+        // sent instead (the same bytes as the toolkit's file it names, stored once).
+        if target.is_absolute() {
+            return scan(&std::fs::canonicalize(path)?, hashes, files);
+        }
         return Ok(Node::Link(target.to_string_lossy().into_owned()));
     }
     if kind.is_file() {
