@@ -225,6 +225,24 @@ pub fn state_file(registry: &Path) -> Result<PathBuf> {
     })
 }
 
+/// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
+/// lies outside: what keeps absolute paths out of nvcc's `__FILE__` and dependency names.
+pub fn relative_to(base: &Path, target: &Path) -> PathBuf {
+    let (b, t): (Vec<_>, Vec<_>) = (base.components().collect(), target.components().collect());
+    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c.as_os_str());
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -249,7 +249,7 @@ impl Invocation<'_> {
         args.push(self.ccbin.into());
         for d in self.includes {
             args.push("-I".into());
-            args.push(relative_to(self.cwd, &d.abs).into());
+            args.push(crate::paths::relative_to(self.cwd, &d.abs).into());
         }
         args.extend(["-MD".into(), "-MF".into(), self.depfile.into()]);
         args.extend(["-o".into(), self.output.into(), self.source.into()]);
@@ -500,24 +500,6 @@ pub fn killed_tool(output: &str) -> Option<String> {
     })
 }
 
-/// `target` as a path relative to `base` (both absolute and canonical), with `..` where it
-/// lies outside: what keeps absolute paths out of nvcc's `__FILE__` and dependency names.
-pub fn relative_to(base: &Path, target: &Path) -> PathBuf {
-    let (b, t): (Vec<_>, Vec<_>) = (base.components().collect(), target.components().collect());
-    let common = b.iter().zip(&t).take_while(|(x, y)| x == y).count();
-    let mut out = PathBuf::new();
-    for _ in common..b.len() {
-        out.push("..");
-    }
-    for c in &t[common..] {
-        out.push(c.as_os_str());
-    }
-    if out.as_os_str().is_empty() {
-        out.push(".");
-    }
-    out
-}
-
 /// The header nvcc (the host preprocessor) reports missing, if that is why it failed.
 pub fn missing_header(output: &str) -> Option<(String, String)> {
     output.lines().find_map(|l| {
@@ -637,7 +619,7 @@ mod tests {
 
     #[test]
     fn relative_paths_between_folders() {
-        let r = |a: &str, b: &str| relative_to(Path::new(a), Path::new(b));
+        let r = |a: &str, b: &str| crate::paths::relative_to(Path::new(a), Path::new(b));
         assert_eq!(r("/a/b/src", "/a/b/include"), Path::new("../include"));
         assert_eq!(r("/a/b/src", "/a/b/src/sub"), Path::new("sub"));
         assert_eq!(r("/a/b/src", "/x/y"), Path::new("../../../x/y"));

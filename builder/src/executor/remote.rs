@@ -26,6 +26,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::{Action, Executor, RemoteExecCache};
 use crate::advice::fail;
+use crate::paths::relative_to;
 use cas::{Cas, grpc};
 use tree::{Blob, Hashes, Source};
 
@@ -543,11 +544,6 @@ fn os(a: &OsString) -> std::io::Result<String> {
     a.to_str()
         .map(str::to_string)
         .ok_or_else(|| std::io::Error::other(format!("{a:?}: an argument that is not UTF-8")))
-}
-
-/// `target` relative to `base` (both absolute).
-fn relative_to(base: &Path, target: &Path) -> PathBuf {
-    crate::build::nvcc::relative_to(base, target)
 }
 
 impl Executor for Remote {
