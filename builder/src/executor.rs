@@ -103,6 +103,17 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     fn summary(&self) -> Option<String> {
         None
     }
+
+    /// Forgets which of this thread's actions were answered from a cache (a job starts).
+    fn begin_job(&self) {}
+
+    /// The actions this thread ran since [`Executor::begin_job`] whose results came from a
+    /// cache (the server's ActionCache), named; each is distrusted from now on (it runs
+    /// again, its cached result never taken). A job whose outputs failed the build's checks
+    /// calls it: when it names any, the job runs once more.
+    fn refuse_cached(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Runs actions as child processes of this machine, each in its own process group, so an

@@ -159,3 +159,46 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
         again.stderr
     );
 }
+
+/// A worker that damages its outputs (`--damage-outputs`, as a broken or malicious one
+/// would) fails the build, naming what it refused; the server caches those results anyway.
+/// Another checkout, with a good worker, is answered from that poisoned cache: each such
+/// result is refused, named, and the action runs again, giving the local blobs.
+#[test]
+fn issue_45_a_poisoned_action_cache_entry_is_refused_and_run_again() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let url = format!("grpc://{}", reapi.addr);
+    let bad = Worker::start_with(
+        &reapi,
+        &workers.path().join("bad"),
+        "bad",
+        &["--damage-outputs"],
+    );
+    let first = Ws::new().build(&["--remote-exec", &url]).failed();
+    assert!(
+        first.stderr.contains("nothing was written"),
+        "{}",
+        first.stderr
+    );
+    drop(bad);
+    let _good = Worker::start(&reapi, &workers.path().join("good"), "good");
+
+    let local = Ws::new().build(&[]).ok();
+    let again = Ws::new().build(&["--remote-exec", &url]).ok();
+    assert_eq!(blobs(&again), blobs(&local));
+    assert!(
+        again
+            .stderr
+            .contains("result(s) the executor took from its cache (action sha256:"),
+        "{}",
+        again.stderr
+    );
+    assert!(
+        again
+            .stderr
+            .contains("refused: they failed the checks, and ran again"),
+        "{}",
+        again.stderr
+    );
+}

@@ -224,7 +224,34 @@ impl Ctx<'_> {
         self.compile(job, changes)
     }
 
+    /// Compiles the job through the executor. A result an executor took from its cache is
+    /// never trusted more than a fresh one: when the job's outputs fail a check (or its run
+    /// failed) and the executor answered any of its actions from a cache, those cached
+    /// results are refused, named on stderr, and the job runs once more with them run
+    /// afresh.
     fn compile(&self, job: &Job, changes: Vec<Change>) -> Result<Done> {
+        self.executor.begin_job();
+        match self.compile_once(job, changes.clone()) {
+            Err(e) => {
+                let refused = self.executor.refuse_cached();
+                if refused.is_empty() {
+                    return Err(e);
+                }
+                eprintln!(
+                    "build: warning: {}: refused {} result(s) the executor took from its cache (action {}): {}; running again",
+                    self.plan.label(job),
+                    refused.len(),
+                    refused.join(", "),
+                    format!("{e:#}").lines().next().unwrap_or_default()
+                );
+                self.executor.begin_job();
+                self.compile_once(job, changes)
+            }
+            done => done,
+        }
+    }
+
+    fn compile_once(&self, job: &Job, changes: Vec<Change>) -> Result<Done> {
         let plan = self.plan;
         let m = &plan.spec.modules[job.module];
         let stage = self.cache.staging()?;

@@ -13,10 +13,13 @@
 pub mod cas;
 pub mod tree;
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
@@ -39,6 +42,8 @@ pub struct RemoteStats {
     pub cached: u64,
     /// Bytes uploaded to the CAS.
     pub uploaded: u64,
+    /// Cached results refused (they failed the build's checks) and run again.
+    pub refused: u64,
 }
 
 /// An action in REAPI form ([`Remote::prepare`]).
@@ -65,6 +70,15 @@ pub struct Remote {
     actions: AtomicU64,
     cached: AtomicU64,
     uploaded: AtomicU64,
+    refused: AtomicU64,
+    /// Actions whose cached result failed a build's checks: never taken from the cache
+    /// again by this process.
+    distrusted: Mutex<HashSet<Blob>>,
+}
+
+thread_local! {
+    /// The actions this thread ran since its job began that the ActionCache answered.
+    static SERVED: RefCell<Vec<Blob>> = const { RefCell::new(Vec::new()) };
 }
 
 impl std::fmt::Debug for Remote {
@@ -167,6 +181,8 @@ impl Remote {
             actions: AtomicU64::new(0),
             cached: AtomicU64::new(0),
             uploaded: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            distrusted: Mutex::new(HashSet::new()),
         })
     }
 
@@ -176,6 +192,7 @@ impl Remote {
             actions: self.actions.load(Ordering::Relaxed),
             cached: self.cached.load(Ordering::Relaxed),
             uploaded: self.uploaded.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
         }
     }
 
@@ -294,9 +311,15 @@ impl Remote {
         let sent = self.cas.upload(&blobs).await?;
         self.uploaded.fetch_add(sent, Ordering::Relaxed);
         self.actions.fetch_add(1, Ordering::Relaxed);
-        let response = self.execute(&digest).await?;
+        let fresh = self
+            .distrusted
+            .lock()
+            .expect("distrusted")
+            .contains(&digest);
+        let response = self.execute(&digest, fresh).await?;
         if response.cached_result {
             self.cached.fetch_add(1, Ordering::Relaxed);
+            SERVED.with(|s| s.borrow_mut().push(digest.clone()));
         }
         if let Some(s) = response.status.as_ref().filter(|s| s.code != 0) {
             return Err(std::io::Error::other(format!(
@@ -349,12 +372,12 @@ impl Remote {
 
     /// `Execute`, waiting for the operation to finish (`WaitExecution` when the stream ends
     /// first).
-    async fn execute(&self, digest: &Blob) -> std::io::Result<re::ExecuteResponse> {
+    async fn execute(&self, digest: &Blob, fresh: bool) -> std::io::Result<re::ExecuteResponse> {
         let mut client = re::execution_client::ExecutionClient::new(self.channel.clone());
         let mut stream = client
             .execute(re::ExecuteRequest {
                 instance_name: self.instance.clone(),
-                skip_cache_lookup: self.cache == RemoteExecCache::Off,
+                skip_cache_lookup: fresh || self.cache == RemoteExecCache::Off,
                 action_digest: Some(digest.proto()),
                 ..Default::default()
             })
@@ -557,13 +580,36 @@ impl Executor for Remote {
 
     fn summary(&self) -> Option<String> {
         let s = self.stats();
+        let refused = match s.refused {
+            0 => String::new(),
+            n => format!(" ({n} refused: they failed the checks, and ran again)"),
+        };
         Some(format!(
-            "remote execution on {}: {} action(s), {} from its ActionCache, {:.1} MiB uploaded",
+            "remote execution on {}: {} action(s), {} from its ActionCache{refused}, {:.1} MiB uploaded",
             self.url,
             s.actions,
             s.cached,
             s.uploaded as f64 / f64::from(1 << 20)
         ))
+    }
+
+    fn begin_job(&self) {
+        SERVED.with(|s| s.borrow_mut().clear());
+    }
+
+    fn refuse_cached(&self) -> Vec<String> {
+        let served = SERVED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        self.refused
+            .fetch_add(served.len() as u64, Ordering::Relaxed);
+        let mut distrusted = self.distrusted.lock().expect("distrusted");
+        served
+            .into_iter()
+            .map(|d| {
+                let name = format!("sha256:{}/{}", d.hash, d.size);
+                distrusted.insert(d);
+                name
+            })
+            .collect()
     }
 }
 

@@ -129,6 +129,11 @@ enum Run {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=256))]
         capacity: u32,
+        /// Fault injection for the tests: cut every output file to half its size before
+        /// it is uploaded, as a broken or malicious worker would, so that the server caches
+        /// damaged results (the client must refuse them, cached or not).
+        #[arg(long)]
+        damage_outputs: bool,
     },
 }
 
@@ -215,8 +220,11 @@ impl Args {
                 name,
                 instance,
                 capacity,
+                damage_outputs,
             }) => {
-                let worker = reapi_worker::Worker::new(&server, &root, name, instance, capacity)?;
+                let mut worker =
+                    reapi_worker::Worker::new(&server, &root, name, instance, capacity)?;
+                worker.damage_outputs = damage_outputs;
                 exec_with_line(worker.command()?, "reapi-worker", &worker.line())
             }
         }

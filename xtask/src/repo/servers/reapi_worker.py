@@ -209,6 +209,8 @@ class Runner:
         meta.execution_start_timestamp.CopyFrom(now())
         exit_code = self.execute(command, outputs.cwd, action.timeout.ToTimedelta().total_seconds())
         meta.execution_completed_timestamp.CopyFrom(now())
+        if self.worker.damage_outputs:
+            damage(outputs)
         # 4. Outputs, stdout and stderr to the CAS.
         meta.output_upload_start_timestamp.CopyFrom(now())
         result = re.ActionResult(exit_code=exit_code)
@@ -457,6 +459,7 @@ class Worker:
     def __init__(self, args, channel: grpc.Channel):
         self.name = args.name
         self.root = args.root
+        self.damage_outputs = args.damage_outputs
         caps = re_grpc.CapabilitiesStub(channel).GetCapabilities(
             re.GetCapabilitiesRequest(instance_name=args.instance), timeout=CAS_DEADLINE_S
         )
@@ -487,6 +490,18 @@ def lock_root(root: str):
     return f
 
 
+def damage(outputs) -> None:
+    """Fault injection (`--damage-outputs`): every output file that exists cut to half its
+    size, as a broken or malicious worker would leave it."""
+    for p, _ in outputs.paths:
+        full = os.path.join(outputs.cwd, p)
+        if os.path.isfile(full) and not os.path.islink(full):
+            size = os.path.getsize(full)
+            with open(full, "r+b") as f:
+                f.truncate(size // 2)
+            log(f"--damage-outputs: {p} cut from {size} to {size // 2} bytes")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--server", required=True, help="HOST:PORT, gRPC without TLS")
@@ -495,6 +510,7 @@ def main() -> None:
     p.add_argument("--instance", default="")
     p.add_argument("--capacity", type=int, default=1)
     p.add_argument("--isa", required=True)
+    p.add_argument("--damage-outputs", action="store_true", help="fault injection: cut every output file to half")
     args = p.parse_args()
     args.root = os.path.abspath(args.root)
     lock = lock_root(args.root)

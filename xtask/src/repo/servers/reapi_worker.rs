@@ -39,6 +39,8 @@ pub struct Worker {
     pub instance: String,
     /// Actions run at once.
     pub capacity: u32,
+    /// Cut every output to half before uploading it (fault injection for the tests).
+    pub damage_outputs: bool,
 }
 
 impl Worker {
@@ -76,6 +78,7 @@ impl Worker {
             name,
             instance,
             capacity,
+            damage_outputs: false,
         })
     }
 
@@ -97,6 +100,7 @@ impl Worker {
             .arg(format!("--instance={}", self.instance))
             .arg(format!("--capacity={}", self.capacity))
             .arg(format!("--isa={}", isa()))
+            .args(self.damage_outputs.then_some("--damage-outputs"))
             // Python's own buffering would hold the event lines back.
             .env("PYTHONUNBUFFERED", "1")
             .stdin(Stdio::null());
