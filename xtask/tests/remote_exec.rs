@@ -202,3 +202,26 @@ fn issue_45_a_poisoned_action_cache_entry_is_refused_and_run_again() {
         again.stderr
     );
 }
+
+/// A worker killed in the middle of an action (its whole process group, the nvcc it ran
+/// included): the server hands the action to the other worker once the dead one's session
+/// times out, and the build completes with the local blobs.
+#[test]
+fn issue_45_a_worker_killed_mid_action_still_gives_a_complete_correct_build() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let url = format!("grpc://{}", reapi.addr);
+    let mut doomed = Worker::start(&reapi, &workers.path().join("doomed"), "doomed");
+    let _survivor = Worker::start(&reapi, &workers.path().join("survivor"), "survivor");
+    let ws = Ws::new();
+    let remote = std::thread::scope(|s| {
+        let build = s.spawn(|| ws.build(&["--remote-exec", &url]));
+        doomed.wait_for("running", std::time::Duration::from_secs(120));
+        doomed.kill_group();
+        build.join().unwrap()
+    })
+    .ok();
+    let local = Ws::new().build(&[]).ok();
+    assert_eq!(blobs(&remote), blobs(&local));
+    assert!(remote.stderr.contains("6 action(s)"), "{}", remote.stderr);
+}
