@@ -225,3 +225,44 @@ fn issue_45_a_worker_killed_mid_action_still_gives_a_complete_correct_build() {
     assert_eq!(blobs(&remote), blobs(&local));
     assert!(remote.stderr.contains("6 action(s)"), "{}", remote.stderr);
 }
+
+/// Ctrl-C during a remote build (while a worker runs one of its actions): the build asks
+/// the server to cancel its operations, says it was interrupted, writes nothing and exits
+/// 130 within seconds.
+#[test]
+fn issue_45_ctrl_c_cancels_the_remote_operations() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let url = format!("grpc://{}", reapi.addr);
+    let worker = Worker::start(&reapi, &workers.path().join("w"), "w");
+    let ws = Ws::new();
+    let mut cmd = common::xtask();
+    cmd.arg("build")
+        .arg("--spec")
+        .arg(ws.spec_path())
+        .arg("--cache-dir")
+        .arg(ws.path("cache"))
+        .arg("--out")
+        .arg(ws.path("out"))
+        .args(["-j", "1", "--remote-exec", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    worker.wait_for("running", std::time::Duration::from_secs(120));
+    let sent = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stopped = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        stopped < std::time::Duration::from_secs(5),
+        "the build took {stopped:?} to stop: {stderr}"
+    );
+    assert!(!ws.path("out").join("alpha").exists(), "{stderr}");
+}

@@ -385,15 +385,29 @@ impl Remote {
             .map_err(|s| grpc("Execute", s))?
             .into_inner();
         let mut name = String::new();
+        let mut reconnects = 0;
         loop {
-            match stream.message().await {
+            // Ctrl-C (or SIGTERM) cancels the operation on the server, then stops.
+            let message = tokio::select! {
+                m = stream.message() => m,
+                signal = interrupt() => {
+                    self.cancel(&name).await;
+                    return Err(std::io::Error::other(format!(
+                        "{signal}: the remote operation {name} was cancelled"
+                    )));
+                }
+            };
+            match message {
                 Ok(Some(op)) => {
                     name = op.name.clone();
+                    reconnects = 0;
                     if op.done {
                         return finished(op.result);
                     }
                 }
-                Ok(None) | Err(_) if !name.is_empty() => {
+                // The stream broke or ended early: the operation goes on at the server.
+                Ok(None) | Err(_) if !name.is_empty() && reconnects < 10 => {
+                    reconnects += 1;
                     stream = client
                         .wait_execution(re::WaitExecutionRequest { name: name.clone() })
                         .await
@@ -402,12 +416,39 @@ impl Remote {
                 }
                 Ok(None) => {
                     return Err(std::io::Error::other(
-                        "Execute: the stream ended before an operation",
+                        "Execute: the stream ended before the operation finished",
                     ));
                 }
                 Err(s) => return Err(grpc("Execute", s)),
             }
         }
+    }
+
+    /// Asks the server to cancel the operation `name` (best effort: the build stops anyway).
+    async fn cancel(&self, name: &str) {
+        if name.is_empty() {
+            return;
+        }
+        let mut ops =
+            bazel_remote_apis::google::longrunning::operations_client::OperationsClient::new(
+                self.channel.clone(),
+            );
+        let cancel = ops.cancel_operation(
+            bazel_remote_apis::google::longrunning::CancelOperationRequest {
+                name: name.to_string(),
+            },
+        );
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), cancel).await;
+    }
+}
+
+/// Resolves once the build is interrupted (Ctrl-C, SIGTERM), with the signal's name.
+async fn interrupt() -> String {
+    loop {
+        if let Some(i) = crate::process::interrupted() {
+            return i.to_string();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
