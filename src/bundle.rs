@@ -73,13 +73,13 @@ fn bad(reason: impl Into<String>) -> Error {
 }
 
 /// A little-endian reader over the bundle's table that refuses to run past its end.
-struct Cursor {
-    bytes: &'static [u8],
+struct Cursor<'a> {
+    bytes: &'a [u8],
     at: usize,
 }
 
-impl Cursor {
-    fn take(&mut self, n: usize, what: &str) -> Result<&'static [u8]> {
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
         let end = end.ok_or_else(|| bad(format!("truncated in its {what}")))?;
         let out = &self.bytes[self.at..end];
@@ -101,74 +101,100 @@ impl Cursor {
             self.take(8, what)?.try_into().expect("8"),
         ))
     }
-    fn text(&mut self, what: &str) -> Result<&'static str> {
+    fn text(&mut self, what: &str) -> Result<&'a str> {
         let n = self.u16(what)? as usize;
         std::str::from_utf8(self.take(n, what)?)
             .map_err(|_| bad(format!("its {what} is not UTF-8")))
     }
 }
 
-impl Embedded {
-    /// Parses `bytes` (what [`crate::include_bundle!`] embedded). Refused: an empty bundle
-    /// (the build could not fetch one), another magic or version, a table that runs past
-    /// the end, a path outside the registry layout or named twice, a file outside the
-    /// bundle or overlapping the table or another file.
-    pub fn parse(bytes: &'static [u8]) -> Result<Embedded> {
-        if bytes.is_empty() {
-            return Err(bad(
-                "empty: the build that embedded it could not fetch the kernels (its build script warned why)",
-            ));
-        }
-        let mut c = Cursor { bytes, at: 0 };
-        if c.take(MAGIC.len(), "magic").ok() != Some(&MAGIC[..]) {
-            return Err(bad(
-                "not a cuda-aot bundle (its first bytes are not the bundle magic)",
-            ));
-        }
-        let version = c.u32("version")?;
-        if version != VERSION {
+/// What a bundle holds: its files (borrowed from its bytes), the trust root it was made
+/// for and where it came from.
+#[derive(Debug, Clone)]
+pub struct Parsed<'a> {
+    /// Each file by its layout path.
+    pub files: BTreeMap<&'a str, &'a [u8]>,
+    /// The blake3 of the trust root file it was fetched under.
+    pub trust_root: Digest,
+    /// The registry it came from (control characters escaped).
+    pub origin: String,
+}
+
+/// Reads a bundle. Refused: an empty bundle (the build could not fetch one), another magic
+/// or version, a table that runs past the end, a path outside the registry layout or named
+/// twice, a file outside the bundle or overlapping the table or another file.
+pub fn parse(bytes: &[u8]) -> Result<Parsed<'_>> {
+    if bytes.is_empty() {
+        return Err(bad(
+            "empty: the build that embedded it could not fetch the kernels (its build script warned why)",
+        ));
+    }
+    let mut c = Cursor { bytes, at: 0 };
+    if c.take(MAGIC.len(), "magic").ok() != Some(&MAGIC[..]) {
+        return Err(bad(
+            "not a cuda-aot bundle (its first bytes are not the bundle magic)",
+        ));
+    }
+    let version = c.u32("version")?;
+    if version != VERSION {
+        return Err(bad(format!(
+            "format version {version}; this cuda-aot reads version {VERSION}"
+        )));
+    }
+    let count = c.u32("file count")?;
+    if count > MAX_FILES {
+        return Err(bad(format!("{count} files (at most {MAX_FILES})")));
+    }
+    let trust_root = Digest(c.take(32, "trust root digest")?.try_into().expect("32"));
+    let origin = crate::error::escape_untrusted(c.text("origin")?);
+    let mut table = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let path = c.text("file table")?;
+        let (offset, len) = (c.u64("file table")?, c.u64("file table")?);
+        table.push((path, offset, len));
+    }
+    let mut files = BTreeMap::new();
+    let mut end_of_previous = c.at as u64;
+    for (path, offset, len) in table {
+        let shown = path.escape_debug();
+        if !layout::is_layout_path(path) {
             return Err(bad(format!(
-                "format version {version}; this cuda-aot reads version {VERSION}"
+                "holds {shown:?}, which is not a registry file"
             )));
         }
-        let count = c.u32("file count")?;
-        if count > MAX_FILES {
-            return Err(bad(format!("{count} files (at most {MAX_FILES})")));
+        let end = offset.checked_add(len).filter(|&e| e <= bytes.len() as u64);
+        let Some(end) = end else {
+            return Err(bad(format!("{shown}: runs past the end of the bundle")));
+        };
+        if offset < end_of_previous {
+            return Err(bad(format!(
+                "{shown}: overlaps the table or the file before it"
+            )));
         }
-        let trust_root = Digest(c.take(32, "trust root digest")?.try_into().expect("32"));
-        let origin = crate::error::escape_untrusted(c.text("origin")?);
-        let mut table = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let path = c.text("file table")?;
-            let (offset, len) = (c.u64("file table")?, c.u64("file table")?);
-            table.push((path, offset, len));
+        end_of_previous = end;
+        if files
+            .insert(path, &bytes[offset as usize..end as usize])
+            .is_some()
+        {
+            return Err(bad(format!("holds {shown} twice")));
         }
-        let mut files = BTreeMap::new();
-        let mut end_of_previous = c.at as u64;
-        for (path, offset, len) in table {
-            let shown = path.escape_debug();
-            if !layout::is_layout_path(path) {
-                return Err(bad(format!(
-                    "holds {shown:?}, which is not a registry file"
-                )));
-            }
-            let end = offset.checked_add(len).filter(|&e| e <= bytes.len() as u64);
-            let Some(end) = end else {
-                return Err(bad(format!("{shown}: runs past the end of the bundle")));
-            };
-            if offset < end_of_previous {
-                return Err(bad(format!(
-                    "{shown}: overlaps the table or the file before it"
-                )));
-            }
-            end_of_previous = end;
-            if files
-                .insert(path, &bytes[offset as usize..end as usize])
-                .is_some()
-            {
-                return Err(bad(format!("holds {shown} twice")));
-            }
-        }
+    }
+    Ok(Parsed {
+        files,
+        trust_root,
+        origin,
+    })
+}
+
+impl Embedded {
+    /// Parses `bytes` (what [`crate::include_bundle!`] embedded): [`parse`] of the
+    /// program's own bytes, which the bundle then hands out in place.
+    pub fn parse(bytes: &'static [u8]) -> Result<Embedded> {
+        let Parsed {
+            files,
+            trust_root,
+            origin,
+        } = parse(bytes)?;
         Ok(Embedded {
             files,
             trust_root,

@@ -17,7 +17,7 @@ use harness::Verdict;
 type Target = fn(&[u8]) -> Verdict;
 
 /// Every fuzz target and the harness function it runs.
-const TARGETS: [(&str, Target); 9] = [
+const TARGETS: [(&str, Target); 10] = [
     ("envelope", harness::envelope),
     ("trust_root", harness::trust_root),
     ("rotate", harness::rotate),
@@ -27,6 +27,7 @@ const TARGETS: [(&str, Target); 9] = [
     ("elf", harness::elf),
     ("ptx", harness::ptx),
     ("verify", harness::verify),
+    ("bundle", harness::bundle),
 ];
 
 /// Regression inputs that still panic on this branch, `(target, file)`, each replayed by

@@ -71,6 +71,42 @@ impl Seeds {
         release.blob_seeds();
         let (anchor, root_v1, v2) = release.root_seeds();
         release.verify_seeds(&anchor, &root_v1, &v2);
+        self.bundle_seeds();
+    }
+
+    /// Target `bundle`: the release's timestamp, root, index and first blob packed as an
+    /// embedded bundle (what `cuda-aot-build` writes), its metadata alone, and that damaged
+    /// the ways the reader refuses.
+    fn bundle_seeds(&self) {
+        let all = cuda_aot::source::DirSource::new(&self.registry)
+            .layout_paths()
+            .unwrap();
+        let mut paths: Vec<String> = all
+            .iter()
+            .filter(|p| *p == "timestamp.json" || p.starts_with("root/") || p.starts_with("index/"))
+            .cloned()
+            .collect();
+        let small = paths.clone();
+        paths.extend(all.iter().find(|p| p.starts_with("blobs/")).cloned());
+        let root = cuda_aot::Digest::of(&self.read("root/1.root.json"));
+        let pack = |paths: &[String]| {
+            cuda_aot::bundle::Embedded::pack(&self.registry, paths, &root, "file:///seed").unwrap()
+        };
+        self.write("bundle", "ok-release", &pack(&paths));
+        let ok = pack(&small);
+        self.write("bundle", "ok-metadata", &ok);
+        self.write("bundle", "bad-truncated", &ok[..ok.len() - 1]);
+        self.write("bundle", "bad-table-cut", &ok[..70]);
+        let mut v = ok.clone();
+        v[0] ^= 1;
+        self.write("bundle", "bad-magic", &v);
+        let at = ok.windows(14).position(|w| w == b"timestamp.json").unwrap();
+        let mut v = ok.clone();
+        v[at..at + 14].copy_from_slice(b"../../etc/pass");
+        self.write("bundle", "bad-path", &v);
+        let mut v = ok;
+        v[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+        self.write("bundle", "bad-count", &v);
     }
 }
 

@@ -98,6 +98,7 @@ fn variant(e: &cuda_aot::Error) -> &'static str {
         E::Argument { .. } => "Argument",
         E::Channel { .. } => "Channel",
         E::Cuda(_) => "Cuda",
+        E::BadBundle { .. } => "BadBundle",
         _ => "other",
     }
 }
@@ -297,6 +298,38 @@ pub fn ptx(data: &[u8]) -> Verdict {
         Ok(_) => Verdict::Accepted,
         Err(e) => Verdict::Refused(e),
     }
+}
+
+/// Target `bundle`: `cuda_aot::bundle::parse`, the embedded bundle's reader (the C ABI hands
+/// it any pointer and length), on arbitrary bytes: every file it accepts is a registry
+/// layout path, inside the input, after the table, in order and without overlap.
+pub fn bundle(data: &[u8]) -> Verdict {
+    let r = cuda_aot::bundle::parse(data);
+    if let Ok(b) = &r {
+        let range = data.as_ptr_range();
+        let mut end = 0usize;
+        // Table order is path order; files must follow one another in that order.
+        for (path, bytes) in &b.files {
+            assert!(
+                cuda_aot::source::layout::is_layout_path(path),
+                "{path:?} accepted"
+            );
+            let start = bytes.as_ptr() as usize - range.start as usize;
+            assert!(
+                bytes.is_empty()
+                    || (range.contains(&bytes.as_ptr()) && start + bytes.len() <= data.len()),
+                "{path}: outside the input"
+            );
+            assert!(bytes.is_empty() || start >= end, "{path}: overlaps");
+            end = end.max(start + bytes.len());
+        }
+        assert_eq!(
+            cuda_aot::bundle::parse(data).map(|p| p.files.len()).ok(),
+            Some(b.files.len()),
+            "not deterministic"
+        );
+    }
+    Verdict::of(&r)
 }
 
 // ---- signed documents from a container -----------------------------------------------------
