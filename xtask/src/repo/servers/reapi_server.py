@@ -89,11 +89,16 @@ schedulers:
     session-expiry-timer-interval: 1.0
     poll-interval: 0.5
     bot-poll-interval: 0.5
+    # Short actions (an nvcc compile is a fraction of a second) are assigned at once: a
+    # job no bot was free for is tried again within 0.1 s (BuildGrid's default waits 5 s),
+    # without random jitter.
     assigners:
       - !priority-age-assigner
         count: 1
-        interval: 0.2
+        interval: 0.05
         priority-assignment-percentage: 100
+        failure-backoff: 0.1
+        jitter-factor: 0
 
 instances:
   - name: ""

@@ -103,6 +103,10 @@ impl Worker {
             .args(self.damage_outputs.then_some("--damage-outputs"))
             // Python's own buffering would hold the event lines back.
             .env("PYTHONUNBUFFERED", "1")
+            // The command is started by fork and exec (its preexec_fn sets the death
+            // signal); gRPC's fork handlers would run in that child and can abort it
+            // ("epoll_wait error: Bad file descriptor", exit 134) before the exec.
+            .env("GRPC_ENABLE_FORK_SUPPORT", "false")
             .stdin(Stdio::null());
         Ok(cmd)
     }
