@@ -162,7 +162,8 @@ pub struct CacheArgs {
     pub exec: RemoteExecArgs,
 }
 
-/// `--remote-exec URL` and how a build uses it, shared by `build`, `release` and `kernels`.
+/// `--remote-exec URL` and how a build uses it, shared by `build`, `release`, `kernels`,
+/// `repro` (whose rebuilds never take the server's cached results) and `promote`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RemoteExecArgs {
     /// Run the build's nvcc and nvlink jobs as Remote Execution API v2 actions on this

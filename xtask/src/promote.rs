@@ -76,6 +76,8 @@ pub struct Args {
     cache_dir: Option<PathBuf>,
     #[command(flatten)]
     remote: crate::args::RemoteCacheArgs,
+    #[command(flatten)]
+    exec: crate::args::RemoteExecArgs,
     /// The parity report the parity runner wrote on the GPU host. Without it, promote stops
     /// after step 1 and prints the commands for the GPU host.
     #[arg(long, value_name = "FILE")]
@@ -255,6 +257,11 @@ impl Args {
             opts.cache = c.clone();
         }
         opts.remote = self.remote.options();
+        if !self.reuse_build
+            && let Some(remote) = self.exec.executor()?
+        {
+            opts.executor = remote;
+        }
         let report = match self.reuse_build {
             true => None,
             false => Some(

@@ -39,6 +39,8 @@ pub struct Args {
     #[command(flatten)]
     remote: RemoteCacheArgs,
     #[command(flatten)]
+    exec: crate::args::RemoteExecArgs,
+    #[command(flatten)]
     pub(crate) format: FormatArgs,
 }
 
@@ -65,6 +67,16 @@ impl Args {
                 exec: Default::default(),
             },
         );
+        // With --remote-exec, both builds run on the cluster, every action executed (the
+        // server's ActionCache is never taken from: a rebuild must rebuild).
+        let mut base = base;
+        let exec = crate::args::RemoteExecArgs {
+            remote_exec_cache: cuda_aot_builder::executor::RemoteExecCache::Off,
+            ..self.exec.clone()
+        };
+        if let Some(remote) = exec.executor()? {
+            base.executor = remote;
+        }
         let sources = build::spec::load(&base.spec, None)?.sources;
         let runs = [("a", "src"), ("b", "deeper/copy/of/the/src")];
         let mut reports = Vec::new();
@@ -88,6 +100,9 @@ impl Args {
                 report.nvcc_runs,
                 report.wall.as_secs_f64()
             );
+            if let Some(summary) = opts.executor.summary() {
+                eprintln!("repro: build {name}: {summary}");
+            }
             reports.push(report);
             dirs.push(tmp);
         }

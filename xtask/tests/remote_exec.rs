@@ -266,3 +266,34 @@ fn issue_45_ctrl_c_cancels_the_remote_operations() {
     );
     assert!(!ws.path("out").join("alpha").exists(), "{stderr}");
 }
+
+/// `repro --remote-exec`: both rebuilds run on the cluster, every action executed (a
+/// rebuild never takes the server's cached results), and they agree.
+#[test]
+fn issue_45_repro_rebuilds_twice_through_the_server() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let url = format!("grpc://{}", reapi.addr);
+    let _w1 = Worker::start(&reapi, &workers.path().join("one"), "one");
+    let _w2 = Worker::start(&reapi, &workers.path().join("two"), "two");
+    let ws = Ws::new();
+    let out = common::Out::of(
+        common::xtask()
+            .args(["repro", "--spec"])
+            .arg(ws.spec_path())
+            .args(["--remote-exec", &url]),
+    )
+    .ok();
+    assert!(
+        out.stdout
+            .contains("6 of 6 blobs reproducible (build a: 6 nvcc runs, build b: 6 nvcc runs)"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        out.stderr.matches("0 from its ActionCache").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+}
