@@ -48,8 +48,11 @@ pub struct RemoteStats {
 
 /// An action in REAPI form ([`Remote::prepare`]).
 struct Prepared {
-    /// The `Action` message's digest.
+    /// The `Action` message's digest: what is executed.
     digest: Blob,
+    /// The digest of the cacheable form of the action (`do_not_cache` false): what a cached
+    /// result is looked up by.
+    lookup: Blob,
     /// Every blob of it (the input root's files and folders, the Command, the Action).
     blobs: std::collections::BTreeMap<Blob, Source>,
     /// Each output's path relative to the working folder on the worker.
@@ -278,13 +281,17 @@ impl Remote {
         };
         let command_bytes = command.encode_to_vec();
         let command_blob = Blob::of(&command_bytes);
-        let message = re::Action {
+        let mut message = re::Action {
             command_digest: Some(command_blob.proto()),
             input_root_digest: Some(root.digest.proto()),
-            do_not_cache: skip_cache,
+            do_not_cache: false,
             platform: Some(platform),
             ..Default::default()
         };
+        // The cacheable action (what a cached result is looked up by) and, when this build
+        // adds nothing to the cache, the same action marked `do_not_cache` to execute.
+        let lookup = Blob::of(&message.encode_to_vec());
+        message.do_not_cache = skip_cache;
         let action_bytes = message.encode_to_vec();
         let action_blob = Blob::of(&action_bytes);
         let mut blobs = root.blobs;
@@ -292,6 +299,7 @@ impl Remote {
         blobs.insert(action_blob.clone(), Source::Bytes(action_bytes.into()));
         Ok(Prepared {
             digest: action_blob,
+            lookup,
             blobs,
             output_paths,
             layout,
@@ -304,23 +312,44 @@ impl Remote {
         let no_cache = self.cache != RemoteExecCache::ReadWrite;
         let Prepared {
             digest,
+            lookup,
             blobs,
             output_paths,
             layout,
         } = self.prepare(action, no_cache)?;
-        let sent = self.cas.upload(&blobs).await?;
-        self.uploaded.fetch_add(sent, Ordering::Relaxed);
         self.actions.fetch_add(1, Ordering::Relaxed);
         let fresh = self
             .distrusted
             .lock()
             .expect("distrusted")
-            .contains(&digest);
-        let response = self.execute(&digest, fresh).await?;
-        if response.cached_result {
-            self.cached.fetch_add(1, Ordering::Relaxed);
-            SERVED.with(|s| s.borrow_mut().push(digest.clone()));
-        }
+            .contains(&lookup);
+        // A cached result first (nothing is uploaded for it), unless the cache is off or
+        // this action's cached result was refused; then the inputs, and Execute.
+        let cached = match self.cache != RemoteExecCache::Off && !fresh {
+            true => self.cached_result(&lookup).await?,
+            false => None,
+        };
+        let response = match cached {
+            Some(result) => {
+                self.cached.fetch_add(1, Ordering::Relaxed);
+                SERVED.with(|s| s.borrow_mut().push(lookup.clone()));
+                re::ExecuteResponse {
+                    result: Some(result),
+                    cached_result: true,
+                    ..Default::default()
+                }
+            }
+            None => {
+                let sent = self.cas.upload(&blobs).await?;
+                self.uploaded.fetch_add(sent, Ordering::Relaxed);
+                let response = self.execute(&digest, true).await?;
+                if response.cached_result {
+                    self.cached.fetch_add(1, Ordering::Relaxed);
+                    SERVED.with(|s| s.borrow_mut().push(lookup.clone()));
+                }
+                response
+            }
+        };
         if let Some(s) = response.status.as_ref().filter(|s| s.code != 0) {
             return Err(std::io::Error::other(format!(
                 "{} could not run the action: {} (code {})",
@@ -370,14 +399,37 @@ impl Remote {
         }
     }
 
-    /// `Execute`, waiting for the operation to finish (`WaitExecution` when the stream ends
-    /// first).
-    async fn execute(&self, digest: &Blob, fresh: bool) -> std::io::Result<re::ExecuteResponse> {
+    /// The ActionCache's result of the action `lookup`, if it has one.
+    async fn cached_result(&self, lookup: &Blob) -> std::io::Result<Option<re::ActionResult>> {
+        let reply = re::action_cache_client::ActionCacheClient::new(self.channel.clone())
+            .max_decoding_message_size(64 << 20)
+            .get_action_result(re::GetActionResultRequest {
+                instance_name: self.instance.clone(),
+                action_digest: Some(lookup.proto()),
+                inline_stdout: true,
+                inline_stderr: true,
+                ..Default::default()
+            })
+            .await;
+        match reply {
+            Ok(r) => Ok(Some(r.into_inner())),
+            Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+            Err(s) => Err(grpc("GetActionResult", s)),
+        }
+    }
+
+    /// `Execute` of `digest` (`skip_cache`: the server does not look it up in its cache:
+    /// the client did), waiting for the operation to finish.
+    async fn execute(
+        &self,
+        digest: &Blob,
+        skip_cache: bool,
+    ) -> std::io::Result<re::ExecuteResponse> {
         let mut client = re::execution_client::ExecutionClient::new(self.channel.clone());
         let mut stream = client
             .execute(re::ExecuteRequest {
                 instance_name: self.instance.clone(),
-                skip_cache_lookup: fresh || self.cache == RemoteExecCache::Off,
+                skip_cache_lookup: skip_cache,
                 action_digest: Some(digest.proto()),
                 ..Default::default()
             })

@@ -26,6 +26,9 @@ pub struct Cas {
     instance: String,
     /// Blobs the server is known to hold.
     present: Mutex<HashSet<Blob>>,
+    /// One upload at a time: two actions starting together send the toolkit once, not
+    /// twice.
+    uploading: tokio::sync::Mutex<()>,
 }
 
 /// A gRPC failure, as an I/O error naming what was asked.
@@ -44,6 +47,7 @@ impl Cas {
             channel,
             instance,
             present: Mutex::new(HashSet::new()),
+            uploading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -61,10 +65,16 @@ impl Cas {
 
     /// Uploads what the server lacks of `blobs`; returns how many bytes went up.
     pub async fn upload(&self, blobs: &BTreeMap<Blob, Source>) -> std::io::Result<u64> {
-        let unknown: Vec<&Blob> = {
+        let unknown = || -> Vec<&Blob> {
             let present = self.present.lock().expect("present");
             blobs.keys().filter(|b| !present.contains(*b)).collect()
         };
+        if unknown().is_empty() {
+            return Ok(0);
+        }
+        let _one = self.uploading.lock().await;
+        // What the upload this one waited for sent is known now.
+        let unknown = unknown();
         if unknown.is_empty() {
             return Ok(0);
         }
