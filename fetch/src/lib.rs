@@ -7,7 +7,7 @@
 //! checks it against the lock (a removed module, another digest or an older index is
 //! refused with the difference), and copies the verified bundle into `OUT_DIR`.
 //! `CUDA_AOT_BUNDLE_DIR` points the build at a vendored folder instead
-//! (`cargo xtask sync --from URL --to DIR`).
+//! (`cargo xtask vendor --to DIR`).
 //!
 //! It writes the bundle twice: as one file (`OUT_DIR/cuda-aot.bundle`, holding only the
 //! module binaries the lock pins) that the program embeds with `cuda_aot::include_bundle!()`
@@ -70,6 +70,20 @@ pub struct Fetched {
     pub binaries: usize,
     /// Whether it came from the per-user cache without reaching the registry.
     pub offline: bool,
+}
+
+/// A release the lock pins, verified and checked against the lock.
+struct Release {
+    /// The registry folder holding it (the per-user cache's, or the vendored one).
+    dir: PathBuf,
+    /// The lock.
+    lock: Lock,
+    /// The lock of what the folder holds (equal to `lock`'s pins).
+    served: Lock,
+    /// The trust root file's bytes.
+    trust: Vec<u8>,
+    /// Whether the registry was not reached.
+    offline: bool,
 }
 
 /// One fetch: the lock, the trust root, where the bundle goes and where it is cached.
@@ -151,6 +165,63 @@ impl Fetch {
     /// release it pins, verifies it against the trust root and the lock, and writes the
     /// bundle into `out`.
     pub fn run(&self) -> Result<Fetched, FetchError> {
+        let release = self.verified_release()?;
+        let (dir, lock, served) = (&release.dir, &release.lock, &release.served);
+        let bundle = self.out.join(BUNDLE_DIR);
+        copy_layout(dir, &bundle)?;
+        let bundle_file = self.out.join(BUNDLE_FILE);
+        let packed = pack_locked(dir, lock, served, &release.trust)?;
+        // Whole or not at all: an interrupted build leaves no half bundle to embed.
+        cuda_aot::fs::write_atomic(&bundle_file, &packed).map_err(|e| {
+            err(
+                format!("{}: {e}", bundle_file.display()),
+                "check that OUT_DIR is writable",
+            )
+        })?;
+        Ok(Fetched {
+            bundle,
+            bundle_file,
+            bundle_bytes: packed.len() as u64,
+            index: served.registry.index,
+            binaries: lock.modules.len(),
+            offline: release.offline,
+        })
+    }
+
+    /// What `cargo xtask vendor` does: the release the lock pins, fetched and checked as
+    /// [`Fetch::run`] does, copied into the folder `to` (made, or replaced whole: a
+    /// vendoring that fails leaves `to` as it was). A build with `CUDA_AOT_BUNDLE_DIR=to`
+    /// then reads it, with no network. Returns how many module binaries and the index.
+    pub fn vendor(&self, to: &Path) -> Result<(usize, u64), FetchError> {
+        let release = self.verified_release()?;
+        let parent = to
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let io = |e: std::io::Error, p: &Path| {
+            err(
+                format!("{}: {e}", p.display()),
+                "check that the folder is writable",
+            )
+        };
+        std::fs::create_dir_all(parent).map_err(|e| io(e, parent))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".cuda-aot-vendor-")
+            .tempdir_in(parent)
+            .map_err(|e| io(e, parent))?;
+        let copy = staging.path().join("release");
+        copy_layout(&release.dir, &copy)?;
+        if to.exists() {
+            std::fs::remove_dir_all(to).map_err(|e| io(e, to))?;
+        }
+        std::fs::rename(&copy, to).map_err(|e| io(e, to))?;
+        Ok((release.lock.modules.len(), release.served.registry.index))
+    }
+
+    /// Reads the lock and the trust root, checks they belong together, fetches (or finds
+    /// in the cache, or in the vendored folder) the release the lock pins, verified, and
+    /// checks it against the lock.
+    fn verified_release(&self) -> Result<Release, FetchError> {
         let text = std::fs::read_to_string(&self.lock).map_err(|e| {
             err(
                 format!("{}: {e}", self.lock.display()),
@@ -192,23 +263,11 @@ impl Fetch {
                 "if the registry's maintainers meant this release, lock again with `cargo xtask lock --update`; otherwise keep the lock and ask them",
             )
         })?;
-        let bundle = self.out.join(BUNDLE_DIR);
-        copy_layout(&dir, &bundle)?;
-        let bundle_file = self.out.join(BUNDLE_FILE);
-        let packed = pack_locked(&dir, &lock, &served, &trust)?;
-        // Whole or not at all: an interrupted build leaves no half bundle to embed.
-        cuda_aot::fs::write_atomic(&bundle_file, &packed).map_err(|e| {
-            err(
-                format!("{}: {e}", bundle_file.display()),
-                "check that OUT_DIR is writable",
-            )
-        })?;
-        Ok(Fetched {
-            bundle,
-            bundle_file,
-            bundle_bytes: packed.len() as u64,
-            index: served.registry.index,
-            binaries: lock.modules.len(),
+        Ok(Release {
+            dir,
+            lock,
+            served,
+            trust,
             offline,
         })
     }
@@ -247,7 +306,7 @@ impl Fetch {
                         self.lock.display()
                     ),
                     format!(
-                        "connect and build again, or vendor the release: `cargo xtask sync --from {url} --to DIR` on a machine that can reach it, then build with CUDA_AOT_BUNDLE_DIR=DIR"
+                        "connect and build again, or vendor the release: `cargo xtask vendor --to DIR` in this project on a machine that can reach {url}, then build with CUDA_AOT_BUNDLE_DIR=DIR"
                     ),
                 ))
             }

@@ -50,6 +50,7 @@ mod sign;
 mod sync;
 mod toolchain;
 mod trust_root;
+mod vendor;
 mod verify;
 
 // The builder's support modules, under the names every task imports them by.
@@ -100,6 +101,7 @@ enum Task {
     Serve(cuda_aot_registry::serve::ServeArgs),
     Sync(sync::Args),
     Lock(lock::Args),
+    Vendor(vendor::Args),
     InstallCapi(install_capi::Args),
     /// The repository's own chores (benches, GPU runs, test servers): not in an installed
     /// tool.
@@ -144,6 +146,7 @@ impl Task {
             Task::Serve(_) => features::rerun("serve", "net"),
             Task::Sync(a) => a.run(),
             Task::Lock(a) => a.run(),
+            Task::Vendor(a) => a.run(),
             Task::InstallCapi(a) => a.run(),
             #[cfg(feature = "repo")]
             Task::Repo(t) => t.run(),

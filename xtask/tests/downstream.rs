@@ -226,7 +226,7 @@ fn issue_36_the_downstream_example_builds_without_a_toolkit_and_verifies_its_ker
     assert!(
         !failed.status.success()
             && stderr.contains("(first: alpha sm_80 (cubin))")
-            && stderr.contains("cargo xtask sync --from"),
+            && stderr.contains("cargo xtask vendor --to DIR"),
         "{stderr}"
     );
 

@@ -49,6 +49,24 @@ fn issue_36_a_build_fetches_the_locked_release_verified_and_offline_from_a_warm_
     let locking = tempfile::tempdir().unwrap();
     lock(&serve.url(), &trust, project.path(), locking.path());
 
+    // `cargo xtask vendor`: the locked release into a folder, for builds with no network.
+    let vendor_dir = project.path().join("vendor/kernels");
+    let out = xtask()
+        .current_dir(project.path())
+        .env("CUDA_AOT_CACHE_DIR", locking.path())
+        .args(["vendor", "--trust"])
+        .arg(&trust)
+        .arg("--to")
+        .arg(&vendor_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("vendored 6 module binaries (index v1)"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A cold per-user cache: fetched, verified, checked against the lock, written out.
     let cache = tempfile::tempdir().unwrap();
     let got = fetch(project.path(), &trust, cache.path()).run().unwrap();
@@ -70,13 +88,13 @@ fn issue_36_a_build_fetches_the_locked_release_verified_and_offline_from_a_warm_
     assert!(
         e.contains("holds no release")
             && e.contains("(first: alpha ")
-            && e.contains("cargo xtask sync --from")
+            && e.contains("cargo xtask vendor --to DIR")
             && e.contains("CUDA_AOT_BUNDLE_DIR"),
         "{e}"
     );
-    // A vendored folder instead of the registry.
+    // The vendored folder instead of the registry, with no network.
     let mut vendored = fetch(project.path(), &trust, cold.path());
-    vendored.vendored = Some(reg.clone());
+    vendored.vendored = Some(vendor_dir.clone());
     let got = vendored.run().unwrap();
     assert_eq!((got.binaries, got.offline), (6, true));
     // A trust root other than the lock's.
