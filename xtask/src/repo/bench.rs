@@ -22,6 +22,9 @@ mod report;
 // With the network part: its S3 row runs the pinned S3 server and its client.
 #[cfg(feature = "net")]
 mod shared;
+// Remote execution through the pinned REAPI server (its client is in the network part).
+#[cfg(feature = "net")]
+mod remote;
 
 use report::{Figures, Header, Load, Scale, Stats};
 
@@ -84,13 +87,15 @@ pub struct Args {
     /// --doc). About twelve minutes on 2 cores.
     #[arg(long)]
     shared_cache: bool,
-    /// Modules of the heavy corpus of --shared-cache (two SMs each, then a third).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 24,
-        requires = "shared_cache"
-    )]
+    /// Only the remote execution rows (issue 45) on the heavy corpus: the pinned BuildGrid
+    /// and two workers on this machine; the local cold build, the first remote build (the
+    /// toolkit uploaded), changed sources with the ActionCache off against the local build
+    /// at the same -j, a second checkout answered from the ActionCache, and a model of N
+    /// workers. Writes docs/remote-exec-bench.md (or --doc).
+    #[arg(long, conflicts_with = "shared_cache")]
+    remote_exec: bool,
+    /// Modules of the heavy corpus of --shared-cache and --remote-exec (two SMs each).
+    #[arg(long, value_name = "N", default_value_t = 24)]
     heavy_modules: usize,
     #[command(flatten)]
     toolkit: ToolkitArgs,
@@ -135,6 +140,9 @@ impl Args {
         // --shared-cache: only the shared build cache rows.
         if self.shared_cache {
             return self.shared_cache_rows(&base);
+        }
+        if self.remote_exec {
+            return self.remote_exec_rows(&base);
         }
         let runs = self.noop_runs.max(1);
         let repeat = self.repeat.max(1);
@@ -224,6 +232,34 @@ impl Args {
             base.jobs = j.max(1);
         }
         base
+    }
+
+    /// The remote execution rows (`--remote-exec`), which need the network part.
+    fn remote_exec_rows(&self, base: &BuildOptions) -> Result<()> {
+        #[cfg(not(feature = "net"))]
+        {
+            let _ = base;
+            crate::features::rerun("bench --remote-exec", "net")?;
+            bail!("the tool did not run again with its network part");
+        }
+        #[cfg(feature = "net")]
+        {
+            let tmp = tempfile::Builder::new()
+                .prefix("bench-remote-")
+                .tempdir_in(paths::work_dir_created()?)
+                .context("creating a temporary folder in the project's .cuda-aot")?;
+            let table = remote::rows(base, tmp.path(), self.heavy_modules)?;
+            println!("{table}");
+            if !self.no_doc {
+                let doc = self
+                    .doc
+                    .clone()
+                    .unwrap_or_else(|| paths::repo_root().join("docs/remote-exec-bench.md"));
+                let written = remote::write_doc(&doc, &table, self.heavy_modules)?;
+                eprintln!("bench: wrote {}", written.display());
+            }
+            Ok(())
+        }
     }
 
     /// The shared build cache rows (`--shared-cache`), which need the network part: without

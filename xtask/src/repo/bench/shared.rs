@@ -25,7 +25,7 @@ const AIM_SHARD_RATIO: f64 = 1.15;
 
 /// The heavy spec: `modules` modules of `heavy.cu`, chain lengths 4 to 7 rounds (so jobs
 /// differ in cost, as real ones do), for `targets`.
-fn write_corpus(dir: &Path, modules: usize, targets: &[&str]) -> Result<PathBuf> {
+pub(super) fn write_corpus(dir: &Path, modules: usize, targets: &[&str]) -> Result<PathBuf> {
     crate::files::write(&dir.join("src/heavy.cu"), HEAVY_CU.as_bytes())?;
     let quoted: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     let mut spec = format!(
