@@ -308,7 +308,10 @@ pub fn run_build(opts: &BuildOptions) -> Result<BuildReport> {
             return Ok(BuildReport::nothing(opts, &plan, t0));
         }
     }
-    // 4. Every job, longest first: a cache hit, or the executor's toolkit runs.
+    // 4. Every job, longest first: a cache hit, or the executor's toolkit runs (which
+    //    must use the host compiler the identities record).
+    opts.executor
+        .expect_host_compiler(&plan.host.path, &plan.host.version);
     let ctx = Ctx {
         plan: &plan,
         cache: &cache,

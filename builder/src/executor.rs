@@ -107,6 +107,13 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     /// Forgets which of this thread's actions were answered from a cache (a job starts).
     fn begin_job(&self) {}
 
+    /// The host compiler this build's identities record (nvcc's `-ccbin` and the first
+    /// line of its `--version`): an executor that runs elsewhere refuses to run anything
+    /// where that path holds another compiler.
+    fn expect_host_compiler(&self, path: &std::path::Path, version: &str) {
+        let _ = (path, version);
+    }
+
     /// The actions this thread ran since [`Executor::begin_job`] whose results came from a
     /// cache (the server's ActionCache), named; each is distrusted from now on (it runs
     /// again, its cached result never taken). A job whose outputs failed the build's checks

@@ -297,3 +297,40 @@ fn issue_45_repro_rebuilds_twice_through_the_server() {
         out.stderr
     );
 }
+
+/// The identities record the host compiler nvcc's `-ccbin` names: workers that have another
+/// one at that path (here a wrapper that says another version where the workers run it,
+/// with no HOME) are refused before any action runs, naming both versions.
+#[test]
+fn issue_45_workers_with_another_host_compiler_are_refused() {
+    let reapi = Reapi::start(5, &[]);
+    let workers = tempfile::tempdir().unwrap();
+    let url = format!("grpc://{}", reapi.addr);
+    let _w = Worker::start(&reapi, &workers.path().join("w"), "w");
+    let ws = Ws::new();
+    let cxx = ws.path("bin/c++");
+    std::fs::create_dir_all(cxx.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cxx,
+        "#!/bin/sh\n[ \"$1\" = --version ] && { [ -n \"$HOME\" ] && echo 'c++ (here) 1' || echo 'c++ (worker) 2'; exit 0; }\nexec /usr/bin/c++ \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cxx, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = ws
+        .build_with(&["--remote-exec", &url], |c| {
+            c.env("CXX", &cxx).env("HOME", "/root");
+        })
+        .failed();
+    assert!(
+        run.stderr.contains("\"c++ (worker) 2\"") && run.stderr.contains("\"c++ (here) 1\""),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("the identities would not say what built the blobs"),
+        "{}",
+        run.stderr
+    );
+}

@@ -77,6 +77,11 @@ pub struct Remote {
     /// Actions whose cached result failed a build's checks: never taken from the cache
     /// again by this process.
     distrusted: Mutex<HashSet<Blob>>,
+    /// The host compiler the build's identities record (`-ccbin` and its `--version`).
+    host: Mutex<Option<(PathBuf, String)>>,
+    /// Whether the workers' host compiler was found the same (checked once, before the
+    /// first action runs).
+    host_checked: tokio::sync::OnceCell<Result<(), String>>,
 }
 
 thread_local! {
@@ -186,6 +191,8 @@ impl Remote {
             uploaded: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             distrusted: Mutex::new(HashSet::new()),
+            host: Mutex::new(None),
+            host_checked: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -250,53 +257,16 @@ impl Remote {
                 os(a)?
             });
         }
-        let platform = re::Platform {
-            properties: vec![
-                re::platform::Property {
-                    name: "OSFamily".into(),
-                    value: std::env::consts::OS.into(),
-                },
-                re::platform::Property {
-                    name: "ISA".into(),
-                    value: std::env::consts::ARCH.replace('_', "-"),
-                },
-            ],
-        };
-        let env = [("LC_ALL", "C"), ("PATH", "/usr/bin:/bin")];
-        // The platform in the Command too: servers before REAPI 2.2 read it there.
-        #[allow(deprecated)]
-        let command = re::Command {
+        let messages = messages(
             arguments,
-            environment_variables: env
-                .iter()
-                .map(|(k, v)| re::command::EnvironmentVariable {
-                    name: (*k).into(),
-                    value: (*v).into(),
-                })
-                .collect(),
-            output_paths: output_paths.clone(),
-            working_directory: layout.place(cwd)?.join("/"),
-            platform: Some(platform.clone()),
-            ..Default::default()
-        };
-        let command_bytes = command.encode_to_vec();
-        let command_blob = Blob::of(&command_bytes);
-        let mut message = re::Action {
-            command_digest: Some(command_blob.proto()),
-            input_root_digest: Some(root.digest.proto()),
-            do_not_cache: false,
-            platform: Some(platform),
-            ..Default::default()
-        };
-        // The cacheable action (what a cached result is looked up by) and, when this build
-        // adds nothing to the cache, the same action marked `do_not_cache` to execute.
-        let lookup = Blob::of(&message.encode_to_vec());
-        message.do_not_cache = skip_cache;
-        let action_bytes = message.encode_to_vec();
-        let action_blob = Blob::of(&action_bytes);
+            output_paths.clone(),
+            layout.place(cwd)?.join("/"),
+            &root.digest,
+            skip_cache,
+        );
         let mut blobs = root.blobs;
-        blobs.insert(command_blob, Source::Bytes(command_bytes.into()));
-        blobs.insert(action_blob.clone(), Source::Bytes(action_bytes.into()));
+        blobs.extend(messages.blobs);
+        let (action_blob, lookup) = (messages.digest, messages.lookup);
         Ok(Prepared {
             digest: action_blob,
             lookup,
@@ -340,6 +310,7 @@ impl Remote {
                 }
             }
             None => {
+                self.check_host_compiler().await?;
                 let sent = self.cas.upload(&blobs).await?;
                 self.uploaded.fetch_add(sent, Ordering::Relaxed);
                 let response = self.execute(&digest, true).await?;
@@ -396,6 +367,63 @@ impl Remote {
         match digest.filter(|d| d.size_bytes > 0) {
             Some(d) => self.cas.read(&Blob::from_proto(d)).await,
             None => Ok(raw.to_vec()),
+        }
+    }
+
+    /// Refuses to run anything when the workers' host compiler at the path the build gives
+    /// nvcc's `-ccbin` is not the one its identities record (`<path> --version`, run once
+    /// on a worker, never cached): the blobs would not be what they claim.
+    async fn check_host_compiler(&self) -> std::io::Result<()> {
+        let Some((path, version)) = self.host.lock().expect("host").clone() else {
+            return Ok(());
+        };
+        let checked = self
+            .host_checked
+            .get_or_init(|| async {
+                let found = self.remote_version(&path).await.map_err(|e| e.to_string())?;
+                match found == version {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "the workers of {} have {found:?} at {} where this build records {version:?}: the identities would not say what built the blobs",
+                        self.url,
+                        path.display()
+                    )),
+                }
+            })
+            .await;
+        checked.clone().map_err(std::io::Error::other)
+    }
+
+    /// The first line `path --version` prints on a worker.
+    async fn remote_version(&self, path: &Path) -> std::io::Result<String> {
+        let empty = re::Directory::default().encode_to_vec();
+        let root = Blob::of(&empty);
+        let mut m = messages(
+            vec![path.to_string_lossy().into_owned(), "--version".into()],
+            vec![],
+            String::new(),
+            &root,
+            true,
+        );
+        m.blobs.insert(root, Source::Bytes(empty.into()));
+        self.cas.upload(&m.blobs).await?;
+        let response = self.execute(&m.digest, true).await?;
+        let result = response.result.unwrap_or_default();
+        let out = self
+            .output_stream(&result.stdout_raw, result.stdout_digest.as_ref())
+            .await?;
+        let first = String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string);
+        match (result.exit_code, first) {
+            (0, Some(v)) => Ok(v),
+            (code, _) => Err(std::io::Error::other(format!(
+                "{} --version on a worker of {} exited {code} printing no version: the workers need the host compiler this build uses, at the same path",
+                path.display(),
+                self.url
+            ))),
         }
     }
 
@@ -501,6 +529,77 @@ async fn interrupt() -> String {
             return i.to_string();
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The Command and Action messages of a run: their blobs, the Action's digest (to execute)
+/// and the cacheable Action's digest (to look up).
+struct Messages {
+    blobs: std::collections::BTreeMap<Blob, Source>,
+    digest: Blob,
+    lookup: Blob,
+}
+
+/// The messages of running `arguments` in `working_directory` of the input root `root`,
+/// writing `output_paths`: the platform only `OSFamily` and `ISA`, the environment only the
+/// C locale and a plain PATH. With `skip_cache` the executed Action is marked
+/// `do_not_cache` (its lookup digest is the cacheable one's).
+fn messages(
+    arguments: Vec<String>,
+    output_paths: Vec<String>,
+    working_directory: String,
+    root: &Blob,
+    skip_cache: bool,
+) -> Messages {
+    let platform = re::Platform {
+        properties: vec![
+            re::platform::Property {
+                name: "OSFamily".into(),
+                value: std::env::consts::OS.into(),
+            },
+            re::platform::Property {
+                name: "ISA".into(),
+                value: std::env::consts::ARCH.replace('_', "-"),
+            },
+        ],
+    };
+    let env = [("LC_ALL", "C"), ("PATH", "/usr/bin:/bin")];
+    // The platform in the Command too: servers before REAPI 2.2 read it there.
+    #[allow(deprecated)]
+    let command = re::Command {
+        arguments,
+        environment_variables: env
+            .iter()
+            .map(|(k, v)| re::command::EnvironmentVariable {
+                name: (*k).into(),
+                value: (*v).into(),
+            })
+            .collect(),
+        output_paths,
+        working_directory,
+        platform: Some(platform.clone()),
+        ..Default::default()
+    };
+    let command_bytes = command.encode_to_vec();
+    let command_blob = Blob::of(&command_bytes);
+    let mut message = re::Action {
+        command_digest: Some(command_blob.proto()),
+        input_root_digest: Some(root.proto()),
+        do_not_cache: false,
+        platform: Some(platform),
+        ..Default::default()
+    };
+    let lookup = Blob::of(&message.encode_to_vec());
+    message.do_not_cache = skip_cache;
+    let action_bytes = message.encode_to_vec();
+    let digest = Blob::of(&action_bytes);
+    let mut blobs = std::collections::BTreeMap::new();
+    blobs.insert(command_blob, Source::Bytes(command_bytes.into()));
+    blobs.insert(digest.clone(), Source::Bytes(action_bytes.into()));
+    Messages {
+        blobs,
+        digest,
+        lookup,
     }
 }
 
@@ -688,6 +787,10 @@ impl Executor for Remote {
 
     fn begin_job(&self) {
         SERVED.with(|s| s.borrow_mut().clear());
+    }
+
+    fn expect_host_compiler(&self, path: &Path, version: &str) {
+        *self.host.lock().expect("host") = Some((path.to_path_buf(), version.to_string()));
     }
 
     fn refuse_cached(&self) -> Vec<String> {
