@@ -9,7 +9,9 @@ usage: s3_server.py [--ignore-conditions] [--fail-every=N] [--delay-ms=N]
 
 --ignore-conditions drops If-None-Match and If-Match from every request (a store without
 conditional writes); --fail-every=N answers every Nth request for an object with 503 Slow
-Down before moto sees it (a 5xx storm); --delay-ms=N waits N ms before answering each
+Down before moto sees it (a 5xx storm; with N above 1, never the same request more than
+twice in a row, so a client's retries get through whatever requests interleave with
+them; N = 1 fails every one); --delay-ms=N waits N ms before answering each
 request (a slow store; one request at a time, so the delays add up).
 
 --cut-on=METHOD:SUFFIX cuts the connection half-way through the first request of METHOD
@@ -49,6 +51,8 @@ class Faults:
         self.fail_every = fail_every
         self.delay = delay_ms / 1000.0
         self.seen = 0
+        # Consecutive 503s given to each (method, path): at most two in a row.
+        self.failed = {}
         # (METHOD, SUFFIX, die) of the one request to break half-way, until it happened.
         self.break_on = [(m, s, False) for m, s in cut_on] + [(m, s, True) for m, s in die_on]
         self.stall_on = list(stall_on)
@@ -117,7 +121,12 @@ class Faults:
         # Object requests only (a path with a key below the bucket).
         if self.fail_every and environ.get("PATH_INFO", "").strip("/").count("/") >= 1:
             self.seen += 1
-            if self.seen % self.fail_every == 0:
+            request = (environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"))
+            storm = self.seen % self.fail_every == 0 and (
+                self.fail_every == 1 or self.failed.get(request, 0) < 2
+            )
+            self.failed[request] = self.failed.get(request, 0) + 1 if storm else 0
+            if storm:
                 environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
                 start_response(
                     "503 Slow Down",
