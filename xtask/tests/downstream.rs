@@ -56,6 +56,16 @@ fn cargo_build(dir: &Path, cache: &Path) -> std::process::Output {
     cargo_build_command(dir, cache).output().unwrap()
 }
 
+/// [`cargo_build`], which must succeed (its stderr shown when it does not).
+fn build_ok(dir: &Path, cache: &Path) {
+    let built = cargo_build(dir, cache);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+}
+
 /// The command of [`cargo_build`], to adjust before running.
 fn cargo_build_command(dir: &Path, cache: &Path) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -175,28 +185,14 @@ fn issue_36_the_downstream_example_builds_without_a_toolkit_and_verifies_its_ker
     );
 
     let cache = tempfile::tempdir().unwrap();
-    let built = cargo_build(project.path(), cache.path());
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    build_ok(project.path(), cache.path());
     let (code, text) = run_program();
     let bundle = assert_verified_and_ran(code, &text, 6);
     let full = program_size();
 
     // A flipped byte in a served blob: the build fails naming the blob (the blob is put
     // back after).
-    let blob = walkdir::WalkDir::new(reg.join("blobs"))
-        .into_iter()
-        .map(|e| e.unwrap())
-        .find(|e| e.file_type().is_file())
-        .unwrap()
-        .into_path();
-    let good = std::fs::read(&blob).unwrap();
-    let mut bad = good.clone();
-    bad[good.len() / 2] ^= 1;
-    std::fs::write(&blob, &bad).unwrap();
+    let (blob, good) = common::flip_a_blob(&reg);
     let fresh = tempfile::tempdir().unwrap();
     let failed = cargo_build(project.path(), fresh.path());
     let stderr = String::from_utf8_lossy(&failed.stderr);
@@ -214,12 +210,7 @@ fn issue_36_the_downstream_example_builds_without_a_toolkit_and_verifies_its_ker
     let lock = project.path().join("cuda-aot.lock");
     let text = std::fs::read(&lock).unwrap();
     std::fs::write(&lock, &text).unwrap();
-    let warm = cargo_build(project.path(), cache.path());
-    assert!(
-        warm.status.success(),
-        "{}",
-        String::from_utf8_lossy(&warm.stderr)
-    );
+    build_ok(project.path(), cache.path());
     let cold = tempfile::tempdir().unwrap();
     let failed = cargo_build(project.path(), cold.path());
     let stderr = String::from_utf8_lossy(&failed.stderr);
@@ -316,12 +307,7 @@ fn issue_36_the_downstream_example_fetches_from_an_oci_registry() {
     let text = std::fs::read_to_string(project.path().join("cuda-aot.lock")).unwrap();
     assert!(text.contains(&format!("url = \"{reference}\"")), "{text}");
     let cache = tempfile::tempdir().unwrap();
-    let built = cargo_build(project.path(), cache.path());
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    build_ok(project.path(), cache.path());
     let (code, text) = run_program();
     assert_verified_and_ran(code, &text, 6);
 }

@@ -119,17 +119,7 @@ fn issue_36_a_flipped_blob_or_a_removed_module_fails_the_build_naming_it() {
     lock(&serve.url(), &trust, project.path(), locking.path());
 
     // One byte of one served blob.
-    let blob = walkdir::WalkDir::new(reg.join("blobs"))
-        .into_iter()
-        .map(|e| e.unwrap())
-        .find(|e| e.file_type().is_file())
-        .unwrap()
-        .into_path();
-    let good = std::fs::read(&blob).unwrap();
-    let mut bad = good.clone();
-    let at = bad.len() / 2;
-    bad[at] ^= 1;
-    std::fs::write(&blob, &bad).unwrap();
+    let (blob, good) = common::flip_a_blob(&reg);
     let cache = tempfile::tempdir().unwrap();
     let e = fetch(project.path(), &trust, cache.path())
         .run()

@@ -247,17 +247,7 @@ fn a_rebuild_refuses_a_tampered_registry_a_hostile_name_and_a_lying_builder() {
     std::fs::write(&source, &good).unwrap();
 
     // One byte of a blob: the registry does not verify, nothing is fetched.
-    let blob = walkdir::WalkDir::new(reg.join("blobs"))
-        .into_iter()
-        .map(|e| e.unwrap())
-        .find(|e| e.file_type().is_file())
-        .unwrap()
-        .into_path();
-    let good = std::fs::read(&blob).unwrap();
-    let mut bad = good.clone();
-    let last = bad.len() - 1;
-    bad[last] ^= 1;
-    std::fs::write(&blob, &bad).unwrap();
+    let (blob, good) = common::flip_a_blob(&reg);
     let o = keys
         .rebuild("candidate", "builder-b", machine.path())
         .failed();

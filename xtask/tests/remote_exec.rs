@@ -11,11 +11,9 @@ mod common;
 
 use std::net::TcpListener;
 
-use std::collections::BTreeMap;
-
+use common::Ws;
 use common::reapi::{Reapi, Worker};
 use common::server::Server;
-use common::{Run, Ws};
 
 /// A port nothing listens on.
 fn free_port() -> u16 {
@@ -92,25 +90,6 @@ fn issue_45_bad_urls_and_absent_or_foreign_servers_are_refused_before_any_job() 
     );
 }
 
-/// `module target` → blake3 of the blob, from a build's report.
-fn blobs(run: &Run) -> BTreeMap<String, String> {
-    run.report.as_ref().expect("a report")["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                format!(
-                    "{} {}",
-                    m["module"].as_str().unwrap(),
-                    m["target"].as_str().unwrap()
-                ),
-                m["module_digest"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothing() {
     let reapi = Reapi::start(5, &[]);
@@ -123,8 +102,8 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     let ws = Ws::new();
     let remote = ws.build(&["--remote-exec", &url]).ok();
     assert_eq!(
-        blobs(&remote),
-        blobs(&local),
+        remote.digests(),
+        local.digests(),
         "the remote blobs differ from the local ones"
     );
     assert_eq!(remote.nvcc_runs(), 6);
@@ -152,7 +131,7 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     // Another checkout, elsewhere, with empty caches: the same actions, all answered by the
     // server's ActionCache (and checked like fresh ones).
     let again = Ws::new().build(&["--remote-exec", &url]).ok();
-    assert_eq!(blobs(&again), blobs(&local));
+    assert_eq!(again.digests(), local.digests());
     assert!(
         again.stderr.contains("6 action(s), 6 from its ActionCache"),
         "{}",
@@ -186,7 +165,7 @@ fn issue_45_a_poisoned_action_cache_entry_is_refused_and_run_again() {
 
     let local = Ws::new().build(&[]).ok();
     let again = Ws::new().build(&["--remote-exec", &url]).ok();
-    assert_eq!(blobs(&again), blobs(&local));
+    assert_eq!(again.digests(), local.digests());
     assert!(
         again
             .stderr
@@ -222,7 +201,7 @@ fn issue_45_a_worker_killed_mid_action_still_gives_a_complete_correct_build() {
     })
     .ok();
     let local = Ws::new().build(&[]).ok();
-    assert_eq!(blobs(&remote), blobs(&local));
+    assert_eq!(remote.digests(), local.digests());
     assert!(remote.stderr.contains("6 action(s)"), "{}", remote.stderr);
 }
 

@@ -14,18 +14,7 @@ use common::{repo, xtask};
 
 /// The venv `servers s3` installed (the project's .cuda-aot/servers/moto-s3-<pins>/).
 fn venv_python() -> PathBuf {
-    let dir = repo().join(".cuda-aot/servers");
-    std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("moto-s3-"))
-                && p.join(".installed").is_file()
-        })
-        .expect("servers s3 installed its venv")
-        .join("venv/bin/python")
+    common::server::venv_python("moto-s3-")
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! The remote executor (`--remote-exec grpc://HOST:PORT`): each [`Action`] becomes a Remote
 //! Execution API v2 action on a server (BuildGrid, Buildbarn, BuildBuddy, NativeLink,
-//! EngFlow): its inputs, the pinned toolkit included, mirrored at their paths in the input
-//! root ([`tree`]) and uploaded once ([`cas`]); the same command line, every path under an
-//! input made relative to the working folder; the outputs fetched back and checked against
-//! their digests. What the build then does with them is what it does with a local run's:
+//! EngFlow): its inputs placed by role in the input root ([`layout`]: the pinned toolkit in
+//! one folder, the rest in another), hashed ([`tree`]) and uploaded once ([`cas`]); the same
+//! command line, every path under an input made relative to the working folder; a cached
+//! result looked up first; the outputs fetched back and checked against their digests. What the build then does with them is what it does with a local run's:
 //! the executor is never trusted.
 //!
 //! The client is stock REAPI: no property but `OSFamily` and `ISA` in the platform, the
 //! SHA-256 digest function, `Execute` and `WaitExecution`, so any cluster runs the actions.
-//! The host compiler nvcc's `-ccbin` names is the worker's own, at the same path.
+//! The host compiler nvcc's `-ccbin` names is the worker's own, at the same path, and must
+//! answer the version the identities record.
 
 pub mod cas;
 pub mod layout;
@@ -315,7 +316,7 @@ impl Remote {
                 self.check_host_compiler().await?;
                 let sent = self.cas.upload(&blobs).await?;
                 self.uploaded.fetch_add(sent, Ordering::Relaxed);
-                let response = self.execute(&digest, true).await?;
+                let response = self.execute(&digest).await?;
                 if response.cached_result {
                     self.cached.fetch_add(1, Ordering::Relaxed);
                     SERVED.with(|s| s.borrow_mut().push(lookup.clone()));
@@ -409,7 +410,7 @@ impl Remote {
         );
         m.blobs.insert(root, Source::Bytes(empty.into()));
         self.cas.upload(&m.blobs).await?;
-        let response = self.execute(&m.digest, true).await?;
+        let response = self.execute(&m.digest).await?;
         let result = response.result.unwrap_or_default();
         let out = self
             .output_stream(&result.stdout_raw, result.stdout_digest.as_ref())
@@ -448,18 +449,14 @@ impl Remote {
         }
     }
 
-    /// `Execute` of `digest` (`skip_cache`: the server does not look it up in its cache:
-    /// the client did), waiting for the operation to finish.
-    async fn execute(
-        &self,
-        digest: &Blob,
-        skip_cache: bool,
-    ) -> std::io::Result<re::ExecuteResponse> {
+    /// `Execute` of `digest`, waiting for the operation to finish. The server does not look
+    /// it up in its ActionCache: the client did first, or must not.
+    async fn execute(&self, digest: &Blob) -> std::io::Result<re::ExecuteResponse> {
         let mut client = re::execution_client::ExecutionClient::new(self.channel.clone());
         let mut stream = client
             .execute(re::ExecuteRequest {
                 instance_name: self.instance.clone(),
-                skip_cache_lookup: skip_cache,
+                skip_cache_lookup: true,
                 action_digest: Some(digest.proto()),
                 ..Default::default()
             })

@@ -298,6 +298,23 @@ impl Ws {
     }
 }
 
+/// Flips one byte (in the middle) of the first blob file of the registry folder `reg`, as
+/// a tampering server or mirror would; returns the blob's path and its good bytes, to put
+/// back with `std::fs::write`.
+pub fn flip_a_blob(reg: &Path) -> (PathBuf, Vec<u8>) {
+    let blob = walkdir::WalkDir::new(reg.join("blobs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .find(|e| e.file_type().is_file())
+        .expect("a blob in the registry")
+        .into_path();
+    let good = std::fs::read(&blob).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 2] ^= 1;
+    std::fs::write(&blob, &bad).unwrap();
+    (blob, good)
+}
+
 /// A build output's snapshot with its provenance's build definition in place of the file:
 /// a rebuild from the same inputs records the same definition but a run of its own (times,
 /// invocation id).
@@ -373,6 +390,25 @@ impl Run {
                     "{} {}",
                     m["module"].as_str().unwrap(),
                     m["target"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    /// `module target` → the blob's digest (`blake3:…`), for every blob of the build.
+    pub fn digests(&self) -> BTreeMap<String, String> {
+        self.report()["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    format!(
+                        "{} {}",
+                        m["module"].as_str().unwrap(),
+                        m["target"].as_str().unwrap()
+                    ),
+                    m["module_digest"].as_str().unwrap().to_string(),
                 )
             })
             .collect()

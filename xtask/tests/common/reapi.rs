@@ -12,7 +12,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{repo, xtask};
+use super::xtask;
 
 /// `xtask servers reapi`, until SIGTERM (then SIGKILL) on drop.
 pub struct Reapi {
@@ -67,19 +67,7 @@ impl Reapi {
     /// Sends `signal` (`-TERM`, `-KILL`) and waits (10 s at most, then SIGKILL) for the exit
     /// status.
     pub fn stop_with(&mut self, signal: &str) -> ExitStatus {
-        let _ = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status();
-        let t = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if t.elapsed() > Duration::from_secs(10) {
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::server::signal_and_wait(&mut self.child, signal)
     }
 }
 
@@ -94,18 +82,7 @@ impl Drop for Reapi {
 /// The venv `servers reapi` installed (the project's .cuda-aot/servers/buildgrid-<pins>/):
 /// its Python has grpcio and BuildGrid's generated protos.
 pub fn venv_python() -> PathBuf {
-    let dir = repo().join(".cuda-aot/servers");
-    std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("buildgrid-"))
-                && p.join(".installed").is_file()
-        })
-        .expect("servers reapi installed its venv")
-        .join("venv/bin/python")
+    super::server::venv_python("buildgrid-")
 }
 
 /// Whether process `pid` is gone (or a zombie no one reaped: it runs nothing).

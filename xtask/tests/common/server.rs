@@ -57,20 +57,43 @@ impl Server {
 impl Server {
     /// Sends SIGTERM and waits (10 s at most, then SIGKILL) for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let t = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if t.elapsed() > Duration::from_secs(10) {
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        signal_and_wait(&mut self.child, "-TERM")
     }
+}
+
+/// Sends `signal` (`-TERM`, `-KILL`) to `child` and waits (10 s at most, then SIGKILL) for
+/// its exit status: how the tests stop the servers they start.
+pub fn signal_and_wait(child: &mut Child, signal: &str) -> std::process::ExitStatus {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status();
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The Python of the venv `cargo xtask servers` installed for a server (the project's
+/// `.cuda-aot/servers/<prefix><pins>/`, e.g. `buildgrid-`, `moto-s3-`).
+pub fn venv_python(prefix: &str) -> std::path::PathBuf {
+    let dir = super::repo().join(".cuda-aot/servers");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                && p.join(".installed").is_file()
+        })
+        .unwrap_or_else(|| panic!("no installed venv {prefix}* in {}", dir.display()))
+        .join("venv/bin/python")
 }
 
 impl Drop for Server {

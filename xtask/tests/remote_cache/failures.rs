@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::common;
 use crate::common::s3::S3;
 use crate::common::{Keys, Ws, snapshot};
-use crate::{assert_shared, blobs, build, build_at, build_on_s3, refusals, shared, url};
+use crate::{assert_shared, build, build_at, build_on_s3, refusals, shared, url};
 
 /// Issue 20, item 6: a slow store (every request waits 100 ms, one at a time) answering
 /// every third object request with 503 Slow Down. The shared cache's writes and reads are
@@ -45,7 +45,7 @@ fn issue_20_a_failing_or_dead_s3_store_never_breaks_the_build() {
     assert!(failing.fails_requests(url));
     let b = run(&failing, Some(&keys.key("builder"))).ok();
     assert_eq!(b.nvcc_runs(), 6, "{}", b.stderr);
-    assert_eq!(blobs(&b), blobs(&plain));
+    assert_eq!(b.digests(), plain.digests());
     assert_eq!(shared(&b)["added"], 0);
     let why = shared(&b)["add_failed"]
         .as_str()
@@ -134,7 +134,7 @@ fn issue_20_a_store_cut_or_killed_mid_transfer_leaves_correct_output_and_no_half
     let dying = S3::start(&["cache"], &["--die-on", "GET:/blob"]);
     run(&Ws::new(), &dying, Some(&builder));
     let d = run(&Ws::new(), &dying, None);
-    assert_eq!(blobs(&d), blobs(&plain));
+    assert_eq!(d.digests(), plain.digests());
     assert_eq!(shared(&d)["taken"], 0, "{}", d.stderr);
     assert_eq!(d.nvcc_runs(), 6, "{}", d.stderr);
     let refused = refusals(&d);
@@ -216,7 +216,7 @@ fn issue_20_a_build_killed_while_storing_shared_entries_leaves_nothing_half_writ
     );
     let again = build(&b, &remote, &keys, None).ok();
     assert_eq!(again.nvcc_runs(), 0, "{}", again.stderr);
-    assert_eq!(blobs(&again), blobs(&first));
+    assert_eq!(again.digests(), first.digests());
 }
 
 /// Issue 44, item 5: a header set in the shared cache whose bytes were altered (it no
@@ -243,7 +243,7 @@ fn issue_44_an_altered_header_set_is_named_as_refused() {
         std::fs::write(set, format!("{}{flipped}{}", &text[..at], &text[at + 1..])).unwrap();
     }
     let second = crate::build_with(&Ws::new(), &dir, &keys, None, &["--explain"]).ok();
-    assert_eq!(blobs(&second), blobs(&first));
+    assert_eq!(second.digests(), first.digests());
     let refused = refusals(&second);
     assert!(
         refused

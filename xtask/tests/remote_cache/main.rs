@@ -119,24 +119,6 @@ fn identities(run: &Run) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn blobs(run: &Run) -> BTreeMap<String, String> {
-    run.report.as_ref().unwrap()["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                format!(
-                    "{} {}",
-                    m["module"].as_str().unwrap(),
-                    m["target"].as_str().unwrap()
-                ),
-                m["module_digest"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 fn entry(dir: &Path, id: &str) -> PathBuf {
     dir.join("v1/entries").join(id)
 }
@@ -147,8 +129,8 @@ fn assert_shared(run: &Run, nvcc: u64, taken: u64, first: &Run) {
     assert_eq!(run.nvcc_runs(), nvcc, "{}", run.stderr);
     assert_eq!(shared(run)["taken"], taken, "{}", run.stderr);
     assert_eq!(
-        blobs(run),
-        blobs(first),
+        run.digests(),
+        first.digests(),
         "what compiled equals what was shared"
     );
 }
