@@ -81,7 +81,7 @@ fn usage_lines_say_cargo_xtask_and_shared_options_are_spelled_alike() {
     // Every value of every command is named from one small vocabulary.
     let names = [
         "FILE", "DIR", "N", "NAME", "TARGET", "KIND", "KEY", "CHANNEL", "ROLE", "TEXT", "FMT",
-        "URL", "ADDR", "SIZE", "TIME", "K/N",
+        "URL", "ADDR", "SIZE", "TIME", "K/N", "UID:GID",
     ];
     for task in [
         "toolchain",

@@ -201,6 +201,18 @@ fn arguments_that_cannot_work_are_refused_before_anything_starts() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("is not a bot name"), "{err}");
 
+    let (code, err) = refused(&[
+        "--server",
+        "grpc://127.0.0.1:1",
+        "--root",
+        root_arg,
+        "--run-as",
+        "nobody",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is not UID:GID"), "{err}");
+    assert!(err.contains("Fix: give the numeric user"), "{err}");
+
     // A root whose lock another worker holds.
     std::fs::create_dir_all(&root).unwrap();
     let lock = std::fs::File::create(root.join("worker.lock")).unwrap();

@@ -92,57 +92,109 @@ fn issue_45_bad_urls_and_absent_or_foreign_servers_are_refused_before_any_job() 
 
 #[test]
 fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothing() {
+    use std::os::unix::fs::PermissionsExt;
     let reapi = Reapi::start(5, &[]);
     let workers = tempfile::tempdir().unwrap();
-    let _w1 = Worker::start(&reapi, &workers.path().join("one"), "one");
-    let _w2 = Worker::start(&reapi, &workers.path().join("two"), "two");
+    // Worker `one` runs its commands as another user when this test runs as root (as CI
+    // does): the folders must let that user through.
+    std::fs::set_permissions(workers.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody: &[&str] = match rustix::process::geteuid().is_root() {
+        true => &["--run-as", "65534:65534"],
+        false => &[],
+    };
     let url = format!("grpc://{}", reapi.addr);
-
     let local = Ws::new().build(&[]).ok();
+    let ran = |w: &Worker| w.events("done").len();
+    // No worker's folder or user reaches a blob.
+    let hermetic = |ws: &Ws| {
+        for (path, bytes) in ws.snapshot("out") {
+            let text = String::from_utf8_lossy(&bytes);
+            for w in ["one", "two"] {
+                let root = workers.path().join(w).display().to_string();
+                assert!(!text.contains(&root), "{}: holds {root}", path.display());
+            }
+            for worker_path in ["cuda-aot-work", "nobody", "nogroup"] {
+                assert!(
+                    !text.contains(worker_path),
+                    "{}: holds {worker_path}",
+                    path.display()
+                );
+            }
+        }
+    };
+
+    // `--remote-exec-cache read` on an empty server: every action runs (on worker `one`,
+    // in its folder, as its user), the blobs are the local build's, and nothing is written
+    // to the server's ActionCache...
+    let mut one = Worker::start_with(&reapi, &workers.path().join("one"), "one", as_nobody);
+    let read = ["--remote-exec", &url, "--remote-exec-cache", "read"];
     let ws = Ws::new();
-    let remote = ws.build(&["--remote-exec", &url]).ok();
-    assert_eq!(
-        remote.digests(),
-        local.digests(),
-        "the remote blobs differ from the local ones"
-    );
-    assert_eq!(remote.nvcc_runs(), 6);
+    let first = ws.build(&read).ok();
+    assert_eq!(first.digests(), local.digests(), "the remote blobs differ");
+    assert_eq!(first.nvcc_runs(), 6);
     assert!(
-        remote.stderr.contains(&format!(
+        first.stderr.contains(&format!(
             "remote execution on {url}: 6 action(s), 0 from its ActionCache"
         )),
         "{}",
-        remote.stderr
+        first.stderr
     );
-    // Hermetic: no worker's folder reaches a blob.
-    for (path, bytes) in ws.snapshot("out") {
-        let text = String::from_utf8_lossy(&bytes);
-        for w in ["one", "two"] {
-            let root = workers.path().join(w).display().to_string();
-            assert!(!text.contains(&root), "{}: holds {root}", path.display());
-        }
-        assert!(
-            !text.contains("cuda-aot-work"),
-            "{}: holds a worker's path",
-            path.display()
-        );
-    }
+    hermetic(&ws);
+    assert_eq!(
+        ran(&one),
+        6 + 1,
+        "the 6 actions and the host compiler's --version"
+    );
+    one.stop();
 
-    // Another checkout, elsewhere, with empty caches: the same actions, all answered by the
-    // server's ActionCache (and checked like fresh ones).
-    let again = Ws::new().build(&["--remote-exec", &url]).ok();
+    // ... so another checkout reading it runs them all again: on worker `two`, another
+    // folder, this machine's user.
+    let two = Worker::start(&reapi, &workers.path().join("two"), "two");
+    let ws = Ws::new();
+    let again = ws.build(&read).ok();
     assert_eq!(again.digests(), local.digests());
     assert!(
-        again.stderr.contains("6 action(s), 6 from its ActionCache"),
+        again.stderr.contains("6 action(s), 0 from its ActionCache"),
         "{}",
         again.stderr
     );
+    hermetic(&ws);
+    assert_eq!(ran(&two), 6 + 1);
+
+    // Read-write (the default): run and recorded; then another checkout, elsewhere, with
+    // empty caches: the same actions, all answered by the server's ActionCache (and checked
+    // like fresh ones).
+    let stored = Ws::new().build(&["--remote-exec", &url]).ok();
+    assert_eq!(stored.digests(), local.digests());
+    assert!(
+        stored
+            .stderr
+            .contains("6 action(s), 0 from its ActionCache"),
+        "{}",
+        stored.stderr
+    );
+    let cached = Ws::new().build(&read).ok();
+    assert_eq!(cached.digests(), local.digests());
+    assert!(
+        cached
+            .stderr
+            .contains("6 action(s), 6 from its ActionCache"),
+        "{}",
+        cached.stderr
+    );
+    assert_eq!(ran(&two), 2 * (6 + 1), "a cached action ran");
+    // Every Action names its toolkit's digest in its platform (worker `two` saw them).
+    let toolkits: std::collections::BTreeSet<String> = two
+        .events("done")
+        .iter()
+        .filter_map(|e| e["platform"]["cuda-aot-toolkit"].as_str().map(String::from))
+        .collect();
+    assert_eq!(toolkits.len(), 1, "{toolkits:?}");
+    let t = toolkits.first().unwrap();
+    let (hash, size) = t.split_once('/').unwrap();
+    assert!(hash.len() == 64 && size.parse::<u64>().unwrap() > 0, "{t}");
 }
 
-/// A worker that damages its outputs (`--damage-outputs`, as a broken or malicious one
-/// would) fails the build, naming what it refused; the server caches those results anyway.
-/// Another checkout, with a good worker, is answered from that poisoned cache: each such
-/// result is refused, named, and the action runs again, giving the local blobs.
 #[test]
 fn issue_45_a_poisoned_action_cache_entry_is_refused_and_run_again() {
     let reapi = Reapi::start(5, &[]);

@@ -6,8 +6,8 @@
 //! result looked up first; the outputs fetched back and checked against their digests. What the build then does with them is what it does with a local run's:
 //! the executor is never trusted.
 //!
-//! The client is stock REAPI: no property but `OSFamily` and `ISA` in the platform, the
-//! SHA-256 digest function, `Execute` and `WaitExecution`, so any cluster runs the actions.
+//! The client is stock REAPI: the platform is `OSFamily`, `ISA` and the toolkit's digest
+//! (`cuda-aot-toolkit`, which a scheduler may match or ignore), the SHA-256 digest function, `Execute` and `WaitExecution`, so any cluster runs the actions.
 //! The host compiler nvcc's `-ccbin` names is the worker's own, at the same path, and must
 //! answer the version the identities record.
 
@@ -35,6 +35,9 @@ use crate::paths::relative_to;
 use cas::{Cas, grpc};
 use layout::{Layout, OUT};
 use tree::{Blob, Hashes, Source};
+
+/// The platform property naming the digest of the action's toolkit folder.
+pub const TOOLKIT_PROPERTY: &str = "cuda-aot-toolkit";
 
 /// What the executor did, for the build's report.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -265,6 +268,7 @@ impl Remote {
             output_paths.clone(),
             layout.place(cwd)?.join("/"),
             &root.digest,
+            root.tops.get(layout::TOOLKIT),
             skip_cache,
         );
         let mut blobs = root.blobs;
@@ -406,6 +410,7 @@ impl Remote {
             vec![],
             String::new(),
             &root,
+            None,
             true,
         );
         m.blobs.insert(root, Source::Bytes(empty.into()));
@@ -540,7 +545,9 @@ struct Messages {
 }
 
 /// The messages of running `arguments` in `working_directory` of the input root `root`,
-/// writing `output_paths`: the platform only `OSFamily` and `ISA`, the environment only the
+/// writing `output_paths`. The platform is `ISA`, `OSFamily` and, given the digest of the
+/// toolkit folder, `cuda-aot-toolkit` (`HASH/SIZE`: a scheduler may route on it; the toolkit
+/// itself is in the input root), sorted by name as REAPI requires; the environment only the
 /// C locale and a plain PATH. With `skip_cache` the executed Action is marked
 /// `do_not_cache` (its lookup digest is the cacheable one's).
 fn messages(
@@ -548,20 +555,21 @@ fn messages(
     output_paths: Vec<String>,
     working_directory: String,
     root: &Blob,
+    toolkit: Option<&Blob>,
     skip_cache: bool,
 ) -> Messages {
-    let platform = re::Platform {
-        properties: vec![
-            re::platform::Property {
-                name: "OSFamily".into(),
-                value: std::env::consts::OS.into(),
-            },
-            re::platform::Property {
-                name: "ISA".into(),
-                value: std::env::consts::ARCH.replace('_', "-"),
-            },
-        ],
+    let property = |name: &str, value: String| re::platform::Property {
+        name: name.into(),
+        value,
     };
+    let mut properties = vec![
+        property("ISA", std::env::consts::ARCH.replace('_', "-")),
+        property("OSFamily", std::env::consts::OS.into()),
+    ];
+    if let Some(t) = toolkit {
+        properties.push(property(TOOLKIT_PROPERTY, format!("{}/{}", t.hash, t.size)));
+    }
+    let platform = re::Platform { properties };
     let env = [("LC_ALL", "C"), ("PATH", "/usr/bin:/bin")];
     // The platform in the Command too: servers before REAPI 2.2 read it there.
     #[allow(deprecated)]

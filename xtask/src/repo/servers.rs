@@ -134,6 +134,12 @@ enum Run {
         /// damaged results (the client must refuse them, cached or not).
         #[arg(long)]
         damage_outputs: bool,
+        /// Run every command as this user (numeric UID:GID, no supplementary groups); the
+        /// worker itself must run as root. Actions then cannot write through the cache's
+        /// read-only links (root could), and a test can show that the blobs do not depend on
+        /// the user that built them.
+        #[arg(long, value_name = "UID:GID")]
+        run_as: Option<String>,
     },
 }
 
@@ -221,10 +227,12 @@ impl Args {
                 instance,
                 capacity,
                 damage_outputs,
+                run_as,
             }) => {
                 let mut worker =
                     reapi_worker::Worker::new(&server, &root, name, instance, capacity)?;
                 worker.damage_outputs = damage_outputs;
+                worker.run_as = run_as.as_deref().map(reapi_worker::run_as).transpose()?;
                 exec_with_line(worker.command()?, "reapi-worker", &worker.line())
             }
         }

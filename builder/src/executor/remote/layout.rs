@@ -18,7 +18,7 @@ pub struct Layout {
 }
 
 /// The input root's folder of the toolkit.
-const TOOLKIT: &str = "cuda-aot-toolkit";
+pub const TOOLKIT: &str = "cuda-aot-toolkit";
 /// The input root's folder of the rest.
 const WORK: &str = "cuda-aot-work";
 /// The folder below the working folder that the outputs are written to.

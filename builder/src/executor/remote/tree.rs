@@ -109,6 +109,9 @@ pub struct InputRoot {
     pub digest: Blob,
     /// Every blob (files and `Directory` messages) with where its bytes are.
     pub blobs: BTreeMap<Blob, Source>,
+    /// The digest of each folder at the top of the root, by name (the toolkit's is the
+    /// action's `cuda-aot-toolkit` platform property).
+    pub tops: BTreeMap<String, Blob>,
 }
 
 /// The input root holding `inputs` (files and folders of this machine, each at the place
@@ -129,8 +132,13 @@ pub fn input_root(
         place(&mut root, at, node, input)?;
     }
     let mut blobs = files;
-    let digest = store(&root, &mut blobs);
-    Ok(InputRoot { digest, blobs })
+    let mut tops = BTreeMap::new();
+    let digest = store(&root, &mut blobs, Some(&mut tops));
+    Ok(InputRoot {
+        digest,
+        blobs,
+        tops,
+    })
 }
 
 /// Makes the folder `at` (and its parents) exist in `root`.
@@ -233,7 +241,11 @@ fn scan(path: &Path, hashes: &Hashes, files: &mut BTreeMap<Blob, Source>) -> std
 }
 
 /// Stores the `Directory` messages of `dir` (and below) in `blobs`; returns its digest.
-fn store(dir: &BTreeMap<String, Node>, blobs: &mut BTreeMap<Blob, Source>) -> Blob {
+fn store(
+    dir: &BTreeMap<String, Node>,
+    blobs: &mut BTreeMap<Blob, Source>,
+    mut tops: Option<&mut BTreeMap<String, Blob>>,
+) -> Blob {
     let mut msg = re::Directory::default();
     for (name, node) in dir {
         match node {
@@ -249,7 +261,10 @@ fn store(dir: &BTreeMap<String, Node>, blobs: &mut BTreeMap<Blob, Source>) -> Bl
                 ..Default::default()
             }),
             Node::Dir(sub) => {
-                let digest = store(sub, blobs);
+                let digest = store(sub, blobs, None);
+                if let Some(tops) = tops.as_deref_mut() {
+                    tops.insert(name.clone(), digest.clone());
+                }
                 msg.directories.push(re::DirectoryNode {
                     name: name.clone(),
                     digest: Some(digest.proto()),

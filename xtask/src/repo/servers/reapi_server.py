@@ -89,6 +89,12 @@ schedulers:
     session-expiry-timer-interval: 1.0
     poll-interval: 0.5
     bot-poll-interval: 0.5
+    # The platform: OSFamily and ISA must match a worker's (BuildGrid always matches
+    # them); cuda-aot-toolkit, the digest of the toolkit folder an action carries in its
+    # input root, is accepted and not matched (these workers hold no toolkit of their own;
+    # a cluster whose workers keep toolkits warm may list it as a match key instead).
+    property-set: !dynamic-property-set
+      wildcard-property-keys: [cuda-aot-toolkit]
     # Short actions (an nvcc compile is a fraction of a second) are assigned at once: a
     # job no bot was free for is tried again within 0.1 s (BuildGrid's default waits 5 s),
     # without random jitter.

@@ -26,8 +26,10 @@ One lease, in steps (`Runner.run`):
    when executable, else 0444, a separate cache entry for each mode), so that a file every
    action uses (the CUDA toolkit) is downloaded once and never copied, and a command cannot
    change what later actions get. A name that is empty, `.`, `..` or holds `/` is refused.
-3. The parent folders of the outputs are made; the command runs in its working directory
-   with exactly the Command's environment, stdin from /dev/null, stdout and stderr to
+3. The parent folders of the outputs are made (owned by the --run-as user, if given); the
+   command runs in its working directory, as the --run-as user if given (a worker run as
+   root should: root could write through the read-only cache links), with exactly the
+   Command's environment, stdin from /dev/null, stdout and stderr to
    files, in a session and process group of its own (its first process gets SIGKILL if the
    worker dies); past the Action's timeout the group is killed (DEADLINE_EXCEEDED).
 4. The outputs that exist (files, folders as Tree protos, symbolic links) and stdout and
@@ -136,6 +138,8 @@ class Runner:
         self.result = None
         self.status = status_pb2.Status(code=code_pb2.OK)
         self.stats = {"fetched_bytes": 0, "fetched_files": 0, "linked_files": 0}
+        self.phases = {}
+        self.platform = {}
         self.thread = threading.Thread(target=self.main, name=f"lease {lease_id}", daemon=True)
 
     def main(self) -> None:
@@ -149,6 +153,7 @@ class Runner:
         except Exception as e:  # a fault of this worker: BuildGrid retries INTERNAL
             self.status = status_pb2.Status(code=code_pb2.INTERNAL, message=f"worker {self.worker.name}: {e!r}")
         finally:
+            clean = time.monotonic()
             try:
                 remove_tree(self.folder)
             except OSError as e:
@@ -164,6 +169,9 @@ class Runner:
             message=self.status.message,
             seconds=round(time.monotonic() - t, 3),
             cancelled=self.cancelled,
+            clean_s=round(time.monotonic() - clean, 3),
+            platform=self.platform,
+            **self.phases,
             **self.stats,
         )
         self.finished = True
@@ -187,7 +195,9 @@ class Runner:
         cache = self.worker.cache
         # 1. The Action, its Command and its input tree.
         meta.input_fetch_start_timestamp.CopyFrom(now())
+        t = time.monotonic()
         action = self.action()
+        self.platform = {p.name: p.value for p in action.platform.properties}
         command = re.Command()
         command.ParseFromString(cache.blobs([action.command_digest], self.stats)[key(action.command_digest)])
         if not command.arguments:
@@ -198,17 +208,23 @@ class Runner:
             for f in directory.files:
                 files[f"{key(f.digest)}/{f.is_executable}"] = (f.digest, f.is_executable)
         cache.ensure(files, self.stats)
+        self.phases["fetch_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
         # 2. The input root, hard-linked from the cache.
         root = os.path.join(self.folder, "root")
         os.makedirs(root, 0o755)
         self.stats["linked_files"] = lay_out(tree, action.input_root_digest, root, cache)
         meta.input_fetch_completed_timestamp.CopyFrom(now())
+        self.phases["layout_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
         # 3. The command.
         outputs = Outputs(command, root)
-        outputs.make_parents()
+        outputs.make_parents(self.worker.run_as)
         meta.execution_start_timestamp.CopyFrom(now())
         exit_code = self.execute(command, outputs.cwd, action.timeout.ToTimedelta().total_seconds())
         meta.execution_completed_timestamp.CopyFrom(now())
+        self.phases["run_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
         if self.worker.damage_outputs:
             damage(outputs)
         # 4. Outputs, stdout and stderr to the CAS.
@@ -225,6 +241,7 @@ class Runner:
                     setattr(result, f"{name}_raw", content(path))
         self.worker.cas.upload(blobs)
         meta.output_upload_completed_timestamp.CopyFrom(now())
+        self.phases["upload_s"] = round(time.monotonic() - t, 3)
         meta.worker_completed_timestamp.CopyFrom(now())
         result.execution_metadata.CopyFrom(meta)
         if self.timed_out:
@@ -254,6 +271,7 @@ class Runner:
                         close_fds=True,
                         start_new_session=True,
                         preexec_fn=die_with_worker,
+                        **self.worker.user_args(),
                     )
                 except OSError as e:
                     raise ActionError(
@@ -365,7 +383,7 @@ class Bot:
             if session is None:
                 emit("ready", bot=self.args.name, session=reply.name, capacity=self.args.capacity)
             session = reply
-            self.pace(self.take(session), time.monotonic() - t)
+            self.pace(self.take(session), bool(sent), time.monotonic() - t)
 
     def call(self, method, request, interruptible: bool):
         """The call's reply; None when a finished lease or a stop cut it short (the
@@ -425,13 +443,16 @@ class Bot:
             self.runners.pop(lease_id).cancel()
         return started
 
-    def pace(self, started: int, elapsed: float) -> None:
+    def pace(self, started: int, reported: bool, elapsed: float) -> None:
         """Waits before the next call while every slot is busy (a heartbeat), or when the
-        server answered at once with nothing new (no spinning)."""
+        server answered an idle poll at once with nothing new (no spinning). A call that
+        reported a result is answered at once by the server: the next one, its long poll
+        for work, follows straight away (a client waiting on that result sends its next
+        action within milliseconds)."""
         busy = sum(1 for r in self.runners.values() if not r.finished)
         if busy >= self.args.capacity:
             self.nap(HEARTBEAT_S)
-        elif started == 0 and elapsed < 0.5:
+        elif started == 0 and not reported and elapsed < 0.5:
             self.nap(0.5)
 
     def nap(self, seconds: float) -> None:
@@ -460,6 +481,7 @@ class Worker:
         self.name = args.name
         self.root = args.root
         self.damage_outputs = args.damage_outputs
+        self.run_as = tuple(int(x) for x in args.run_as.split(":")) if args.run_as else None
         caps = re_grpc.CapabilitiesStub(channel).GetCapabilities(
             re.GetCapabilitiesRequest(instance_name=args.instance), timeout=CAS_DEADLINE_S
         )
@@ -469,6 +491,12 @@ class Worker:
         self.cas = Cas(channel, args.instance, min(limit, 4 << 20))
         self.cache = Cache(args.root, self.cas)
         self.attention = threading.Event()
+
+    def user_args(self) -> dict:
+        """Popen's arguments for running a command as --run-as (none without it)."""
+        if self.run_as is None:
+            return {}
+        return {"user": self.run_as[0], "group": self.run_as[1], "extra_groups": []}
 
     def runner(self, lease_id: str, payload) -> Runner:
         return Runner(lease_id, payload, self)
@@ -511,6 +539,7 @@ def main() -> None:
     p.add_argument("--capacity", type=int, default=1)
     p.add_argument("--isa", required=True)
     p.add_argument("--damage-outputs", action="store_true", help="fault injection: cut every output file to half")
+    p.add_argument("--run-as", help="UID:GID the commands run as (the worker runs as root)")
     args = p.parse_args()
     args.root = os.path.abspath(args.root)
     lock = lock_root(args.root)

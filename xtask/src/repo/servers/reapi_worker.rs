@@ -41,6 +41,8 @@ pub struct Worker {
     pub capacity: u32,
     /// Cut every output to half before uploading it (fault injection for the tests).
     pub damage_outputs: bool,
+    /// The user (uid, gid) the commands run as; the worker's own when `None`.
+    pub run_as: Option<(u32, u32)>,
 }
 
 impl Worker {
@@ -79,6 +81,7 @@ impl Worker {
             instance,
             capacity,
             damage_outputs: false,
+            run_as: None,
         })
     }
 
@@ -101,6 +104,7 @@ impl Worker {
             .arg(format!("--capacity={}", self.capacity))
             .arg(format!("--isa={}", isa()))
             .args(self.damage_outputs.then_some("--damage-outputs"))
+            .args(self.run_as.map(|(u, g)| format!("--run-as={u}:{g}")))
             // Python's own buffering would hold the event lines back.
             .env("PYTHONUNBUFFERED", "1")
             // The command is started by fork and exec (its preexec_fn sets the death
@@ -120,8 +124,32 @@ impl Worker {
             "work": self.root.display().to_string(),
             "name": self.name,
             "capacity": self.capacity,
+            "run_as": self.run_as.map(|(u, g)| format!("{u}:{g}")),
         })
     }
+}
+
+/// `--run-as UID:GID`, checked: numbers, and this process root (only root may start a
+/// command as another user).
+pub fn run_as(text: &str) -> Result<(u32, u32)> {
+    let parsed = text
+        .split_once(':')
+        .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+    let Some(ids) = parsed else {
+        return Err(fail(
+            format!("--run-as {text:?} is not UID:GID"),
+            "give the numeric user and group the commands run as, e.g. --run-as 65534:65534 (nobody)",
+        ));
+    };
+    if !super::apt::running_as_root() {
+        return Err(fail(
+            format!(
+                "--run-as {text}: this worker does not run as root, so it cannot start commands as another user"
+            ),
+            "run the worker as root, or leave --run-as out (its commands then run as the worker's user)",
+        ));
+    }
+    Ok(ids)
 }
 
 /// `HOST:PORT` of `grpc://HOST:PORT`; anything else (TLS, another scheme, a path) is

@@ -393,12 +393,17 @@ class Outputs:
         for p, _ in self.paths:
             relative_path(p, "output path")
 
-    def make_parents(self) -> None:
-        """Step 3: the folders the outputs go in (not the outputs themselves)."""
+    def make_parents(self, owner: "tuple[int, int] | None" = None) -> None:
+        """Step 3: the folders the outputs go in (not the outputs themselves), given to
+        `owner` (uid, gid: the user the command runs as) when there is one."""
         for p, _ in self.paths:
-            parent = os.path.join(self.cwd, *relative_path(p, "output path")[:-1])
+            parts = relative_path(p, "output path")[:-1]
+            parent = os.path.join(self.cwd, *parts)
             try:
                 os.makedirs(parent, 0o755, exist_ok=True)
+                for i in range(len(parts)):
+                    if owner is not None:
+                        os.chown(os.path.join(self.cwd, *parts[: i + 1]), *owner)
             except OSError as e:
                 raise invalid(f"output path {p!r}: cannot make its folder: {e.strerror}") from e
 
