@@ -5,7 +5,9 @@
 //! runs nothing (every action answered by the server's ActionCache). A bad URL, a server
 //! that is gone, one that speaks HTTP but not gRPC, or one reached over TLS that has none
 //! is refused before any job starts, each naming the server with a Fix;
-//! `--remote-exec-fallback local` builds here instead.
+//! `--remote-exec-fallback local` builds here instead. Over TLS (`grpcs://`, the server's
+//! test CA trusted through `SSL_CERT_FILE`) the build is the same; an unknown CA and plain
+//! gRPC to the TLS port are refused.
 
 mod common;
 
@@ -193,6 +195,57 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     let t = toolkits.first().unwrap();
     let (hash, size) = t.split_once('/').unwrap();
     assert!(hash.len() == 64 && size.parse::<u64>().unwrap() > 0, "{t}");
+}
+
+#[test]
+fn issue_45_grpcs_to_a_server_whose_ca_is_trusted_builds_and_tls_mismatches_are_refused() {
+    let reapi = Reapi::start(5, &["--tls-port", "0"]);
+    let (tls_addr, ca) = reapi.tls.clone().expect("a TLS listener");
+    let workers = tempfile::tempdir().unwrap();
+    let _w = Worker::start(&reapi, &workers.path().join("w"), "w");
+    let grpcs = format!("grpcs://{tls_addr}");
+
+    // Its certificate is signed by a CA this machine does not know: refused before any job,
+    // saying why.
+    let ws = Ws::new();
+    let run = ws.build(&["--remote-exec", &grpcs]);
+    assert!(!run.ok, "built without trusting the CA");
+    assert!(
+        run.stderr.contains("did not answer as a REAPI server"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.to_lowercase().contains("certificate"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("Fix: "), "{}", run.stderr);
+    assert!(!ws.path("out").join("alpha").exists(), "a job ran");
+    // Plain gRPC to the TLS port: refused too.
+    let run = ws.build(&["--remote-exec", &format!("grpc://{tls_addr}")]);
+    assert!(
+        !run.ok && run.stderr.contains("did not answer as a REAPI server"),
+        "{}",
+        run.stderr
+    );
+
+    // Trusting its CA (SSL_CERT_FILE, as for any TLS client here): the build goes through,
+    // with the local blobs.
+    let local = Ws::new().build(&[]).ok();
+    let remote = ws
+        .build_with(&["--remote-exec", &grpcs], |c| {
+            c.env("SSL_CERT_FILE", &ca);
+        })
+        .ok();
+    assert_eq!(remote.digests(), local.digests());
+    assert!(
+        remote
+            .stderr
+            .contains(&format!("remote execution on {grpcs}: 6 action(s)")),
+        "{}",
+        remote.stderr
+    );
 }
 
 #[test]

@@ -143,9 +143,16 @@ impl Remote {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let unreachable = |e: &dyn std::fmt::Display| {
+        let unreachable = |e: &dyn std::error::Error| {
+            // Each cause (a TLS refusal says why only in the innermost).
+            let mut text = e.to_string();
+            let mut cause = e.source();
+            while let Some(c) = cause {
+                text = format!("{text}: {c}");
+                cause = c.source();
+            }
             fail(
-                format!("the remote executor {url} did not answer as a REAPI server: {e}"),
+                format!("the remote executor {url} did not answer as a REAPI server: {text}"),
                 "check that the server runs and listens there (`cargo xtask servers reapi` starts one for tests), that grpc:// or grpcs:// matches its TLS setting, and that nothing between refuses HTTP/2; or build without --remote-exec (--remote-exec-fallback local builds here when it is gone)",
             )
         };
@@ -155,9 +162,12 @@ impl Remote {
                 .connect_timeout(std::time::Duration::from_secs(10))
                 .tcp_nodelay(true);
             if endpoint.starts_with("https://") {
-                ep = ep
-                    .tls_config(tonic::transport::ClientTlsConfig::new().with_webpki_roots())
-                    .map_err(|e| unreachable(&e))?;
+                // The public roots, and the machine's (where a company CA is installed;
+                // `SSL_CERT_FILE` or `SSL_CERT_DIR` name others).
+                let tls = tonic::transport::ClientTlsConfig::new()
+                    .with_webpki_roots()
+                    .with_native_roots();
+                ep = ep.tls_config(tls).map_err(|e| unreachable(&e))?;
             }
             ep.connect().await.map_err(|e| unreachable(&e))
         })?;

@@ -106,6 +106,13 @@ enum Run {
         #[arg(long, value_name = "N", default_value_t = 5,
               value_parser = clap::value_parser!(u64).range(reapi::MIN_KEEPALIVE_SECS..))]
         keepalive_secs: u64,
+        /// Also serve gRPC with TLS on this port (0: a free one), its certificate for
+        /// 127.0.0.1 signed by a test certificate authority made in the work folder
+        /// (tls/ca.pem): the starting line gives `tls_addr` and `ca`; clients reach it as
+        /// grpcs://127.0.0.1:PORT trusting that CA (SSL_CERT_FILE). Workers keep the plain
+        /// port.
+        #[arg(long, value_name = "N")]
+        tls_port: Option<u16>,
     },
     /// Run a worker of a Remote Execution API server (`servers reapi`): a bot of the Remote
     /// Workers API that runs the actions the server leases it, each in a fresh folder under
@@ -213,12 +220,27 @@ impl Args {
                 port,
                 work,
                 keepalive_secs,
+                tls_port,
             }) => {
                 let port = pick_port(port)?;
                 reapi::check_port_free(port)?;
+                let tls_port = tls_port.map(pick_port).transpose()?;
+                if let Some(p) = tls_port {
+                    reapi::check_port_free(p)?;
+                }
                 let work = work_dir(work)?;
-                let cmd = reapi::command(port, &work, keepalive_secs)?;
-                exec_announced(cmd, "reapi", port, &work)
+                let cmd = reapi::command(port, tls_port, &work, keepalive_secs)?;
+                let mut line = serde_json::json!({
+                    "event": "starting",
+                    "server": "reapi",
+                    "addr": format!("127.0.0.1:{port}"),
+                    "work": work.display().to_string(),
+                });
+                if let Some(p) = tls_port {
+                    line["tls_addr"] = format!("127.0.0.1:{p}").into();
+                    line["ca"] = reapi::tls_ca(&work).display().to_string().into();
+                }
+                exec_with_line(cmd, "reapi", &line)
             }
             Some(Run::ReapiWorker {
                 server,

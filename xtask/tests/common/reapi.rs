@@ -21,6 +21,8 @@ pub struct Reapi {
     pub addr: SocketAddr,
     /// The work folder: `cas/`, `pgdata/`, `buildgrid.yml`, `postgres.log`.
     pub work: tempfile::TempDir,
+    /// With `--tls-port`: where it also listens with TLS, and the CA file to trust.
+    pub tls: Option<(SocketAddr, PathBuf)>,
 }
 
 impl Reapi {
@@ -42,6 +44,10 @@ impl Reapi {
         let v: serde_json::Value = serde_json::from_str(&first).unwrap();
         assert_eq!(v["server"], "reapi", "{v}");
         let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
+        let tls = v["tls_addr"].as_str().map(|a| {
+            let ca = PathBuf::from(v["ca"].as_str().unwrap());
+            (a.parse::<SocketAddr>().unwrap(), ca)
+        });
         // BuildGrid's own output: drained so the pipe never fills.
         std::thread::spawn(move || for _ in lines {});
         let t = Instant::now();
@@ -55,7 +61,18 @@ impl Reapi {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Reapi { child, addr, work }
+        if let Some((a, _)) = tls {
+            while TcpStream::connect(a).is_err() {
+                assert!(t.elapsed() < Duration::from_secs(180), "TLS not listening");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Reapi {
+            child,
+            addr,
+            work,
+            tls,
+        }
     }
 
     /// The pid of the PostgreSQL it started (from its lock file).

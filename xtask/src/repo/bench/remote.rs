@@ -77,7 +77,7 @@ pub fn rows(base: &BuildOptions, dir: &Path, modules: usize) -> Result<String> {
     let port = pick_port(0)?;
     std::fs::create_dir_all(dir.join("server"))?;
     let server = Guard(
-        reapi::command(port, &dir.join("server"), 5)?
+        reapi::command(port, None, &dir.join("server"), 5)?
             .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -107,8 +107,14 @@ pub fn check_port_free(port: u16) -> Result<()> {
 
 /// The server on 127.0.0.1:`port` (which [`check_port_free`] checked) with its CAS,
 /// PostgreSQL data and configuration in `work`, a silent bot's session closed after
-/// `keepalive_secs`; the launcher written into `work`.
-pub fn command(port: u16, work: &Path, keepalive_secs: u64) -> Result<Command> {
+/// `keepalive_secs`, and with TLS on 127.0.0.1:`tls_port` too when given (the test CA in
+/// `work/tls/ca.pem`: [`tls_ca`]); the launcher written into `work`.
+pub fn command(
+    port: u16,
+    tls_port: Option<u16>,
+    work: &Path,
+    keepalive_secs: u64,
+) -> Result<Command> {
     if keepalive_secs < MIN_KEEPALIVE_SECS {
         bail!(
             "--keepalive-secs {keepalive_secs}: BuildGrid hands a bot no lease when its keepalive is under {MIN_KEEPALIVE_SECS} s"
@@ -129,6 +135,13 @@ pub fn command(port: u16, work: &Path, keepalive_secs: u64) -> Result<Command> {
         .arg("--lib")
         .arg(&lib)
         .arg(format!("--keepalive-secs={keepalive_secs}"))
+        .args(tls_port.map(|p| format!("--tls-port={p}")))
         .stdin(Stdio::null());
     Ok(cmd)
+}
+
+/// The certificate authority that signs the TLS listener's certificate (made by the
+/// launcher in `work`): what a client trusts, e.g. through `SSL_CERT_FILE`.
+pub fn tls_ca(work: &Path) -> PathBuf {
+    work.join("tls/ca.pem")
 }

@@ -5,6 +5,7 @@ Run by `cargo xtask servers reapi` with the venv of manifests/reapi-server.txt a
 Debian 12 PostgreSQL of manifests/servers.toml.
 
 usage: reapi_server.py --port N --work DIR --postgres BIN --lib DIR --keepalive-secs N
+                      [--tls-port N]
 
 The steps, each failing with the reason on stderr and a non-zero exit:
 1. PostgreSQL's data folder WORK/pgdata is made by initdb on first use (trust
@@ -17,7 +18,10 @@ The steps, each failing with the reason on stderr and a non-zero exit:
    in a user namespace of its own, as `nobody` mapped to root (files stay root's).
 3. The database `bgd` is created if missing and BuildGrid's schema migrated to the head
    (`bgd migrate apply`).
-4. WORK/buildgrid.yml is written and this process becomes `bgd server start` (exec): the
+4. With --tls-port, a certificate authority and a certificate for 127.0.0.1 signed by it
+   are made in WORK/tls/ (ca.pem, server.pem, server.key; kept), and BuildGrid also
+   listens with TLS on that port (the plain port stays, for workers).
+5. WORK/buildgrid.yml is written and this process becomes `bgd server start` (exec): the
    process the caller holds is BuildGrid itself; when it ends, PostgreSQL gets SIGQUIT.
 """
 
@@ -52,7 +56,7 @@ server:
   - !channel
     address: "127.0.0.1:{port}"
     insecure-mode: true
-
+{tls_channel}
 grpc-server-options:
   # Without this, gRPC sets SO_REUSEPORT and a port in use is silently shared.
   grpc.so_reuseport: 0
@@ -227,6 +231,74 @@ def create_database(sock: str) -> None:
     conn.close()
 
 
+TLS_CHANNEL = """\
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: false
+    credentials:
+      tls-server-key: {key}
+      tls-server-cert: {cert}
+"""
+
+
+def make_tls(folder: str) -> tuple:
+    """A CA and a server certificate for 127.0.0.1 (and localhost) it signs, in `folder`
+    (made once, kept): (ca.pem, server.pem, server.key)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    paths = tuple(os.path.join(folder, n) for n in ("ca.pem", "server.pem", "server.key"))
+    if all(os.path.isfile(p) for p in paths):
+        return paths
+    os.makedirs(folder, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cuda-aot test CA")])
+
+    def cert(subject, public, issuer_key, ca: bool, sans=None):
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if ca:
+            b = b.add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+            )
+        else:
+            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    import ipaddress
+
+    ca = cert(ca_name, ca_key.public_key(), ca_key, True)
+    sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+    server_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    server = cert(server_name, key.public_key(), ca_key, False, sans)
+    pem = serialization.Encoding.PEM
+    blobs = (
+        ca.public_bytes(pem),
+        server.public_bytes(pem),
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
+    for p, data in zip(paths, blobs):
+        with open(p + ".tmp", "wb") as f:
+            f.write(data)
+        os.chmod(p + ".tmp", 0o600 if p.endswith(".key") else 0o644)
+        os.replace(p + ".tmp", p)
+    return paths
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
@@ -234,6 +306,7 @@ def main() -> None:
     p.add_argument("--postgres", required=True, help="the postgres binary (initdb beside it)")
     p.add_argument("--lib", required=True, help="a folder with libpq.so.5")
     p.add_argument("--keepalive-secs", type=int, required=True)
+    p.add_argument("--tls-port", type=int, help="also listen with TLS here (a test CA in WORK/tls/)")
     args = p.parse_args()
 
     work = os.path.abspath(args.work)
@@ -250,11 +323,16 @@ def main() -> None:
     if migrate.returncode != 0:
         fail(f"bgd migrate apply failed ({migrate.returncode}):\n{migrate.stdout}{migrate.stderr}")
 
+    tls_channel = ""
+    if args.tls_port:
+        _, cert, key = make_tls(os.path.join(work, "tls"))
+        tls_channel = TLS_CHANNEL.format(port=args.tls_port, key=json.dumps(key), cert=json.dumps(cert))
     config = os.path.join(work, "buildgrid.yml")
     with open(config, "w", encoding="utf-8") as f:
         f.write(
             CONFIG.format(
                 port=args.port,
+                tls_channel=tls_channel,
                 threads=64,
                 dsn=json.dumps(dsn),
                 cas=json.dumps(os.path.join(work, "cas")),
