@@ -55,6 +55,7 @@ pub mod content;
 #[cfg(feature = "driver")]
 #[allow(unsafe_code)]
 pub mod cuda;
+pub mod delegation;
 pub mod demangle;
 pub mod digest;
 pub mod elf;
