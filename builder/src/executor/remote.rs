@@ -354,7 +354,13 @@ impl Remote {
             let blob = Blob::from_proto(file.digest.as_ref().unwrap_or(&re::Digest::default()));
             let bytes = self.cas.read(&blob).await?;
             let bytes = match action.depfiles.iter().any(|d| d == path) {
-                true => layout.local_paths(&bytes, &action.cwd),
+                true => {
+                    let mapped = layout.local_paths(&bytes, &action.cwd);
+                    layout
+                        .check_depfile(&mapped, action)
+                        .map_err(|e| std::io::Error::other(format!("{}: {e}", self.url)))?;
+                    mapped
+                }
                 false => bytes,
             };
             let to = action.cwd.join(path);

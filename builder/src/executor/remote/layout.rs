@@ -112,6 +112,40 @@ impl Layout {
         out.into_bytes()
     }
 
+    /// Refuses a mapped dependency file (see [`Layout::local_paths`]) that names a file of
+    /// the input root's folders which was not an input of `action`: a worker can only have
+    /// read what it was sent, so such a name (a project file, or `..` climbing out of the
+    /// toolkit) is a worker's lie that would put files it never saw into the build's
+    /// records. Paths outside those folders are the worker's own system headers.
+    pub fn check_depfile(&self, mapped: &[u8], action: &Action) -> Result<(), String> {
+        let text = String::from_utf8_lossy(mapped);
+        // The rule's prerequisites: what follows its target's colon.
+        let deps = text.split_once(':').map_or("", |(_, d)| d);
+        let outputs: Vec<PathBuf> = action
+            .outputs
+            .iter()
+            .map(|o| lexical(&action.cwd.join(o)))
+            .collect();
+        for token in deps.split_whitespace() {
+            if token == "\\" {
+                continue;
+            }
+            let raw = action.cwd.join(token);
+            let path = lexical(&raw);
+            let ours = [&raw, &path].iter().any(|p| {
+                p.starts_with(&self.base) || self.toolkit.as_ref().is_some_and(|t| p.starts_with(t))
+            }) || token.starts_with("..");
+            let sent = action.inputs.iter().any(|i| path.starts_with(lexical(i)));
+            if ours && !sent && !outputs.contains(&path) {
+                return Err(format!(
+                    "the worker's dependency file names {}, which is not an input of the action: a worker can only have read what it was sent",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `path` (from a worker run in the input root's `here`) as this machine's, when it
     /// names the toolkit or (absolute) the rest.
     fn local_path(&self, path: &str, here: &Path) -> Option<PathBuf> {
@@ -139,6 +173,22 @@ impl Layout {
         let rest = virt.strip_prefix(Path::new("/").join(TOOLKIT)).ok()?;
         Some(self.toolkit.as_ref()?.join(rest))
     }
+}
+
+/// `path` with `.` and `..` resolved without the file system (`..` at the root stays
+/// there).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -176,5 +226,19 @@ mod tests {
             local,
             "a.cubin : a.cu ../include/b.cuh /home/u/proj/include/a.cuh \\\n /opt/tk/include/cuda.h /opt/tk/include/crt/x.h\n /usr/include/stdio.h"
         );
+        layout.check_depfile(local.as_bytes(), &action).unwrap();
+        // A worker naming what it was never sent: a project file, or a climb out of the
+        // toolkit or the input root.
+        for lie in [
+            "/w/1/act/cuda-aot-work/secrets.env",
+            "../secrets.env",
+            "/w/1/act/cuda-aot-toolkit/../../../../home/u/proj/secrets.env",
+            "../../../../../etc/shadow",
+        ] {
+            let depfile = format!("a.cubin : a.cu {lie}");
+            let mapped = layout.local_paths(depfile.as_bytes(), Path::new("/home/u/proj/src"));
+            let err = layout.check_depfile(&mapped, &action).unwrap_err();
+            assert!(err.contains("not an input of the action"), "{lie}: {err}");
+        }
     }
 }
