@@ -62,6 +62,7 @@ pub mod lock;
 pub mod oci;
 #[cfg(feature = "net")]
 pub mod oci_cache;
+pub mod page;
 pub mod publish;
 #[cfg(feature = "net")]
 pub mod remote;

@@ -71,8 +71,10 @@ pub struct ServeArgs {
     /// (one line, at least 16 characters, mode 0600). Needs --trust.
     #[arg(long, value_name = "FILE", requires = "trust")]
     pub publish_token_file: Option<PathBuf>,
-    /// The trust root every published file is checked against (publishing only).
-    #[arg(long, value_name = "FILE", requires = "publish_token_file")]
+    /// The trust root: a browser asking for `/` (Accept: text/html) gets a page of the
+    /// registry verified against it (modules, signers, history, kernels); with
+    /// --publish-token-file, every published file is checked against it too.
+    #[arg(long, value_name = "FILE")]
     pub trust: Option<PathBuf>,
     /// The largest blob upload accepted, in MiB.
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_UPLOAD_MIB)]
@@ -96,6 +98,14 @@ impl ServeArgs {
         o.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
         o.access_log = !self.no_access_log;
         o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);
+        if let Some(trust) = &self.trust {
+            o.page_trust = Some(super::server::html::read_trust(trust, &o.limits).map_err(
+                |reason| Error::Serve {
+                    addr: self.addr.to_string(),
+                    reason,
+                },
+            )?);
+        }
         if let (Some(token), Some(trust)) = (&self.publish_token_file, &self.trust) {
             o.publish = Some(
                 PublishSettings::load(token, trust, &o.limits).map_err(|reason| Error::Serve {

@@ -189,6 +189,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
         return r;
     }
     let path = req.uri().path();
+    if path == "/" && super::html::wants_html(req.headers()) {
+        return super::html::page(shared, &method).await;
+    }
     if path.len() > MAX_PATH {
         return plain(StatusCode::URI_TOO_LONG, "path too long", "path too long");
     }

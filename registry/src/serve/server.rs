@@ -5,6 +5,8 @@
 mod files;
 #[path = "guard.rs"]
 mod guard;
+#[path = "html.rs"]
+pub(crate) mod html;
 #[path = "log.rs"]
 mod log;
 #[path = "publish.rs"]
@@ -77,6 +79,9 @@ pub struct ServeOptions {
     pub publish: Option<PublishSettings>,
     /// The largest blob upload accepted, in bytes (other files have their kind's limit).
     pub max_upload: u64,
+    /// The trust root the page for browsers is verified against (`/`, Accept: text/html);
+    /// None: no page.
+    pub page_trust: Option<Vec<u8>>,
     /// Byte caps and the root-chain cap every uploaded file and every publish check is
     /// held to.
     pub limits: cuda_aot::Limits,
@@ -101,6 +106,7 @@ impl ServeOptions {
             access_log: true,
             publish: None,
             max_upload: defaults::MAX_UPLOAD_MIB * 1024 * 1024,
+            page_trust: None,
             limits: cuda_aot::Limits::default(),
         }
     }
@@ -111,6 +117,7 @@ pub(crate) struct Shared {
     pub(crate) opts: ServeOptions,
     pub(crate) etags: files::EtagCache,
     pub(crate) publish: Option<publish::Publishing>,
+    pub(crate) page: super::html::PageCache,
 }
 
 /// A bound, not yet running server.
@@ -144,6 +151,7 @@ impl Server {
                 opts,
                 etags: files::EtagCache::default(),
                 publish,
+                page: Default::default(),
             }),
         })
     }
