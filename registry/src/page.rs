@@ -224,7 +224,7 @@ pub fn esc(text: &str) -> String {
 
 const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#111}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}\
-th{background:#f3f3f3}code{font:12px ui-monospace,monospace}.num{text-align:right}.dev{color:#a50}h2{margin-top:1.5em}";
+th{background:#f3f3f3}code{font:12px ui-monospace,monospace;word-break:break-all}.num{text-align:right}.dev{color:#a50}h2{margin-top:1.5em}";
 
 /// The page of `view`, titled with `registry` (a name or URL of the served folder).
 pub fn render(view: &View, registry: &str) -> String {
@@ -234,7 +234,7 @@ pub fn render(view: &View, registry: &str) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>cuda-aot registry {}</title><style>{STYLE}</style></head><body>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>cuda-aot registry: {}</title><style>{STYLE}</style></head><body>",
         esc(registry)
     );
     let _ = write!(
@@ -252,6 +252,7 @@ pub fn render(view: &View, registry: &str) -> String {
         idx.entries.len(),
         v.signature_checks()
     );
+    matrix(&mut s, v);
     modules_table(&mut s, v);
     s += "<h2>Kernels</h2>";
     for m in v.manifests() {
@@ -308,9 +309,52 @@ pub fn render(view: &View, registry: &str) -> String {
     s
 }
 
+/// Modules × targets at a glance: each cell the kind and size of that module's file.
+fn matrix(s: &mut String, v: &VerifiedIndex) {
+    let mut targets: Vec<String> = v
+        .manifests()
+        .iter()
+        .map(|m| m.entry().sm.to_string())
+        .collect();
+    targets.sort();
+    targets.dedup();
+    let mut modules: Vec<String> = v
+        .manifests()
+        .iter()
+        .map(|m| m.entry().module.to_string())
+        .collect();
+    modules.sort();
+    modules.dedup();
+    *s += "<h2>Modules × targets</h2><table id=\"matrix\"><tr><th>module</th>";
+    for t in &targets {
+        let _ = write!(s, "<th>{}</th>", esc(t));
+    }
+    *s += "</tr>";
+    for m in &modules {
+        let _ = write!(s, "<tr><td>{}</td>", esc(m));
+        for t in &targets {
+            let cell = v
+                .manifests()
+                .iter()
+                .find(|x| x.entry().module.as_str() == m && x.entry().sm.to_string() == *t);
+            let _ = match cell {
+                Some(x) => write!(
+                    s,
+                    "<td class=\"num\">{} {} B</td>",
+                    esc(&x.entry().kind.to_string()),
+                    x.manifest().size
+                ),
+                None => write!(s, "<td></td>"),
+            };
+        }
+        *s += "</tr>";
+    }
+    *s += "</table>";
+}
+
 /// The modules × targets table, one row per index entry (the rows `verify --json` lists).
 fn modules_table(s: &mut String, v: &VerifiedIndex) {
-    *s += "<h2>Modules</h2><table id=\"modules\"><tr><th>module</th><th>target</th><th>kind</th><th>size</th><th>blake3</th><th>identity</th><th>builders</th><th>reviewers</th></tr>";
+    *s += "<h2>Module files</h2><table id=\"modules\"><tr><th>module</th><th>target</th><th>kind</th><th>size</th><th>blake3</th><th>identity</th><th>builders</th><th>reviewers</th></tr>";
     for m in v.manifests() {
         let man = m.manifest();
         let keys = |k: &[cuda_aot::keys::KeyId]| {

@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::server::Server;
 use common::{Out, Ws, flip_a_blob, xtask};
@@ -131,25 +131,34 @@ fn verify_rows(registry: &Path, trust: &Path) -> BTreeSet<Vec<String>> {
         .collect()
 }
 
-#[test]
-fn issue_46_the_page_shows_the_verified_registry_and_escapes_what_it_shows() {
+/// A workspace whose spec also has `delta` (the `k<script>` kernel), released once; its
+/// registry and trust root.
+fn released() -> (Ws, PathBuf, PathBuf) {
     let ws = Ws::new();
     ws.write("src/delta.cu", DELTA_CU);
     ws.edit_spec(|s| s + DELTA_SPEC);
     ws.release();
+    let registry = ws.path("spec/.cuda-aot/registry");
+    let trust = ws.path("spec/.cuda-aot/dev-keys/root.json");
+    (ws, registry, trust)
+}
+
+/// `serve` of `registry` with its page verified against `trust`.
+fn serve_page(registry: &Path, trust: &Path) -> Server {
+    let root = format!("--root={}", registry.display());
+    let trust = format!("--trust={}", trust.display());
+    Server::start(&["serve", "--addr", "127.0.0.1:0", &root, &trust], &[])
+}
+
+#[test]
+fn issue_46_the_page_shows_the_verified_registry_and_escapes_what_it_shows() {
+    let (ws, registry, trust) = released();
     // A second release with one kernel's resources changed: alpha's block size, its launch
     // bound, from 128 to 256.
     ws.edit_spec(|s| s.replace("geometry = { block = 128 }", "geometry = { block = 256 }"));
     ws.release();
-    let registry = ws.path("spec/.cuda-aot/registry");
-    let trust = ws.path("spec/.cuda-aot/dev-keys/root.json");
 
-    let args = [
-        format!("--root={}", registry.display()),
-        format!("--trust={}", trust.display()),
-    ];
-    let start = || Server::start(&["serve", "--addr", "127.0.0.1:0", &args[0], &args[1]], &[]);
-    let serve = start();
+    let serve = serve_page(&registry, &trust);
     let url = serve.url();
     let (status, ctype, page) = get(&url, "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8");
     assert_eq!(status, 200, "{page}");
@@ -184,7 +193,7 @@ fn issue_46_the_page_shows_the_verified_registry_and_escapes_what_it_shows() {
     assert!(page.contains("id=\"modules\""));
     // (the page is cached by timestamp: a publish re-verifies; restart to see the damage)
     drop(serve);
-    let serve = start();
+    let serve = serve_page(&registry, &trust);
     let (status, _, page) = get(&serve.url(), "text/html");
     assert_eq!(status, 503, "{page}");
     assert!(page.contains("does not verify"), "{page}");
@@ -200,4 +209,30 @@ fn issue_46_the_page_shows_the_verified_registry_and_escapes_what_it_shows() {
     let (status, _, page) = get(&plain.url(), "text/html");
     assert_eq!(status, 404);
     assert!(page.contains("--trust FILE"), "{page}");
+}
+
+#[test]
+fn issue_46_headless_chromium_renders_the_page_with_verify_jsons_table() {
+    let (ws, registry, trust) = released();
+    let serve = serve_page(&registry, &trust);
+    // Debian 12's headless Chromium (pinned, fetched on first use): the DOM it built from
+    // the page, and a screenshot.
+    let png = ws.path("page.png");
+    let out = Out::of(
+        xtask()
+            .args(["servers", "chromium", "--dump-dom", "--url"])
+            .arg(serve.url())
+            .arg("--screenshot")
+            .arg(&png),
+    )
+    .ok();
+    let dom = out.stdout;
+    assert!(dom.contains("<table id=\"modules\">"), "{dom}");
+    assert_eq!(page_rows(&dom), verify_rows(&registry, &trust), "{dom}");
+    // The parsed page holds the template name as text, and no script element.
+    assert!(dom.contains("<code>k&lt;script&gt;</code>"), "{dom}");
+    assert!(!dom.to_lowercase().contains("<script"), "{dom}");
+    let shot = std::fs::read(&png).unwrap();
+    assert!(shot.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert!(shot.len() > 20_000, "{} bytes: a blank page?", shot.len());
 }

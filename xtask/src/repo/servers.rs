@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use crate::paths;
 
 mod apt;
+pub mod chromium;
 pub mod reapi;
 pub mod reapi_worker;
 pub mod s3;
@@ -113,6 +114,23 @@ enum Run {
         /// port.
         #[arg(long, value_name = "N")]
         tls_port: Option<u16>,
+    },
+    /// Load a page in headless Chromium (Debian 12's, pinned, not installed): write a
+    /// screenshot, print the DOM it rendered, or both. For the tests of `serve --trust`'s
+    /// page.
+    Chromium {
+        /// The page.
+        #[arg(long, value_name = "URL")]
+        url: String,
+        /// Write a PNG screenshot of the window here.
+        #[arg(long, value_name = "FILE")]
+        screenshot: Option<PathBuf>,
+        /// Print the DOM Chromium rendered (after its HTML parser: what a reader sees).
+        #[arg(long)]
+        dump_dom: bool,
+        /// The window, as WIDTH,HEIGHT in pixels.
+        #[arg(long, value_name = "TEXT", default_value = "1280,1600")]
+        window_size: String,
     },
     /// Run a worker of a Remote Execution API server (`servers reapi`): a bot of the Remote
     /// Workers API that runs the actions the server leases it, each in a fresh folder under
@@ -242,6 +260,12 @@ impl Args {
                 }
                 exec_with_line(cmd, "reapi", &line)
             }
+            Some(Run::Chromium {
+                url,
+                screenshot,
+                dump_dom,
+                window_size,
+            }) => chromium::run(&url, screenshot.as_deref(), dump_dom, &window_size),
             Some(Run::ReapiWorker {
                 server,
                 root,
@@ -308,7 +332,7 @@ fn load_package(name: &str) -> Result<(Release, Package)> {
     // `15.*`: any minor release of a major version (apt.rs, `has_upstream`).
     let upstream = p.upstream.strip_suffix(".*").unwrap_or(&p.upstream);
     if !plain(&p.name)
-        || !plain(upstream)
+        || !(plain(upstream) || upstream == "*")
         || pins.debian.suites.is_empty()
         || !pins.debian.suites.iter().all(|s| plain(s))
         || !paths::is_relative_plain(Path::new(&p.binary))
@@ -388,6 +412,28 @@ fn read_record(dir: &Path) -> Option<apt::Candidate> {
         suite: v["suite"].as_str()?.to_string(),
         sha256: v["sha256"].as_str()?.to_string(),
     })
+}
+
+/// The shared libraries of `bins` that `ldd` cannot find with `lib_path` as the library
+/// path (folders joined with `:`).
+pub fn missing_libraries(bins: &[&Path], lib_path: &std::ffi::OsStr) -> Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for bin in bins {
+        let out = Command::new("ldd")
+            .arg(bin)
+            .env("LD_LIBRARY_PATH", lib_path)
+            .stdin(Stdio::null())
+            .output()
+            .context("running ldd (Debian's libc-bin)")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines().filter(|l| l.contains("=> not found")) {
+            let name = line.split_whitespace().next().unwrap_or(line).to_string();
+            if !missing.contains(&name) {
+                missing.push(name);
+            }
+        }
+    }
+    Ok(missing)
 }
 
 /// `dpkg -x` into a temporary sibling, the record written, then renamed into place.

@@ -226,10 +226,15 @@ fn pick(
 
 /// Whether the Debian version `v` is upstream version `upstream` with a Debian revision
 /// (`1.22.1` takes `1.22.1-9+deb12u11` and `2.8.2+ds1`'s `2.8.2+ds1-1`, never `1.22.10-1`).
-/// `15.*` takes every `15.N` (`15.20-0+deb12u1`): for PostgreSQL, whose minor releases
+/// `*` takes any version; `15.*` takes every `15.N` (`15.20-0+deb12u1`): for PostgreSQL, whose minor releases
 /// replace each other in the security archive while the major version fixes the data
 /// format.
 fn has_upstream(v: &str, upstream: &str) -> bool {
+    // `*`: whatever the signed index serves (Chromium, whose security updates move it
+    // to a new major version every few weeks).
+    if upstream == "*" {
+        return true;
+    }
     let revision = |r: &str| r.starts_with(['-', '+']);
     match upstream.strip_suffix(".*") {
         Some(major) => v

@@ -58,7 +58,7 @@ pub fn ensure_postgres() -> Result<(PathBuf, PathBuf)> {
         .context("libpq5's library has no folder")?
         .to_path_buf();
     let initdb = postgres.with_file_name("initdb");
-    let missing = missing_libraries(&[&postgres, &initdb], &lib)?;
+    let missing = super::missing_libraries(&[&postgres, &initdb], lib.as_os_str())?;
     if !missing.is_empty() {
         return Err(fail(
             format!(
@@ -70,27 +70,6 @@ pub fn ensure_postgres() -> Result<(PathBuf, PathBuf)> {
         ));
     }
     Ok((postgres, lib))
-}
-
-/// The shared libraries of `bins` that `ldd` cannot find with `lib` on the library path.
-fn missing_libraries(bins: &[&Path], lib: &Path) -> Result<Vec<String>> {
-    let mut missing = Vec::new();
-    for bin in bins {
-        let out = Command::new("ldd")
-            .arg(bin)
-            .env("LD_LIBRARY_PATH", lib)
-            .stdin(Stdio::null())
-            .output()
-            .context("running ldd (Debian's libc-bin)")?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        for line in text.lines().filter(|l| l.contains("=> not found")) {
-            let name = line.split_whitespace().next().unwrap_or(line).to_string();
-            if !missing.contains(&name) {
-                missing.push(name);
-            }
-        }
-    }
-    Ok(missing)
 }
 
 /// Fails with advice when something already listens on 127.0.0.1:`port` (BuildGrid would
