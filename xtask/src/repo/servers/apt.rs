@@ -361,6 +361,23 @@ mod tests {
         assert!(pick(&pg, "postgresql-15", "1.*", &bookworm).is_err());
         assert!(!has_upstream("150.1-1", "15.*") && !has_upstream("15.-1", "15.*"));
         assert!(!has_upstream("15.2.x-1", "15.*") && has_upstream("15.2+b1", "15.*"));
+        // `*` (Chromium): the newest the release serves, whatever its version.
+        let chromium = [
+            (
+                "156.0.8078.114-1~deb12u1".to_string(),
+                "bookworm-security".to_string(),
+            ),
+            (
+                "147.0.7727.137-1~deb12u1".to_string(),
+                "bookworm".to_string(),
+            ),
+        ];
+        assert_eq!(
+            pick(&chromium, "chromium-common", "*", &bookworm)
+                .unwrap()
+                .0,
+            "156.0.8078.114-1~deb12u1"
+        );
         let err = pick(&table, "nginx", "1.26.0", &bookworm).unwrap_err();
         assert!(
             format!("{err:#}").contains("no version 1.26.0-* of nginx"),
