@@ -62,6 +62,8 @@ pub mod lock;
 pub mod oci;
 #[cfg(feature = "net")]
 pub mod oci_cache;
+#[cfg(feature = "net")]
+pub mod oci_referrers;
 pub mod page;
 pub mod publish;
 #[cfg(feature = "net")]

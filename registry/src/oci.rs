@@ -20,6 +20,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use crate::error::{Error, Failure, Result};
+use crate::oci_referrers as referrers;
 use crate::remote::{Attempt, Fetched, GaveUp, HttpOptions, Remote};
 
 /// The artifact type of a cuda-aot registry snapshot.
@@ -153,7 +154,7 @@ pub(crate) async fn pull_manifest(
     client: &Client,
     reference: &Reference,
     opts: &OciOptions,
-) -> Result<Option<OciImageManifest>> {
+) -> Result<Option<(OciImageManifest, String)>> {
     use oci_client::RegistryOperation;
     let fail = |reason: String| oci_error(reference, reason);
     let bearer = client
@@ -242,12 +243,13 @@ pub(crate) async fn pull_manifest(
             )));
         }
     }
+    let digest = format!("sha256:{}", hex_sha256(&body));
     serde_json::from_slice(&body)
-        .map(Some)
+        .map(|m| Some((m, digest)))
         .map_err(|e| fail(format!("the manifest is not an OCI image manifest: {e}")))
 }
 
-fn hex_sha256(bytes: &[u8]) -> String {
+pub(crate) fn hex_sha256(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     format!("{:x}", sha2::Sha256::digest(bytes))
 }
@@ -304,6 +306,10 @@ pub struct Pushed {
     pub bytes: u64,
     /// The URL of the pushed manifest.
     pub manifest_url: String,
+    /// Build statements and promotion records attached to it as OCI referrers.
+    pub attestations: usize,
+    /// How the registry lists them.
+    pub listing: referrers::Listing,
 }
 
 /// Pushes the registry in `dir` to `reference` as one artifact, after verifying it fully
@@ -335,6 +341,13 @@ pub fn push(
             ),
         ));
     }
+    // The build statements and promotion records, attached as referrers after the push.
+    let attestations: Vec<(String, Vec<u8>)> = read
+        .files
+        .iter()
+        .filter(|(p, _)| p.starts_with("statements/") || p.starts_with("promotions/"))
+        .map(|(p, d)| (p.clone(), d.clone()))
+        .collect();
     let mut layers = Vec::with_capacity(read.files.len());
     let mut bytes = 0u64;
     for (path, data) in read.files {
@@ -366,12 +379,25 @@ pub fn push(
     let resp = rt
         .block_on(client.push(&reference, &layers, config, &auth(opts), Some(manifest)))
         .map_err(|e| oci_error(&reference, e))?;
+    let listing = rt
+        .block_on(async {
+            let subject = referrers::subject(&client, &reference, &auth(opts)).await?;
+            referrers::attach(&client, &reference, &auth(opts), &subject, &attestations).await
+        })
+        .map_err(|e| {
+            oci_error(
+                &reference,
+                format!("the release is pushed, but not its attestations: {e}"),
+            )
+        })?;
     Ok(Pushed {
         reference: reference.whole(),
         index_version: index.index().version,
         layers: layers.len(),
         bytes,
         manifest_url: resp.manifest_url,
+        attestations: attestations.len(),
+        listing,
     })
 }
 
@@ -438,6 +464,8 @@ pub struct OciRemote {
     rt: tokio::runtime::Runtime,
     layers: BTreeMap<String, OciDescriptor>,
     opts: OciOptions,
+    /// The artifact manifest's digest (the subject of its referrers).
+    digest: String,
 }
 
 impl OciRemote {
@@ -462,7 +490,8 @@ impl OciRemote {
         let reference = parse_reference(reference)?;
         let client = client(&reference, &opts);
         let rt = runtime(&reference.whole())?;
-        let Some(manifest) = rt.block_on(pull_manifest(&client, &reference, &opts))? else {
+        let Some((manifest, digest)) = rt.block_on(pull_manifest(&client, &reference, &opts))?
+        else {
             return Ok(None);
         };
         if manifest.artifact_type.as_deref() != Some(ARTIFACT_TYPE) {
@@ -516,7 +545,24 @@ impl OciRemote {
             rt,
             layers,
             opts,
+            digest,
         }))
+    }
+
+    /// The build statements and promotion records attached to this release as OCI
+    /// referrers (through the registry's referrers API, else the referrers tag schema), and
+    /// how the registry lists them. Each is only read here: [`crate::sync::sync`] checks it
+    /// is byte for byte a document of the release it verified.
+    pub fn attestations(&self) -> Result<(Vec<referrers::Referrer>, referrers::Listing)> {
+        self.rt
+            .block_on(referrers::read(
+                &self.client,
+                &self.reference,
+                &auth(&self.opts),
+                &self.digest,
+                MAX_MANIFEST.max(cuda_aot::Limits::default().statement),
+            ))
+            .map_err(|e| oci_error(&self.reference, e))
     }
 
     /// The layout paths the artifact holds.
@@ -551,6 +597,18 @@ impl OciRemote {
 }
 
 impl Remote for OciRemote {
+    fn attestations(&self) -> Result<Option<crate::remote::Attestations>> {
+        let (found, listing) = OciRemote::attestations(self)?;
+        let how = match listing {
+            referrers::Listing::Api => "the referrers API",
+            referrers::Listing::TagSchema => "the referrers tag schema",
+        };
+        Ok(Some((
+            found.into_iter().map(|r| (r.title, r.bytes)).collect(),
+            how.to_string(),
+        )))
+    }
+
     fn fetch(&self, path: &str, max: u64, dest: &Path, _resume: bool) -> Result<Fetched> {
         let Some(desc) = self.layers.get(path) else {
             let _ = fs::remove_file(dest);

@@ -174,7 +174,7 @@ impl OciCache {
                 };
                 (Failure::Other(reason), true)
             })?;
-        let Some(manifest) = manifest else {
+        let Some((manifest, _)) = manifest else {
             return Ok(None);
         };
         if manifest.artifact_type.as_deref() != Some(CACHE_ARTIFACT_TYPE) {

@@ -29,7 +29,19 @@ pub trait Remote: Send + Sync {
 
     /// Where this remote is, for messages.
     fn describe(&self) -> String;
+
+    /// Documents attached to the release beside its files (an OCI artifact's referrers:
+    /// build statements and promotion records), as (layout path, bytes), and how they were
+    /// found; `None` where the remote has no such thing. A sync checks each against the
+    /// index it verified.
+    fn attestations(&self) -> Result<Option<Attestations>> {
+        Ok(None)
+    }
 }
+
+/// Documents attached to a release beside its files: (layout path, bytes) each, and how the
+/// remote listed them.
+pub type Attestations = (Vec<(String, Vec<u8>)>, String);
 
 /// What one [`Remote::fetch`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -59,6 +59,9 @@ pub struct SyncReport {
     pub retries: u32,
     /// Files moved into the target (new or changed).
     pub files_committed: usize,
+    /// Documents attached to the release (OCI referrers), each checked against the index,
+    /// and how the registry listed them; None where the source attaches none.
+    pub attestations: Option<(usize, String)>,
     /// The trust state to persist (highest versions seen).
     pub state: TrustState,
 }
@@ -331,6 +334,7 @@ pub fn sync(
         Err(f) => return Err(f.0),
     };
 
+    let attestations = check_attestations(remote, &index)?;
     let record = src.record.into_inner().expect("sync record");
     let mut staged: Vec<&String> = record
         .origins
@@ -389,8 +393,44 @@ pub fn sync(
         bytes_resumed: record.bytes_resumed,
         retries: record.retries,
         files_committed: committed,
+        attestations,
         state: index.state(),
     })
+}
+
+/// The documents `remote` attaches to the release beside its files (OCI referrers), each
+/// required to be, byte for byte, a build statement or promotion record the verified
+/// index lists (by blake3, under its own layout path): an attached document that is not is
+/// refused, before anything is made visible. Returns how many there were and how they
+/// were listed, or None where the remote attaches nothing.
+fn check_attestations(
+    remote: &dyn Remote,
+    index: &cuda_aot::verify::Verified,
+) -> Result<Option<(usize, String)>> {
+    let Some((found, how)) = remote.attestations()? else {
+        return Ok(None);
+    };
+    let idx = index.metadata().index();
+    let listed: BTreeSet<String> = idx
+        .statements
+        .iter()
+        .map(|d| layout::statement(&d.digest))
+        .chain(idx.promotions.iter().map(|d| layout::promotion(&d.digest)))
+        .collect();
+    for (title, bytes) in &found {
+        let ours = listed.contains(title)
+            && content_digest(title).is_some_and(|d| d == cuda_aot::digest::Digest::of(bytes));
+        if !ours {
+            return Err(Error::Oci {
+                reference: remote.describe(),
+                reason: format!(
+                    "an attestation attached to this release ({}) is not a build statement or promotion record of the index it verified: refused, nothing synced",
+                    cuda_aot::error::escape_untrusted(title)
+                ),
+            });
+        }
+    }
+    Ok(Some((found.len(), how)))
 }
 
 /// Runs the whole verification through a fresh [`SyncSource`]. On failure, also says

@@ -161,8 +161,17 @@ impl Args {
                 })?;
                 if let Some(o) = pushed {
                     eprintln!(
-                        "pushed {} OCI layers ({} bytes) to {}",
-                        o.layers, o.bytes, o.reference
+                        "pushed {} OCI layers ({} bytes) to {}, and {} attestation(s) as OCI referrers of it ({})",
+                        o.layers,
+                        o.bytes,
+                        o.reference,
+                        o.attestations,
+                        match o.listing {
+                            cuda_aot_registry::oci_referrers::Listing::Api =>
+                                "listed by the registry's referrers API",
+                            cuda_aot_registry::oci_referrers::Listing::TagSchema =>
+                                "listed through the referrers tag schema: the registry has no referrers API",
+                        }
                     );
                 }
                 p

@@ -69,8 +69,14 @@ pub fn summary(r: &SyncReport, to: &std::path::Path) -> String {
         r.root_version,
         r.modules
     );
+    let attested = match &r.attestations {
+        Some((n, how)) => format!(
+            "\n  {n} attestation(s) attached as OCI referrers ({how}), each a verified document of the index"
+        ),
+        None => String::new(),
+    };
     format!(
-        "{head}\n  fetched {} file(s), {} bytes ({} resumed, {} retries); reused {}; {} made visible",
+        "{head}\n  fetched {} file(s), {} bytes ({} resumed, {} retries); reused {}; {} made visible{attested}",
         r.files_fetched,
         r.bytes_fetched,
         r.bytes_resumed,

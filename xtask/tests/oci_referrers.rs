@@ -1,0 +1,220 @@
+//! Attestations where OCI tools look (issue 46): `publish --registry oci://…` attaches the
+//! release's build statement as an OCI 1.1 referrer of the release artifact (`subject`,
+//! `artifactType application/vnd.in-toto+json`). The pinned `docker-registry` 2.8.2 has no
+//! referrers API (404), so the publisher keeps the referrers tag schema's index; a third
+//! party following that schema over plain HTTP gets the statement, byte for byte the one
+//! the registry's index lists; `sync` reads it back and checks it; a forged referrer added
+//! beside it stops the sync with nothing made visible.
+
+mod common;
+
+use std::path::Path;
+
+use common::server::oci_server;
+use common::{Out, Ws, xtask};
+
+/// `GET url` with `accept`: status and body.
+fn get(url: &str, accept: &str) -> (u16, Vec<u8>) {
+    cuda_aot_registry::remote::install_tls_provider();
+    let r = reqwest::blocking::Client::new()
+        .get(url)
+        .header("Accept", accept)
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.bytes().unwrap().to_vec())
+}
+
+fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+
+fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
+    Out::of(
+        xtask()
+            .args(["sync", "--from", reference, "--trust"])
+            .arg(trust)
+            .arg("--to")
+            .arg(to)
+            .arg("--state")
+            .arg(to.with_extension("state.json")),
+    )
+}
+
+#[test]
+fn issue_46_the_build_statement_is_an_oci_referrer_found_through_the_tag_schema() {
+    let ws = Ws::new();
+    let (registry, out) = (ws.path("registry"), ws.path("out"));
+    Out::of(
+        xtask()
+            .env("CUDA_AOT_BUILD_CACHE", ws.path("cache"))
+            .args(["release", "--spec"])
+            .arg(ws.spec_path())
+            .arg("--registry")
+            .arg(&registry)
+            .arg("--out")
+            .arg(&out),
+    )
+    .ok();
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = oci_server(tmp.path());
+    let reference = format!("oci://{}/cuda-aot/rel:stable", oci.addr);
+    let keys = ws.path("spec/.cuda-aot/dev-keys");
+    let published = Out::of(
+        xtask()
+            .args(["publish", "--registry", &reference, "--trust"])
+            .arg(keys.join("root.json"))
+            .arg("--publisher-key")
+            .arg(keys.join("publisher.key"))
+            .arg(&out),
+    )
+    .ok();
+    assert!(
+        published
+            .stderr
+            .contains("1 attestation(s) as OCI referrers")
+            && published.stderr.contains("referrers tag schema"),
+        "{}",
+        published.stderr
+    );
+
+    // A third party, with nothing but the OCI distribution spec.
+    let base = format!("http://{}/v2/cuda-aot/rel", oci.addr);
+    let (status, release) = get(&format!("{base}/manifests/stable"), MANIFEST);
+    assert_eq!(status, 200);
+    let subject = format!("sha256:{}", sha256(&release));
+    let (status, _) = get(&format!("{base}/referrers/{subject}"), INDEX);
+    assert_eq!(status, 404, "docker-registry 2.8.2 has no referrers API");
+    let (status, index) = get(
+        &format!("{base}/manifests/{}", subject.replace(':', "-")),
+        INDEX,
+    );
+    assert_eq!(status, 200, "no referrers tag");
+    let index = json(&index);
+    let entries = index["manifests"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{index}");
+    assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
+    let (_, referrer) = get(
+        &format!(
+            "{base}/manifests/{}",
+            entries[0]["digest"].as_str().unwrap()
+        ),
+        MANIFEST,
+    );
+    let referrer = json(&referrer);
+    assert_eq!(
+        referrer["subject"]["digest"],
+        subject.as_str(),
+        "{referrer}"
+    );
+    let layer = &referrer["layers"][0];
+    assert_eq!(layer["mediaType"], "application/vnd.dsse.envelope.v1+json");
+    let (_, statement) = get(
+        &format!("{base}/blobs/{}", layer["digest"].as_str().unwrap()),
+        "*/*",
+    );
+    let title = layer["annotations"]["org.opencontainers.image.title"]
+        .as_str()
+        .unwrap();
+    assert!(title.starts_with("statements/blake3/"), "{title}");
+    assert_eq!(
+        statement,
+        std::fs::read(registry.join(title)).unwrap(),
+        "the referrer is the statement the registry's index lists"
+    );
+    let envelope = json(&statement);
+    assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
+
+    // sync reads it back and checks it against the index it verified.
+    let synced = sync(
+        &reference,
+        &tmp.path().join("pulled"),
+        &keys.join("root.json"),
+    )
+    .ok();
+    assert!(
+        synced.stdout.contains(
+            "1 attestation(s) attached as OCI referrers (the referrers tag schema), each a verified document of the index"
+        ),
+        "{}",
+        synced.stdout
+    );
+
+    // A forged attestation attached beside it (the statement with its payload changed,
+    // pushed as a referrer and added to the tag's index, as anyone with push access
+    // could): the sync refuses the release, nothing made visible.
+    let mut forged = envelope.clone();
+    forged["payload"] = serde_json::Value::String("e30=".into());
+    let forged = serde_json::to_vec(&forged).unwrap();
+    let forged_digest = format!("sha256:{}", sha256(&forged));
+    push_blob(&base, &forged);
+    let mut manifest = referrer.clone();
+    manifest["layers"][0]["digest"] = forged_digest.clone().into();
+    manifest["layers"][0]["size"] = forged.len().into();
+    let manifest = serde_json::to_vec(&manifest).unwrap();
+    let manifest_digest = format!("sha256:{}", sha256(&manifest));
+    put(
+        &format!("{base}/manifests/{manifest_digest}"),
+        MANIFEST,
+        manifest.clone(),
+    );
+    let mut index = index.clone();
+    let mut entry = entries[0].clone();
+    entry["digest"] = manifest_digest.into();
+    entry["size"] = manifest.len().into();
+    index["manifests"].as_array_mut().unwrap().push(entry);
+    put(
+        &format!("{base}/manifests/{}", subject.replace(':', "-")),
+        INDEX,
+        serde_json::to_vec(&index).unwrap(),
+    );
+    let fresh = tmp.path().join("fresh");
+    let refused = sync(&reference, &fresh, &keys.join("root.json")).failed();
+    assert!(
+        refused
+            .stderr
+            .contains("is not a build statement or promotion record of the index it verified"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        !fresh.join("timestamp.json").exists(),
+        "a refused sync made files visible"
+    );
+}
+
+/// A monolithic blob upload (POST, then PUT with the digest).
+fn push_blob(base: &str, bytes: &[u8]) {
+    let c = reqwest::blocking::Client::new();
+    let r = c.post(format!("{base}/blobs/uploads/")).send().unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    let sep = if location.contains('?') { '&' } else { '?' };
+    let url = match location.starts_with("http") {
+        true => location.clone(),
+        false => format!("{}{location}", &base[..base.find("/v2/").unwrap()]),
+    };
+    let r = c
+        .put(format!("{url}{sep}digest=sha256:{}", sha256(bytes)))
+        .body(bytes.to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{:?}", r.text());
+}
+
+fn put(url: &str, content_type: &str, body: Vec<u8>) {
+    let r = reqwest::blocking::Client::new()
+        .put(url)
+        .header("Content-Type", content_type)
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{url}: {:?}", r.text());
+}
