@@ -143,6 +143,35 @@ fn a_release_statement_verifies_with_securesystemslib_and_fails_after_one_byte_c
     );
     sh(&project, &in_registry).ok();
 
+    // The statement as OCI tools find it (issue 46): the release published to the pinned
+    // OCI registry, the statement fetched through the referrers tag schema, checked by the
+    // same third-party verifier.
+    let tmp = tempfile::tempdir().unwrap();
+    let oci = common::server::oci_server(tmp.path());
+    let keys = project.join(".cuda-aot/dev-keys");
+    Out::of(
+        xtask()
+            .args(["publish", "--registry"])
+            .arg(format!("oci://{}/cuda-aot/att:v1", oci.addr))
+            .arg("--trust")
+            .arg(keys.join("root.json"))
+            .arg("--publisher-key")
+            .arg(keys.join("publisher.key"))
+            .arg(&out),
+    )
+    .ok();
+    let found =
+        common::oci::through_tag_schema(&format!("http://{}/v2/cuda-aot/att", oci.addr), "v1");
+    let fetched = ws.path("referrer.statement.json");
+    std::fs::write(&fetched, &found.bytes).unwrap();
+    let through_oci = with(
+        &in_registry,
+        &envelope.display().to_string(),
+        &fetched.display().to_string(),
+    );
+    let ok = sh(&project, &through_oci).ok();
+    assert!(ok.stdout.starts_with("ok: "), "{}", ok.stdout);
+
     // One byte of the signed payload (the statement says another digest), or a key that
     // did not sign: the signature check fails.
     let statement = out.join("build.statement.json");

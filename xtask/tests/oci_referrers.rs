@@ -10,31 +10,9 @@ mod common;
 
 use std::path::Path;
 
+use common::oci::{INDEX, MANIFEST, sha256, through_tag_schema};
 use common::server::oci_server;
 use common::{Out, Ws, xtask};
-
-/// `GET url` with `accept`: status and body.
-fn get(url: &str, accept: &str) -> (u16, Vec<u8>) {
-    cuda_aot_registry::remote::install_tls_provider();
-    let r = reqwest::blocking::Client::new()
-        .get(url)
-        .header("Accept", accept)
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.bytes().unwrap().to_vec())
-}
-
-fn json(bytes: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(bytes).unwrap()
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 
 fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
     Out::of(
@@ -87,49 +65,21 @@ fn issue_46_the_build_statement_is_an_oci_referrer_found_through_the_tag_schema(
 
     // A third party, with nothing but the OCI distribution spec.
     let base = format!("http://{}/v2/cuda-aot/rel", oci.addr);
-    let (status, release) = get(&format!("{base}/manifests/stable"), MANIFEST);
-    assert_eq!(status, 200);
-    let subject = format!("sha256:{}", sha256(&release));
-    let (status, _) = get(&format!("{base}/referrers/{subject}"), INDEX);
-    assert_eq!(status, 404, "docker-registry 2.8.2 has no referrers API");
-    let (status, index) = get(
-        &format!("{base}/manifests/{}", subject.replace(':', "-")),
-        INDEX,
-    );
-    assert_eq!(status, 200, "no referrers tag");
-    let index = json(&index);
+    let attested = through_tag_schema(&base, "stable");
+    let (subject, index, referrer) = (&attested.subject, &attested.index, &attested.referrer);
     let entries = index["manifests"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{index}");
     assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
-    let (_, referrer) = get(
-        &format!(
-            "{base}/manifests/{}",
-            entries[0]["digest"].as_str().unwrap()
-        ),
-        MANIFEST,
-    );
-    let referrer = json(&referrer);
-    assert_eq!(
-        referrer["subject"]["digest"],
-        subject.as_str(),
-        "{referrer}"
-    );
     let layer = &referrer["layers"][0];
     assert_eq!(layer["mediaType"], "application/vnd.dsse.envelope.v1+json");
-    let (_, statement) = get(
-        &format!("{base}/blobs/{}", layer["digest"].as_str().unwrap()),
-        "*/*",
-    );
-    let title = layer["annotations"]["org.opencontainers.image.title"]
-        .as_str()
-        .unwrap();
+    let (title, statement) = (&attested.title, &attested.bytes);
     assert!(title.starts_with("statements/blake3/"), "{title}");
     assert_eq!(
         statement,
-        std::fs::read(registry.join(title)).unwrap(),
+        &std::fs::read(registry.join(title)).unwrap(),
         "the referrer is the statement the registry's index lists"
     );
-    let envelope = json(&statement);
+    let envelope: serde_json::Value = serde_json::from_slice(statement).unwrap();
     assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
 
     // sync reads it back and checks it against the index it verified.

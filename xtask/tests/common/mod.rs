@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a subset
 
 pub mod capi;
+pub mod oci;
 pub mod reapi;
 pub mod s3;
 pub mod server;
