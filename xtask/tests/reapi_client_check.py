@@ -4,6 +4,7 @@ BuildGrid's bundled generated protos (run with the server's venv Python).
 
 usage: reapi_client_check.py ADDR main
        reapi_client_check.py ADDR sleep SECONDS COUNT
+       reapi_client_check.py ADDR run ARG...
 
 Prints one JSON object (what each case saw) and exits 0, or names the failed check on
 stderr and exits 1. Every Execute skips the ActionCache.
@@ -20,6 +21,9 @@ to it, and big.txt of 6 MiB, which goes up through ByteStream):
  4. `sleep 30` with a 1 s timeout: DEADLINE_EXCEEDED.
  5. Input roots the worker must refuse (INVALID_ARGUMENT): a symbolic link climbing out
     of the input root, a file named `..`, a file whose digest is a path.
+
+`run ARG...`: one action running ARG... on an empty input root; prints its exit code,
+stdout and the worker that ran it.
 
 `sleep SECONDS COUNT`: COUNT actions that sleep (fresh ones each call), executed at once;
 prints each one's exit code, the worker that completed it and the seconds it took.
@@ -250,6 +254,18 @@ def sleep_case(client: Client, seconds: str, count: int, out: dict) -> None:
         out["sleep"].append({"exit_code": resp.result.exit_code, "worker": meta.worker, "seconds": took})
 
 
+def run_case(client: Client, argv: list, out: dict) -> None:
+    root = re.Directory().SerializeToString()
+    client.upload([root])
+    resp, _ = client.execute(client.action(argv, digest(root)))
+    expect(resp.status.code == 0, f"the action gave {resp.status}")
+    out["run"] = {
+        "exit_code": resp.result.exit_code,
+        "stdout": client.stdout(resp.result).decode(),
+        "worker": resp.result.execution_metadata.worker,
+    }
+
+
 def main() -> None:
     addr, mode = sys.argv[1], sys.argv[2]
     client = Client(addr)
@@ -259,6 +275,8 @@ def main() -> None:
             root, big = input_root(client)
             outputs_case(client, root, big, out)
             failure_cases(client, root, out)
+        elif mode == "run":
+            run_case(client, sys.argv[3:], out)
         else:
             sleep_case(client, sys.argv[3], int(sys.argv[4]), out)
     except (Failed, grpc.RpcError) as e:

@@ -168,6 +168,38 @@ fn wait_running(workers: &[Worker], timeout: Duration) -> (usize, serde_json::Va
 }
 
 #[test]
+fn a_workers_clock_offset_and_user_reach_the_commands_it_runs() {
+    let server = Reapi::start(5, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut extra = vec!["--clock-offset-days", "400"];
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        extra.extend(["--run-as", "65534:65534"]);
+    }
+    let _w = Worker::start_with(&server, &dir.path().join("w"), "w", &extra);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let v = facts(
+        client(&server, &["run", "/bin/sh", "-c", "date -u +%s; id -u"])
+            .output()
+            .unwrap(),
+    );
+    let out = v["run"]["stdout"].as_str().unwrap().to_string();
+    let mut lines = out.lines();
+    let seen: i64 = lines.next().unwrap().parse().unwrap();
+    let ahead = seen - now;
+    assert!(
+        (400 * 86_400 - 120..400 * 86_400 + 120).contains(&ahead),
+        "the command's clock is {ahead} s ahead, not 400 days: {v}"
+    );
+    if root {
+        assert_eq!(lines.next(), Some("65534"), "{v}");
+    }
+}
+
+#[test]
 fn arguments_that_cannot_work_are_refused_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
     let refused = |args: &[&str]| {

@@ -1,8 +1,8 @@
 //! Builds on a Remote Execution API server (issue 45): `--remote-exec grpc://…` against the
 //! pinned BuildGrid (`servers reapi`) with two of the project's workers
-//! (`servers reapi-worker`, each with its own folder). The blobs are the local build's, bit
-//! for bit, with no worker's path in them; a second checkout elsewhere with empty caches
-//! runs nothing (every action answered by the server's ActionCache). A bad URL, a server
+//! (`servers reapi-worker`, each with its own folder, user and clock). The blobs are the
+//! local build's, bit for bit, with no worker's path in them; a second checkout elsewhere
+//! with empty caches runs nothing (every action answered by the server's ActionCache). A bad URL, a server
 //! that is gone, one that speaks HTTP but not gRPC, or one reached over TLS that has none
 //! is refused before any job starts, each naming the server with a Fix;
 //! `--remote-exec-fallback local` builds here instead. Over TLS (`grpcs://`, the server's
@@ -100,10 +100,11 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     // Worker `one` runs its commands as another user when this test runs as root (as CI
     // does): the folders must let that user through.
     std::fs::set_permissions(workers.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody: &[&str] = match rustix::process::geteuid().is_root() {
-        true => &["--run-as", "65534:65534"],
-        false => &[],
-    };
+    // And their clocks differ: `one` a year and more ahead, `two` as far behind.
+    let mut one_args = vec!["--clock-offset-days", "400"];
+    if rustix::process::geteuid().is_root() {
+        one_args.extend(["--run-as", "65534:65534"]);
+    }
     let url = format!("grpc://{}", reapi.addr);
     let local = Ws::new().build(&[]).ok();
     let ran = |w: &Worker| w.events("done").len();
@@ -126,9 +127,9 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     };
 
     // `--remote-exec-cache read` on an empty server: every action runs (on worker `one`,
-    // in its folder, as its user), the blobs are the local build's, and nothing is written
-    // to the server's ActionCache...
-    let mut one = Worker::start_with(&reapi, &workers.path().join("one"), "one", as_nobody);
+    // in its folder, as its user, at its time), the blobs are the local build's, and
+    // nothing is written to the server's ActionCache...
+    let mut one = Worker::start_with(&reapi, &workers.path().join("one"), "one", &one_args);
     let read = ["--remote-exec", &url, "--remote-exec-cache", "read"];
     let ws = Ws::new();
     let first = ws.build(&read).ok();
@@ -150,8 +151,13 @@ fn issue_45_a_remote_build_has_the_local_blobs_and_a_second_checkout_runs_nothin
     one.stop();
 
     // ... so another checkout reading it runs them all again: on worker `two`, another
-    // folder, this machine's user.
-    let two = Worker::start(&reapi, &workers.path().join("two"), "two");
+    // folder, this machine's user, 400 days behind.
+    let two = Worker::start_with(
+        &reapi,
+        &workers.path().join("two"),
+        "two",
+        &["--clock-offset-days", "-400"],
+    );
     let ws = Ws::new();
     let again = ws.build(&read).ok();
     assert_eq!(again.digests(), local.digests());

@@ -165,6 +165,13 @@ enum Run {
         /// the user that built them.
         #[arg(long, value_name = "UID:GID")]
         run_as: Option<String>,
+        /// Run every command with its wall clock this many days off (`-400`, `400`):
+        /// Debian's datefudge (pinned in manifests/servers.toml) preloaded into it and
+        /// every process it starts, so that a test can show the blobs do not depend on
+        /// the worker's clock.
+        #[arg(long, value_name = "N", allow_hyphen_values = true,
+              value_parser = clap::value_parser!(i32).range(-36500..=36500))]
+        clock_offset_days: Option<i32>,
     },
 }
 
@@ -274,10 +281,12 @@ impl Args {
                 capacity,
                 damage_outputs,
                 run_as,
+                clock_offset_days,
             }) => {
                 let mut worker =
                     reapi_worker::Worker::new(&server, &root, name, instance, capacity)?;
                 worker.damage_outputs = damage_outputs;
+                worker.clock_offset_days = clock_offset_days;
                 worker.run_as = run_as.as_deref().map(reapi_worker::run_as).transpose()?;
                 exec_with_line(worker.command()?, "reapi-worker", &worker.line())
             }

@@ -244,7 +244,8 @@ fn has_upstream(v: &str, upstream: &str) -> bool {
                 let digits = r.bytes().take_while(u8::is_ascii_digit).count();
                 digits > 0 && revision(&r[digits..])
             }),
-        None => v.strip_prefix(upstream).is_some_and(revision),
+        // A native package (datefudge `1.24`) has no Debian revision.
+        None => v == upstream || v.strip_prefix(upstream).is_some_and(revision),
     }
 }
 
@@ -361,6 +362,7 @@ mod tests {
         assert!(pick(&pg, "postgresql-15", "1.*", &bookworm).is_err());
         assert!(!has_upstream("150.1-1", "15.*") && !has_upstream("15.-1", "15.*"));
         assert!(!has_upstream("15.2.x-1", "15.*") && has_upstream("15.2+b1", "15.*"));
+        assert!(has_upstream("1.24", "1.24") && !has_upstream("1.245", "1.24"));
         // `*` (Chromium): the newest the release serves, whatever its version.
         let chromium = [
             (

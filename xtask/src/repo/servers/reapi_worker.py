@@ -29,8 +29,8 @@ One lease, in steps (`Runner.run`):
 3. The parent folders of the outputs are made (owned by the --run-as user, if given); the
    command runs in its working directory, as the --run-as user if given (a worker run as
    root should: root could write through the read-only cache links), with exactly the
-   Command's environment, stdin from /dev/null, stdout and stderr to
-   files, in a session and process group of its own (its first process gets SIGKILL if the
+   Command's environment (with --clock-offset-days, plus datefudge preloaded), stdin
+   from /dev/null, stdout and stderr to files, in a session and process group of its own (its first process gets SIGKILL if the
    worker dies); past the Action's timeout the group is killed (DEADLINE_EXCEEDED).
 4. The outputs that exist (files, folders as Tree protos, symbolic links) and stdout and
    stderr go to the CAS (FindMissingBlobs first; ByteStream Write past the batch limit);
@@ -255,6 +255,11 @@ class Runner:
         if not os.path.isdir(cwd):
             raise invalid(f"working directory {command.working_directory!r} is not a folder of the input root")
         env = {v.name: v.value for v in command.environment_variables}
+        if self.worker.datefudge:
+            # --clock-offset-days: the command and every process it starts see the wall
+            # clock shifted (datefudge subtracts DATEFUDGE seconds from the real time).
+            env["LD_PRELOAD"] = self.worker.datefudge
+            env["DATEFUDGE"] = str(-self.worker.clock_offset_days * 86400)
         argv = list(command.arguments)
         with open(os.path.join(self.folder, "stdout"), "xb") as out, open(os.path.join(self.folder, "stderr"), "xb") as err:
             with self.lock:
@@ -482,6 +487,8 @@ class Worker:
         self.root = args.root
         self.damage_outputs = args.damage_outputs
         self.run_as = tuple(int(x) for x in args.run_as.split(":")) if args.run_as else None
+        self.datefudge = args.datefudge
+        self.clock_offset_days = args.clock_offset_days
         caps = re_grpc.CapabilitiesStub(channel).GetCapabilities(
             re.GetCapabilitiesRequest(instance_name=args.instance), timeout=CAS_DEADLINE_S
         )
@@ -540,6 +547,8 @@ def main() -> None:
     p.add_argument("--isa", required=True)
     p.add_argument("--damage-outputs", action="store_true", help="fault injection: cut every output file to half")
     p.add_argument("--run-as", help="UID:GID the commands run as (the worker runs as root)")
+    p.add_argument("--clock-offset-days", type=int, default=0, help="the commands' wall clock this many days off")
+    p.add_argument("--datefudge", help="datefudge.so, preloaded into each command with --clock-offset-days")
     args = p.parse_args()
     args.root = os.path.abspath(args.root)
     lock = lock_root(args.root)

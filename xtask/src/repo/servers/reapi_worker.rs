@@ -43,6 +43,8 @@ pub struct Worker {
     pub damage_outputs: bool,
     /// The user (uid, gid) the commands run as; the worker's own when `None`.
     pub run_as: Option<(u32, u32)>,
+    /// Days the commands' wall clock is off (datefudge); the machine's when `None`.
+    pub clock_offset_days: Option<i32>,
 }
 
 impl Worker {
@@ -82,6 +84,7 @@ impl Worker {
             capacity,
             damage_outputs: false,
             run_as: None,
+            clock_offset_days: None,
         })
     }
 
@@ -104,7 +107,14 @@ impl Worker {
             .arg(format!("--capacity={}", self.capacity))
             .arg(format!("--isa={}", isa()))
             .args(self.damage_outputs.then_some("--damage-outputs"))
-            .args(self.run_as.map(|(u, g)| format!("--run-as={u}:{g}")))
+            .args(self.run_as.map(|(u, g)| format!("--run-as={u}:{g}")));
+        if let Some(days) = self.clock_offset_days {
+            let fudge = super::ensure("datefudge")?;
+            cmd.arg(format!("--clock-offset-days={days}"))
+                .arg("--datefudge")
+                .arg(fudge);
+        }
+        cmd
             // Python's own buffering would hold the event lines back.
             .env("PYTHONUNBUFFERED", "1")
             // The command is started by fork and exec (its preexec_fn sets the death
@@ -125,6 +135,7 @@ impl Worker {
             "name": self.name,
             "capacity": self.capacity,
             "run_as": self.run_as.map(|(u, g)| format!("{u}:{g}")),
+            "clock_offset_days": self.clock_offset_days,
         })
     }
 }
