@@ -4,15 +4,50 @@
 //! referrers API (404), so the publisher keeps the referrers tag schema's index; a third
 //! party following that schema over plain HTTP gets the statement, byte for byte the one
 //! the registry's index lists; `sync` reads it back and checks it; a forged referrer added
-//! beside it stops the sync with nothing made visible.
+//! beside it stops the sync with nothing made visible. On a registry with the referrers
+//! API (`servers oci-referrers`: ferro-oci-server 1.0.0) the API lists it, with no tag.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use common::oci::{INDEX, MANIFEST, sha256, through_tag_schema};
-use common::server::oci_server;
+use common::oci::{INDEX, MANIFEST, get, sha256, through_tag_schema};
+use common::server::{Server, oci_server};
 use common::{Out, Ws, xtask};
+
+/// A workspace released (small corpus, dev keys of its spec): its registry, signed build
+/// output and keys folder.
+fn released() -> (Ws, PathBuf, PathBuf, PathBuf) {
+    let ws = Ws::new();
+    let (registry, out) = (ws.path("registry"), ws.path("out"));
+    Out::of(
+        xtask()
+            .env("CUDA_AOT_BUILD_CACHE", ws.path("cache"))
+            .args(["release", "--spec"])
+            .arg(ws.spec_path())
+            .arg("--registry")
+            .arg(&registry)
+            .arg("--out")
+            .arg(&out),
+    )
+    .ok();
+    let keys = ws.path("spec/.cuda-aot/dev-keys");
+    (ws, registry, out, keys)
+}
+
+/// `publish --registry reference` of `out` under the workspace's keys; its stderr.
+fn publish(reference: &str, out: &Path, keys: &Path) -> String {
+    Out::of(
+        xtask()
+            .args(["publish", "--registry", reference, "--trust"])
+            .arg(keys.join("root.json"))
+            .arg("--publisher-key")
+            .arg(keys.join("publisher.key"))
+            .arg(out),
+    )
+    .ok()
+    .stderr
+}
 
 fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
     Out::of(
@@ -28,39 +63,15 @@ fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
 
 #[test]
 fn issue_46_the_build_statement_is_an_oci_referrer_found_through_the_tag_schema() {
-    let ws = Ws::new();
-    let (registry, out) = (ws.path("registry"), ws.path("out"));
-    Out::of(
-        xtask()
-            .env("CUDA_AOT_BUILD_CACHE", ws.path("cache"))
-            .args(["release", "--spec"])
-            .arg(ws.spec_path())
-            .arg("--registry")
-            .arg(&registry)
-            .arg("--out")
-            .arg(&out),
-    )
-    .ok();
+    let (_ws, registry, out, keys) = released();
     let tmp = tempfile::tempdir().unwrap();
     let oci = oci_server(tmp.path());
     let reference = format!("oci://{}/cuda-aot/rel:stable", oci.addr);
-    let keys = ws.path("spec/.cuda-aot/dev-keys");
-    let published = Out::of(
-        xtask()
-            .args(["publish", "--registry", &reference, "--trust"])
-            .arg(keys.join("root.json"))
-            .arg("--publisher-key")
-            .arg(keys.join("publisher.key"))
-            .arg(&out),
-    )
-    .ok();
+    let published = publish(&reference, &out, &keys);
     assert!(
-        published
-            .stderr
-            .contains("1 attestation(s) as OCI referrers")
-            && published.stderr.contains("referrers tag schema"),
-        "{}",
-        published.stderr
+        published.contains("1 attestation(s) as OCI referrers")
+            && published.contains("referrers tag schema"),
+        "{published}"
     );
 
     // A third party, with nothing but the OCI distribution spec.
@@ -167,4 +178,75 @@ fn put(url: &str, content_type: &str, body: Vec<u8>) {
         .send()
         .unwrap();
     assert_eq!(r.status().as_u16(), 201, "{url}: {:?}", r.text());
+}
+
+#[test]
+fn issue_46_a_registry_with_the_referrers_api_lists_the_statement() {
+    let (_ws, registry, out, keys) = released();
+    let tmp = tempfile::tempdir().unwrap();
+    // ferro-oci-server 1.0.0, built once per machine (a few minutes the first time).
+    let storage = tmp.path().join("storage");
+    let server = Server::start(
+        &[
+            "servers",
+            "oci-referrers",
+            "--storage",
+            storage.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let reference = format!("oci://{}/cuda-aot/rel:stable", server.addr);
+    let published = publish(&reference, &out, &keys);
+    assert!(
+        published.contains("1 attestation(s) as OCI referrers")
+            && published.contains("listed by the registry's referrers API"),
+        "{published}"
+    );
+    // The API itself, as any OCI tool asks it.
+    let base = format!("http://{}/v2/cuda-aot/rel", server.addr);
+    let (status, release) = get(&format!("{base}/manifests/stable"), MANIFEST);
+    assert_eq!(status, 200);
+    let subject = format!("sha256:{}", sha256(&release));
+    let (status, index) = get(&format!("{base}/referrers/{subject}"), INDEX);
+    assert_eq!(status, 200);
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let entries = index["manifests"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{index}");
+    assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
+    let (_, referrer) = get(
+        &format!(
+            "{base}/manifests/{}",
+            entries[0]["digest"].as_str().unwrap()
+        ),
+        MANIFEST,
+    );
+    let referrer: serde_json::Value = serde_json::from_slice(&referrer).unwrap();
+    let layer = &referrer["layers"][0];
+    let (_, statement) = get(
+        &format!("{base}/blobs/{}", layer["digest"].as_str().unwrap()),
+        "*/*",
+    );
+    let title = layer["annotations"]["org.opencontainers.image.title"]
+        .as_str()
+        .unwrap();
+    assert_eq!(statement, std::fs::read(registry.join(title)).unwrap());
+    // No tag was needed.
+    let (status, _) = get(
+        &format!("{base}/manifests/{}", subject.replace(':', "-")),
+        INDEX,
+    );
+    assert_eq!(status, 404, "a referrers tag on a registry with the API");
+    let synced = sync(
+        &reference,
+        &tmp.path().join("pulled"),
+        &keys.join("root.json"),
+    )
+    .ok();
+    assert!(
+        synced
+            .stdout
+            .contains("1 attestation(s) attached as OCI referrers (the referrers API)"),
+        "{}",
+        synced.stdout
+    );
 }

@@ -18,6 +18,7 @@ use crate::paths;
 
 mod apt;
 pub mod chromium;
+pub mod ferro;
 pub mod reapi;
 pub mod reapi_worker;
 pub mod s3;
@@ -72,6 +73,17 @@ enum Run {
         /// Folder for its configuration (default: a new folder under .cuda-aot/servers/run/).
         #[arg(long, value_name = "DIR")]
         work: Option<PathBuf>,
+    },
+    /// Run an OCI registry with the referrers API (ferro-oci-server 1.0.0 from crates.io,
+    /// built once per machine) on 127.0.0.1; the pinned docker-registry has no referrers
+    /// API.
+    OciReferrers {
+        /// Where it stores blobs.
+        #[arg(long, value_name = "DIR")]
+        storage: PathBuf,
+        /// Port (0: a free one, printed).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        port: u16,
     },
     /// Run an S3-compatible object store (moto's S3 service, pinned PyPI wheels) on
     /// 127.0.0.1, objects in memory, one request at a time (conditional writes atomic).
@@ -229,6 +241,11 @@ impl Args {
                 let port = pick_port(port)?;
                 let cmd = oci_registry(&storage, port, &work)?;
                 exec_announced(cmd, "docker-registry", port, &work)
+            }
+            Some(Run::OciReferrers { storage, port }) => {
+                let port = pick_port(port)?;
+                let cmd = ferro::command(&storage, port)?;
+                exec_announced(cmd, "ferro-oci-server", port, &storage)
             }
             Some(Run::S3 {
                 port,
