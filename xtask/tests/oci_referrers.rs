@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::oci::{INDEX, MANIFEST, get, sha256, through_tag_schema};
+use common::oci::{INDEX, MANIFEST, sha256, through_api, through_tag_schema};
 use common::server::{Server, oci_server};
 use common::{Out, Ws, xtask};
 
@@ -61,35 +61,62 @@ fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
     )
 }
 
+/// Publishes `out` to `reference` (`oci://HOST/cuda-aot/rel:stable`) and checks what a
+/// third party finds there: one in-toto referrer, listed through `how` (`referrers API`
+/// or `referrers tag schema`), whose DSSE layer is byte for byte the statement the
+/// registry's index lists.
+fn check_published(
+    reference: &str,
+    out: &Path,
+    keys: &Path,
+    registry: &Path,
+    how: &str,
+) -> common::oci::Attested {
+    let published = publish(reference, out, keys);
+    assert!(
+        published.contains("1 attestation(s) as OCI referrers") && published.contains(how),
+        "{published}"
+    );
+    let host = reference
+        .trim_start_matches("oci://")
+        .split('/')
+        .next()
+        .unwrap();
+    let base = format!("http://{host}/v2/cuda-aot/rel");
+    let attested = match how {
+        "referrers API" => through_api(&base, "stable"),
+        _ => through_tag_schema(&base, "stable"),
+    };
+    let entries = attested.index["manifests"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{}", attested.index);
+    assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
+    let layer = &attested.referrer["layers"][0];
+    assert_eq!(layer["mediaType"], "application/vnd.dsse.envelope.v1+json");
+    assert!(
+        attested.title.starts_with("statements/blake3/"),
+        "{}",
+        attested.title
+    );
+    assert_eq!(
+        attested.bytes,
+        std::fs::read(registry.join(&attested.title)).unwrap(),
+        "the referrer is the statement the registry's index lists"
+    );
+    attested
+}
+
 #[test]
 fn issue_46_the_build_statement_is_an_oci_referrer_found_through_the_tag_schema() {
     let (_ws, registry, out, keys) = released();
     let tmp = tempfile::tempdir().unwrap();
     let oci = oci_server(tmp.path());
     let reference = format!("oci://{}/cuda-aot/rel:stable", oci.addr);
-    let published = publish(&reference, &out, &keys);
-    assert!(
-        published.contains("1 attestation(s) as OCI referrers")
-            && published.contains("referrers tag schema"),
-        "{published}"
-    );
-
     // A third party, with nothing but the OCI distribution spec.
-    let base = format!("http://{}/v2/cuda-aot/rel", oci.addr);
-    let attested = through_tag_schema(&base, "stable");
+    let attested = check_published(&reference, &out, &keys, &registry, "referrers tag schema");
     let (subject, index, referrer) = (&attested.subject, &attested.index, &attested.referrer);
     let entries = index["manifests"].as_array().unwrap();
-    assert_eq!(entries.len(), 1, "{index}");
-    assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
-    let layer = &referrer["layers"][0];
-    assert_eq!(layer["mediaType"], "application/vnd.dsse.envelope.v1+json");
-    let (title, statement) = (&attested.title, &attested.bytes);
-    assert!(title.starts_with("statements/blake3/"), "{title}");
-    assert_eq!(
-        statement,
-        &std::fs::read(registry.join(title)).unwrap(),
-        "the referrer is the statement the registry's index lists"
-    );
+    let base = format!("http://{}/v2/cuda-aot/rel", oci.addr);
+    let statement = &attested.bytes;
     let envelope: serde_json::Value = serde_json::from_slice(statement).unwrap();
     assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
 
@@ -196,46 +223,8 @@ fn issue_46_a_registry_with_the_referrers_api_lists_the_statement() {
         &[],
     );
     let reference = format!("oci://{}/cuda-aot/rel:stable", server.addr);
-    let published = publish(&reference, &out, &keys);
-    assert!(
-        published.contains("1 attestation(s) as OCI referrers")
-            && published.contains("listed by the registry's referrers API"),
-        "{published}"
-    );
-    // The API itself, as any OCI tool asks it.
-    let base = format!("http://{}/v2/cuda-aot/rel", server.addr);
-    let (status, release) = get(&format!("{base}/manifests/stable"), MANIFEST);
-    assert_eq!(status, 200);
-    let subject = format!("sha256:{}", sha256(&release));
-    let (status, index) = get(&format!("{base}/referrers/{subject}"), INDEX);
-    assert_eq!(status, 200);
-    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
-    let entries = index["manifests"].as_array().unwrap();
-    assert_eq!(entries.len(), 1, "{index}");
-    assert_eq!(entries[0]["artifactType"], "application/vnd.in-toto+json");
-    let (_, referrer) = get(
-        &format!(
-            "{base}/manifests/{}",
-            entries[0]["digest"].as_str().unwrap()
-        ),
-        MANIFEST,
-    );
-    let referrer: serde_json::Value = serde_json::from_slice(&referrer).unwrap();
-    let layer = &referrer["layers"][0];
-    let (_, statement) = get(
-        &format!("{base}/blobs/{}", layer["digest"].as_str().unwrap()),
-        "*/*",
-    );
-    let title = layer["annotations"]["org.opencontainers.image.title"]
-        .as_str()
-        .unwrap();
-    assert_eq!(statement, std::fs::read(registry.join(title)).unwrap());
-    // No tag was needed.
-    let (status, _) = get(
-        &format!("{base}/manifests/{}", subject.replace(':', "-")),
-        INDEX,
-    );
-    assert_eq!(status, 404, "a referrers tag on a registry with the API");
+    // The API itself, as any OCI tool asks it; no tag was needed.
+    check_published(&reference, &out, &keys, &registry, "referrers API");
     let synced = sync(
         &reference,
         &tmp.path().join("pulled"),

@@ -1,5 +1,6 @@
 //! Reading an OCI registry the way a third party does, with nothing but the distribution
-//! spec over plain HTTP: a release's referrers through the referrers tag schema (issue 46).
+//! spec over plain HTTP: a release's referrers through the referrers API or its tag schema
+//! (issue 46).
 
 /// `GET url` with `accept`: status and body.
 pub fn get(url: &str, accept: &str) -> (u16, Vec<u8>) {
@@ -37,9 +38,7 @@ pub struct Attested {
 /// Follows the referrers tag schema from `base` (`http://HOST/v2/REPO`) and `tag` to the
 /// first referrer's layer; asserts the registry has no referrers API.
 pub fn through_tag_schema(base: &str, tag: &str) -> Attested {
-    let (status, release) = get(&format!("{base}/manifests/{tag}"), MANIFEST);
-    assert_eq!(status, 200);
-    let subject = format!("sha256:{}", sha256(&release));
+    let subject = subject(base, tag);
     let (status, _) = get(&format!("{base}/referrers/{subject}"), INDEX);
     assert_eq!(status, 404, "docker-registry 2.8.2 has no referrers API");
     let (status, index) = get(
@@ -47,12 +46,38 @@ pub fn through_tag_schema(base: &str, tag: &str) -> Attested {
         INDEX,
     );
     assert_eq!(status, 200, "no referrers tag");
-    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
-    let first = index["manifests"][0]["digest"]
+    first(base, subject, &index)
+}
+
+/// Follows the referrers API from `base` and `tag` to the first referrer's layer; asserts
+/// the registry keeps no referrers tag.
+pub fn through_api(base: &str, tag: &str) -> Attested {
+    let subject = subject(base, tag);
+    let (status, index) = get(&format!("{base}/referrers/{subject}"), INDEX);
+    assert_eq!(status, 200, "no referrers API");
+    let (status, _) = get(
+        &format!("{base}/manifests/{}", subject.replace(':', "-")),
+        INDEX,
+    );
+    assert_eq!(status, 404, "a referrers tag on a registry with the API");
+    first(base, subject, &index)
+}
+
+/// The digest (`sha256:…`) of the manifest `tag` names.
+fn subject(base: &str, tag: &str) -> String {
+    let (status, release) = get(&format!("{base}/manifests/{tag}"), MANIFEST);
+    assert_eq!(status, 200);
+    format!("sha256:{}", sha256(&release))
+}
+
+/// The first referrer an image index lists, with its layer.
+fn first(base: &str, subject: String, index: &[u8]) -> Attested {
+    let index: serde_json::Value = serde_json::from_slice(index).unwrap();
+    let digest = index["manifests"][0]["digest"]
         .as_str()
         .unwrap()
         .to_string();
-    let (_, referrer) = get(&format!("{base}/manifests/{first}"), MANIFEST);
+    let (_, referrer) = get(&format!("{base}/manifests/{digest}"), MANIFEST);
     let referrer: serde_json::Value = serde_json::from_slice(&referrer).unwrap();
     assert_eq!(
         referrer["subject"]["digest"],
