@@ -18,6 +18,7 @@
 //! Role names may hold any character (TUF's do); [`role_file`] turns one into a file name
 //! that is always one plain path component.
 
+pub mod team;
 pub mod walk;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::keys::KeyId;
 use crate::metadata::Role;
 
+pub use team::{RegistryTeams, TeamMetadata, team_path};
 pub use walk::{Listed, Owner, RoleView, walk};
 
 /// The most roles one search visits (python-tuf's `max_delegations`).

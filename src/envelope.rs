@@ -31,6 +31,9 @@ pub enum PayloadType {
     CacheUnit,
     /// An in-toto statement: the build statement with its SLSA provenance (builder).
     InToto,
+    /// A delegated team's metadata: its modules and its own delegations (the team's
+    /// publisher keys, as its delegator lists them).
+    Team,
 }
 
 impl PayloadType {
@@ -46,6 +49,7 @@ impl PayloadType {
             PayloadType::CacheRecords => "application/vnd.cuda-aot.cache-records.v1+json",
             PayloadType::CacheUnit => "application/vnd.cuda-aot.cache-unit.v1+json",
             PayloadType::InToto => "application/vnd.in-toto+json",
+            PayloadType::Team => "application/vnd.cuda-aot.team.v1+json",
         }
     }
 }

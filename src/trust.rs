@@ -52,6 +52,27 @@ impl VerifiedRoot {
         verify_threshold(&self.root, env, role, self.max_signatures, what)
     }
 
+    /// Opens a document of kind `T` signed by a delegated role whose keys for `T`'s signer
+    /// are `keys` (a team's publisher keys for its metadata, issue 46), in the same four
+    /// steps as [`VerifiedRoot::open`]; signatures are counted by the same function, each
+    /// distinct key once.
+    pub fn open_delegated<T: Document>(
+        &self,
+        bytes: &[u8],
+        keys: &Role,
+        limit: u64,
+        what: &str,
+    ) -> Result<Opened<T>> {
+        let env = Envelope::parse(bytes, limit, T::PAYLOAD_TYPE, what)?;
+        let signed =
+            verify_threshold_of(&self.root, keys, &env, T::SIGNER, self.max_signatures, what)?;
+        let doc = parse_payload::<T>(&signed.payload, limit, what)?;
+        Ok(Opened {
+            doc,
+            signers: signed.signers,
+        })
+    }
+
     /// Opens a signed document of kind `T` from its file bytes, in four steps:
     ///
     /// 1. envelope: bounded strict JSON, payload type exactly `T`'s;
@@ -126,9 +147,21 @@ fn verify_threshold(
     max_signatures: usize,
     what: &str,
 ) -> Result<Signed> {
+    verify_threshold_of(root, root.roles.get(role), env, role, max_signatures, what)
+}
+
+/// [`verify_threshold`] against `wanted`, the keys `role` has here: the root's own, or a
+/// delegated team's (the root's roles still name a foreign signer).
+fn verify_threshold_of(
+    root: &Root,
+    wanted: &Role,
+    env: &Envelope,
+    role: RoleName,
+    max_signatures: usize,
+    what: &str,
+) -> Result<Signed> {
     let payload = env.payload_bytes(what)?;
     let message = pae(&env.payload_type, &payload);
-    let wanted: &Role = root.roles.get(role);
     let mut valid: BTreeSet<KeyId> = BTreeSet::new();
     let mut foreign = Vec::new();
     if env.signatures.len() > max_signatures {

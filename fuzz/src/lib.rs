@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use cuda_aot::delegation::TeamMetadata;
 use cuda_aot::envelope::{Envelope, PayloadType};
 use cuda_aot::metadata::{
     BuildStatement, CacheEntry, CacheRecords, CacheUnit, Index, Promotion, Root, Time, Timestamp,
@@ -150,6 +151,7 @@ fn parse_payload(ty: PayloadType, payload: &[u8], limit: u64) -> Verdict {
         PayloadType::CacheEntry => parse_doc::<CacheEntry>(payload, limit, "cache entry"),
         PayloadType::CacheRecords => parse_doc::<CacheRecords>(payload, limit, "cache records"),
         PayloadType::CacheUnit => parse_doc::<CacheUnit>(payload, limit, "cache unit"),
+        PayloadType::Team => parse_doc::<TeamMetadata>(payload, limit, "team metadata"),
         PayloadType::InToto => {
             let v = parse_doc::<Statement>(payload, limit, "in-toto statement");
             // What the verifier reads of it must not panic either.
