@@ -1,7 +1,8 @@
 //! The page for browsers (`GET /` with `Accept: text/html`, when `serve` has `--trust`):
 //! [`crate::page`] rendered from the served folder verified against that trust root, again
-//! whenever `timestamp.json` changes (a publish), else from the last rendering. A folder
-//! that does not verify gets a page saying why (503), never its unverified contents.
+//! whenever `timestamp.json` changes (a publish), else from the last rendering (one
+//! verification at a time: requests meanwhile wait for it). A folder that does not verify
+//! gets a page saying why (503), never its unverified contents.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -15,9 +16,14 @@ use cuda_aot::source::layout;
 use super::Shared;
 use crate::page::{esc, render, view};
 
-/// The last page rendered, with the timestamp bytes it was verified under.
+/// The last page rendered (or the refusal), with the timestamp bytes it was verified
+/// under. Its lock is held while a page is made, so requests arriving meanwhile wait for
+/// that one verification instead of each running their own.
 #[derive(Default)]
-pub(crate) struct PageCache(Mutex<Option<(Vec<u8>, Arc<String>)>>);
+pub(crate) struct PageCache(Mutex<Option<(Vec<u8>, Made)>>);
+
+/// A rendered page, or the body of the page saying why there is none.
+type Made = Result<Arc<String>, String>;
 
 /// Whether the request asks for HTML (a browser's `Accept`).
 pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
@@ -47,29 +53,36 @@ pub(crate) async fn page(shared: Arc<Shared>, method: &Method) -> Response {
         );
     };
     let s = shared.clone();
-    let made = tokio::task::spawn_blocking(move || -> Result<Arc<String>, String> {
+    let made = tokio::task::spawn_blocking(move || -> Made {
         let root = &s.opts.root;
         // The cache key: the timestamp a publish replaces (the page is verified anew).
         let ts = cuda_aot::fs::read_beneath_at_most(root, layout::TIMESTAMP, s.opts.limits.timestamp)
             .ok()
             .flatten()
             .unwrap_or_default();
-        if let Some((seen, page)) = s.page.0.lock().expect("page").as_ref()
+        let mut cache = s.page.0.lock().expect("page");
+        if let Some((seen, made)) = cache.as_ref()
             && *seen == ts
         {
-            return Ok(page.clone());
+            return made.clone();
         }
-        let v = view(root, &anchor, &s.opts.limits).map_err(|e| {
-            format!(
-                "<p>The registry does not verify against this server's trust root:</p><pre>{}</pre><p>Fix: {}</p>",
-                esc(&e.to_string()),
-                esc(&e.fix())
-            )
-        })?;
-        let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let page = Arc::new(render(&v, &name));
-        *s.page.0.lock().expect("page") = Some((ts, page.clone()));
-        Ok(page)
+        let made = view(root, &anchor, &s.opts.limits)
+            .map(|v| {
+                let name = root
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Arc::new(render(&v, &name))
+            })
+            .map_err(|e| {
+                format!(
+                    "<p>The registry does not verify against this server's trust root:</p><pre>{}</pre><p>Fix: {}</p>",
+                    esc(&e.to_string()),
+                    esc(&e.fix())
+                )
+            });
+        *cache = Some((ts, made.clone()));
+        made
     })
     .await;
     match made {
