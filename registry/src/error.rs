@@ -140,6 +140,14 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
+    /// The trust root `serve --trust` was given cannot be used.
+    #[error("--trust {path}: {reason}")]
+    TrustRoot {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The server could not start or stopped with an error.
     #[error("serve {addr}: {reason}")]
     Serve {
@@ -239,6 +247,7 @@ impl Error {
             Error::NoConditionalWrites { .. } => "publish to a store with S3 conditional writes (If-None-Match and If-Match on PUT, as Amazon S3 has), or publish into a folder (--registry DIR) and upload it with timestamp.json last from one machine at a time".into(),
             Error::Busy { .. } => "wait for the other sync into this folder to finish, then run again".into(),
             Error::Serve { .. } => "choose a free address (--addr) and a readable registry folder (--root)".into(),
+            Error::TrustRoot { .. } => "pass the signed trust root the registry is published under: after a dev `cargo xtask release` that is .cuda-aot/dev-keys/root.json, for production the root.json your team publishes".into(),
         }
     }
 

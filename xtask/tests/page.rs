@@ -204,6 +204,21 @@ fn issue_46_the_page_shows_the_verified_registry_and_escapes_what_it_shows() {
         "the refusal names the blob: {page}"
     );
 
+    // A --trust that is no trust root: refused before anything is served.
+    let bad = Out::of(
+        xtask()
+            .args(["serve", "--addr", "127.0.0.1:0", "--root"])
+            .arg(&registry)
+            .arg("--trust")
+            .arg(ws.path("src/alpha.cu")),
+    )
+    .failed();
+    assert!(
+        bad.stderr.contains("--trust") && bad.fix().starts_with("pass the signed trust root"),
+        "{}",
+        bad.stderr
+    );
+
     // No --trust: no page, and it says how to get one.
     let plain = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[&registry]);
     let (status, _, page) = get(&plain.url(), "text/html");

@@ -100,8 +100,8 @@ impl ServeArgs {
         o.max_upload = self.max_upload_mib.saturating_mul(1024 * 1024);
         if let Some(trust) = &self.trust {
             o.page_trust = Some(super::server::html::read_trust(trust, &o.limits).map_err(
-                |reason| Error::Serve {
-                    addr: self.addr.to_string(),
+                |reason| Error::TrustRoot {
+                    path: trust.display().to_string(),
                     reason,
                 },
             )?);

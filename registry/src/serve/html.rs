@@ -36,10 +36,9 @@ pub(crate) fn wants_html(headers: &HeaderMap) -> bool {
 
 /// Reads and checks the trust root file of `--trust` (self-signed, consistent).
 pub(crate) fn read_trust(path: &Path, limits: &cuda_aot::Limits) -> Result<Vec<u8>, String> {
-    let bytes = cuda_aot::fs::read_capped(path, limits.root, "trust root")
-        .map_err(|e| format!("--trust {}: {e}", path.display()))?;
-    cuda_aot::trust::verify_anchor(&bytes, limits, &path.display().to_string())
-        .map_err(|e| format!("--trust {}: {e}", path.display()))?;
+    let bytes =
+        cuda_aot::fs::read_capped(path, limits.root, "trust root").map_err(|e| e.to_string())?;
+    cuda_aot::trust::verify_anchor(&bytes, limits, "trust root").map_err(|e| e.to_string())?;
     Ok(bytes)
 }
 
