@@ -26,7 +26,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::keys::KeyId;
 use crate::metadata::Role;
 
 pub use team::{RegistryTeams, TeamMetadata, team_path};
@@ -317,45 +316,21 @@ pub fn role_file(name: &str, version: u64) -> String {
     out
 }
 
-/// Thresholds between 1 and the role's distinct keys, no key listed twice (one signature
-/// counted twice must never meet a threshold of two), builder and reviewer keys disjoint.
+/// The trust root's own rules for each of the team's roles (no key twice, thresholds within
+/// the keys) and for builders and reviewers (no shared key).
 fn check_keys(d: &Delegation) -> Result<(), Refusal> {
-    let bad = |reason: String| {
-        Err(Refusal::BadKeys {
-            role: d.name.clone(),
-            reason,
-        })
+    let bad = |reason: String| Refusal::BadKeys {
+        role: d.name.clone(),
+        reason,
     };
     for (what, role) in [
         ("publisher", &d.publisher),
         ("builder", &d.builder),
         ("reviewer", &d.reviewer),
     ] {
-        let ids: BTreeSet<KeyId> = role.keys.iter().map(|k| k.key_id()).collect();
-        if ids.len() != role.keys.len() {
-            return bad(format!("its {what} keys list the same key twice"));
-        }
-        if role.threshold == 0 || role.threshold as usize > ids.len() {
-            return bad(format!(
-                "its {what} threshold {} must be between 1 and its {} key(s)",
-                role.threshold,
-                ids.len()
-            ));
-        }
+        crate::trust::check_role(role, what).map_err(bad)?;
     }
-    let builders: BTreeSet<KeyId> = d.builder.keys.iter().map(|k| k.key_id()).collect();
-    if let Some(k) = d
-        .reviewer
-        .keys
-        .iter()
-        .find(|k| builders.contains(&k.key_id()))
-    {
-        return bad(format!(
-            "key {} is both a builder and a reviewer key",
-            k.key_id()
-        ));
-    }
-    Ok(())
+    crate::trust::check_builders_apart(&d.builder, &d.reviewer).map_err(bad)
 }
 
 /// Whether glob `pattern` matches `text`: `*` any run and `?` one byte, neither a `/`;

@@ -232,18 +232,7 @@ fn check_consistent(root: &Root) -> Result<()> {
         ));
     }
     for r in RoleName::ALL {
-        let role = root.roles.get(r);
-        let ids: BTreeSet<KeyId> = role.keys.iter().map(|k| k.key_id()).collect();
-        if ids.len() != role.keys.len() {
-            return bad(format!("the {r} role lists the same key twice"));
-        }
-        if role.threshold == 0 || role.threshold as usize > role.keys.len() {
-            return bad(format!(
-                "the {r} threshold {} must be between 1 and its {} key(s)",
-                role.threshold,
-                role.keys.len()
-            ));
-        }
+        check_role(root.roles.get(r), r.as_str()).or_else(bad)?;
     }
     if root.channel == Channel::Research {
         return bad(
@@ -254,20 +243,44 @@ fn check_consistent(root: &Root) -> Result<()> {
     if root.max_expiry.timestamp_days == 0 || root.max_expiry.index_days == 0 {
         return bad("max_expiry must allow at least one day".into());
     }
-    let builders: BTreeSet<KeyId> = root.roles.builder.keys.iter().map(|k| k.key_id()).collect();
-    if let Some(shared) = root
-        .roles
-        .reviewer
+    check_builders_apart(&root.roles.builder, &root.roles.reviewer).or_else(bad)
+}
+
+/// The rule every set of role keys meets, a trust root's or a delegated team's: no key
+/// listed twice (one signature must never count twice), a threshold between 1 and the
+/// keys. The error names the role as `name`.
+pub(crate) fn check_role(role: &Role, name: &str) -> std::result::Result<(), String> {
+    let ids: BTreeSet<KeyId> = role.keys.iter().map(|k| k.key_id()).collect();
+    if ids.len() != role.keys.len() {
+        return Err(format!("the {name} role lists the same key twice"));
+    }
+    if role.threshold == 0 || role.threshold as usize > role.keys.len() {
+        return Err(format!(
+            "the {name} threshold {} must be between 1 and its {} key(s)",
+            role.threshold,
+            role.keys.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Builders and reviewers share no key (a builder must not promote its own build).
+pub(crate) fn check_builders_apart(
+    builder: &Role,
+    reviewer: &Role,
+) -> std::result::Result<(), String> {
+    let builders: BTreeSet<KeyId> = builder.keys.iter().map(|k| k.key_id()).collect();
+    match reviewer
         .keys
         .iter()
         .find(|k| builders.contains(&k.key_id()))
     {
-        return bad(format!(
+        Some(shared) => Err(format!(
             "key {} is both a builder and a reviewer key",
             shared.key_id()
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Verifies a trust root given out of band (the client's configured trust anchor): it must

@@ -73,15 +73,8 @@ fn compiled_lines(stderr: &str) -> BTreeSet<String> {
 fn issue_11_sigint_mid_build_stops_nvcc_keeps_finished_jobs_and_cleans_up() {
     let ws = Ws::new();
     let targets = ["sm_80", "sm_86", "sm_89", "sm_90"];
-    let mut cmd = common::xtask();
-    cmd.arg("build")
-        .arg("--spec")
-        .arg(ws.path("spec/release.toml"))
-        .arg("--cache-dir")
-        .arg(ws.path("cache"))
-        .arg("--out")
-        .arg(ws.path("out"))
-        .args(["-j", "1", "--json"]);
+    let mut cmd = ws.build_command();
+    cmd.args(["-j", "1", "--json"]);
     for t in targets {
         cmd.args(["--target", t]);
     }
@@ -204,14 +197,8 @@ fn issue_11_sigint_mid_build_stops_nvcc_keeps_finished_jobs_and_cleans_up() {
 #[test]
 fn issue_43_an_interrupted_linked_job_keeps_its_finished_files() {
     let ws = Ws::foreign("intr");
-    let mut child = common::xtask()
-        .arg("build")
-        .arg("--spec")
-        .arg(ws.spec_path())
-        .arg("--cache-dir")
-        .arg(ws.path("cache"))
-        .arg("--out")
-        .arg(ws.path("out"))
+    let mut child = ws
+        .build_command()
         .args(["-j", "1", "--module", "foreign_sponge", "--target", "sm_90"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -61,6 +61,16 @@ fn sync(reference: &str, to: &Path, trust: &Path) -> Out {
     )
 }
 
+/// Syncs `reference` into `tmp/pulled` and checks that the sync read its one attestation
+/// back through `how` and checked it.
+fn synced_through(reference: &str, tmp: &Path, keys: &Path, how: &str) {
+    let synced = sync(reference, &tmp.join("pulled"), &keys.join("root.json")).ok();
+    let want = format!(
+        "1 attestation(s) attached as OCI referrers ({how}), each a verified document of the index"
+    );
+    assert!(synced.stdout.contains(&want), "{}", synced.stdout);
+}
+
 /// Publishes `out` to `reference` (`oci://HOST/cuda-aot/rel:stable`) and checks what a
 /// third party finds there: one in-toto referrer, listed through `how` (`referrers API`
 /// or `referrers tag schema`), whose DSSE layer is byte for byte the statement the
@@ -121,19 +131,7 @@ fn issue_46_the_build_statement_is_an_oci_referrer_found_through_the_tag_schema(
     assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
 
     // sync reads it back and checks it against the index it verified.
-    let synced = sync(
-        &reference,
-        &tmp.path().join("pulled"),
-        &keys.join("root.json"),
-    )
-    .ok();
-    assert!(
-        synced.stdout.contains(
-            "1 attestation(s) attached as OCI referrers (the referrers tag schema), each a verified document of the index"
-        ),
-        "{}",
-        synced.stdout
-    );
+    synced_through(&reference, tmp.path(), &keys, "the referrers tag schema");
 
     // A forged attestation attached beside it (the statement with its payload changed,
     // pushed as a referrer and added to the tag's index, as anyone with push access
@@ -225,17 +223,5 @@ fn issue_46_a_registry_with_the_referrers_api_lists_the_statement() {
     let reference = format!("oci://{}/cuda-aot/rel:stable", server.addr);
     // The API itself, as any OCI tool asks it; no tag was needed.
     check_published(&reference, &out, &keys, &registry, "referrers API");
-    let synced = sync(
-        &reference,
-        &tmp.path().join("pulled"),
-        &keys.join("root.json"),
-    )
-    .ok();
-    assert!(
-        synced
-            .stdout
-            .contains("1 attestation(s) attached as OCI referrers (the referrers API)"),
-        "{}",
-        synced.stdout
-    );
+    synced_through(&reference, tmp.path(), &keys, "the referrers API");
 }

@@ -28,21 +28,10 @@ protocol = "test-v1"
 schedule_version = 1
 "#;
 
-/// `GET /` with `accept`: status, content type, body.
+/// `GET url` with `accept`: status, content type, body as text.
 fn get(url: &str, accept: &str) -> (u16, String, String) {
-    cuda_aot_registry::remote::install_tls_provider();
-    let r = reqwest::blocking::Client::new()
-        .get(url)
-        .header("Accept", accept)
-        .send()
-        .unwrap();
-    let status = r.status().as_u16();
-    let ctype = r
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    (status, ctype, r.text().unwrap())
+    let (status, ctype, body) = common::server::http_get(url, accept);
+    (status, ctype, String::from_utf8(body).unwrap())
 }
 
 /// The page's module rows: (module, target, kind, size, blake3, identity, builders).

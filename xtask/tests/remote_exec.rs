@@ -326,15 +326,8 @@ fn issue_45_ctrl_c_cancels_the_remote_operations() {
     let url = format!("grpc://{}", reapi.addr);
     let worker = Worker::start(&reapi, &workers.path().join("w"), "w");
     let ws = Ws::new();
-    let mut cmd = common::xtask();
-    cmd.arg("build")
-        .arg("--spec")
-        .arg(ws.spec_path())
-        .arg("--cache-dir")
-        .arg(ws.path("cache"))
-        .arg("--out")
-        .arg(ws.path("out"))
-        .args(["-j", "1", "--remote-exec", &url])
+    let mut cmd = ws.build_command();
+    cmd.args(["-j", "1", "--remote-exec", &url])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();

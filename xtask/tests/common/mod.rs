@@ -263,11 +263,9 @@ impl Ws {
         .ok()
     }
 
-    /// Like [`Ws::build`], with a hook to adjust the command (environment).
-    pub fn build_with(&self, extra: &[&str], f: impl FnOnce(&mut Command)) -> Run {
-        let n = self.runs.fetch_add(1, Ordering::Relaxed);
-        let report = self.path(&format!("reports/{n}.json"));
-        std::fs::create_dir_all(report.parent().unwrap()).unwrap();
+    /// `xtask build` of this workspace's spec into its own cache and `out` folders, to add
+    /// arguments to and run (or spawn, to interrupt it).
+    pub fn build_command(&self) -> Command {
         let mut cmd = xtask();
         cmd.arg("build")
             .arg("--spec")
@@ -275,8 +273,17 @@ impl Ws {
             .arg("--cache-dir")
             .arg(self.path("cache"))
             .arg("--out")
-            .arg(self.path("out"))
-            .arg("--report-json")
+            .arg(self.path("out"));
+        cmd
+    }
+
+    /// Like [`Ws::build`], with a hook to adjust the command (environment).
+    pub fn build_with(&self, extra: &[&str], f: impl FnOnce(&mut Command)) -> Run {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed);
+        let report = self.path(&format!("reports/{n}.json"));
+        std::fs::create_dir_all(report.parent().unwrap()).unwrap();
+        let mut cmd = self.build_command();
+        cmd.arg("--report-json")
             .arg(&report)
             .arg("-j")
             .arg("2")
@@ -398,6 +405,11 @@ impl Run {
 
     /// `module target` → the blob's digest (`blake3:…`), for every blob of the build.
     pub fn digests(&self) -> BTreeMap<String, String> {
+        self.column("module_digest")
+    }
+
+    /// `module target` → the report's string `field` of that blob, for every blob.
+    pub fn column(&self, field: &str) -> BTreeMap<String, String> {
         self.report()["modules"]
             .as_array()
             .unwrap()
@@ -409,7 +421,7 @@ impl Run {
                         m["module"].as_str().unwrap(),
                         m["target"].as_str().unwrap()
                     ),
-                    m["module_digest"].as_str().unwrap().to_string(),
+                    m[field].as_str().unwrap().to_string(),
                 )
             })
             .collect()

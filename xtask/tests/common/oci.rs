@@ -4,13 +4,8 @@
 
 /// `GET url` with `accept`: status and body.
 pub fn get(url: &str, accept: &str) -> (u16, Vec<u8>) {
-    cuda_aot_registry::remote::install_tls_provider();
-    let r = reqwest::blocking::Client::new()
-        .get(url)
-        .header("Accept", accept)
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.bytes().unwrap().to_vec())
+    let (status, _, body) = super::server::http_get(url, accept);
+    (status, body)
 }
 
 /// Lower-case hex sha256.

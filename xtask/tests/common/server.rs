@@ -118,3 +118,21 @@ pub fn oci_server(dir: &Path) -> Server {
         log,
     )
 }
+
+/// `GET url` with `accept`, over plain HTTP as any client would: status, content type and
+/// body.
+pub fn http_get(url: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    cuda_aot_registry::remote::install_tls_provider();
+    let r = reqwest::blocking::Client::new()
+        .get(url)
+        .header("Accept", accept)
+        .send()
+        .unwrap();
+    let status = r.status().as_u16();
+    let ctype = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, ctype, r.bytes().unwrap().to_vec())
+}

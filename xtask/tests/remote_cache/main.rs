@@ -98,24 +98,9 @@ fn shared(run: &Run) -> &serde_json::Value {
 
 /// `module target` -> identity digest hex, from a build's report.
 fn identities(run: &Run) -> BTreeMap<String, String> {
-    run.report.as_ref().unwrap()["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                format!(
-                    "{} {}",
-                    m["module"].as_str().unwrap(),
-                    m["target"].as_str().unwrap()
-                ),
-                m["identity_digest"]
-                    .as_str()
-                    .unwrap()
-                    .trim_start_matches("blake3:")
-                    .to_string(),
-            )
-        })
+    run.column("identity_digest")
+        .into_iter()
+        .map(|(k, v)| (k, v.trim_start_matches("blake3:").to_string()))
         .collect()
 }
 

@@ -126,18 +126,23 @@ pub fn run(url: &str, screenshot: Option<&Path>, dump_dom: bool, window: &str) -
     let profile = tempfile::Builder::new()
         .prefix("cuda-aot-chromium-")
         .tempdir()?;
-    let mut cmd = Command::new(&bin);
-    if super::apt::running_as_root() {
-        cmd.arg("--no-sandbox");
-    }
-    cmd.arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("--window-size={window}"))
-        .args(["--hide-scrollbars", "--disable-gpu", "--no-first-run"])
-        .env("LD_LIBRARY_PATH", ld);
+    let root = super::apt::running_as_root();
+    // Each load is a run of its own, with the same flags and the same fresh profile.
+    let command = || {
+        let mut cmd = Command::new(&bin);
+        if root {
+            cmd.arg("--no-sandbox");
+        }
+        cmd.arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--window-size={window}"))
+            .args(["--hide-scrollbars", "--disable-gpu", "--no-first-run"])
+            .env("LD_LIBRARY_PATH", &ld);
+        cmd
+    };
     let mut outputs = Vec::new();
     if let Some(png) = screenshot {
         let png = std::path::absolute(png)?;
-        let out = cmd_clone(&cmd)
+        let out = command()
             .arg(format!("--screenshot={}", png.display()))
             .arg(url)
             .output()
@@ -152,7 +157,7 @@ pub fn run(url: &str, screenshot: Option<&Path>, dump_dom: bool, window: &str) -
         outputs.push(format!("screenshot {}", png.display()));
     }
     if dump_dom {
-        let out = cmd_clone(&cmd)
+        let out = command()
             .arg("--dump-dom")
             .arg(url)
             .output()
@@ -171,16 +176,4 @@ pub fn run(url: &str, screenshot: Option<&Path>, dump_dom: bool, window: &str) -
         eprintln!("servers chromium: {o}");
     }
     Ok(())
-}
-
-/// A fresh command with `cmd`'s program, arguments and environment.
-fn cmd_clone(cmd: &Command) -> Command {
-    let mut c = Command::new(cmd.get_program());
-    c.args(cmd.get_args());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            c.env(k, v);
-        }
-    }
-    c
 }
