@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::metadata::Role;
 
-pub use team::{RegistryTeams, TeamMetadata, team_path};
+pub use team::{RegistryTeams, TeamMetadata};
 pub use walk::{Listed, Owner, RoleView, walk};
 
 /// The most roles one search visits (python-tuf's `max_delegations`).

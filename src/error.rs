@@ -129,6 +129,19 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A delegation (issue 46) refuses a document: a module signed by keys outside the
+    /// delegation that owns it, delegated metadata that is expired, truncated, over-long,
+    /// rolled back or missing from the index, or a delegation list that cannot decide who
+    /// owns a name.
+    #[error("{what}: {reason}")]
+    Delegation {
+        /// The document or module concerned.
+        what: String,
+        /// The delegated role that owns it, when one does.
+        team: Option<String>,
+        /// Why (the pattern, role and keys named).
+        reason: String,
+    },
     /// Not enough distinct keys of the required role signed.
     #[error(
         "{what}: signed by {valid} of the {threshold} required {role} key(s){}{}",

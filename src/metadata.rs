@@ -147,6 +147,11 @@ pub struct Root {
     /// bound): a document expiring later is refused, so a stolen publisher key cannot make a
     /// release that never expires.
     pub max_expiry: MaxExpiry,
+    /// The keys of the delegations role (issue 46), which signs the top-level delegations
+    /// (`teams/<N>.delegations.json`: module-name patterns handed to teams' keys). Absent:
+    /// nothing is delegated and the builder and reviewer roles sign every module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegations: Option<Role>,
 }
 
 /// The freeze bound of a trust root, in days from the verifier's clock.
@@ -256,6 +261,24 @@ pub struct Index {
     pub promotions: Vec<DocRef>,
     /// The modules.
     pub entries: Vec<IndexEntry>,
+    /// The delegated metadata in force (issue 46): the delegations role's and each team's
+    /// file, by version, size and blake3 (TUF's snapshot of targets metadata).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub teams: Vec<TeamRef>,
+}
+
+/// What an index lists of one delegated role's metadata (`teams/<version>.<role>.json`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamRef {
+    /// The role (`delegations` for the root's delegations role).
+    pub name: String,
+    /// The version in force.
+    pub version: u64,
+    /// blake3 of the file.
+    pub digest: Digest,
+    /// Size of the file in bytes.
+    pub size: u64,
 }
 
 impl Index {

@@ -503,14 +503,33 @@ pub fn open_build(
     limit: u64,
     what: &str,
 ) -> Result<OpenedBuild> {
-    match root.open::<Statement>(bytes, limit, what) {
+    open_build_by(root, None, bytes, limit, what)
+}
+
+/// [`open_build`] against `keys`, a delegated team's builder keys (issue 46), or the trust
+/// root's builder role when None.
+pub fn open_build_by(
+    root: &VerifiedRoot,
+    keys: Option<&crate::metadata::Role>,
+    bytes: &[u8],
+    limit: u64,
+    what: &str,
+) -> Result<OpenedBuild> {
+    let open_statement = || match keys {
+        None => root.open::<Statement>(bytes, limit, what),
+        Some(k) => root.open_delegated::<Statement>(bytes, k, limit, what),
+    };
+    match open_statement() {
         Ok(o) => Ok(OpenedBuild {
             attestation: o.doc.attested(what)?,
             signers: o.signers,
             statement: Some(o.doc),
         }),
         Err(Error::WrongPayloadType { actual, .. }) if actual == PayloadType::Build.as_str() => {
-            let o = root.open::<BuildStatement>(bytes, limit, what)?;
+            let o = match keys {
+                None => root.open::<BuildStatement>(bytes, limit, what)?,
+                Some(k) => root.open_delegated::<BuildStatement>(bytes, k, limit, what)?,
+            };
             Ok(OpenedBuild {
                 attestation: Attestation {
                     channel: o.doc.channel,

@@ -34,6 +34,11 @@ pub mod layout {
     pub fn promotion(d: &Digest) -> String {
         format!("promotions/blake3/{}.json", d.hex())
     }
+    /// `teams/blake3/<hex>.json`: a delegated role's signed metadata (issue 46), named by
+    /// its content as the index lists it.
+    pub fn team(d: &Digest) -> String {
+        format!("teams/blake3/{}.json", d.hex())
+    }
     /// `sources/blake3/<hex>`: a source file (or the spec) a build read, named by the
     /// build statement's provenance, for rebuilders.
     pub fn source(d: &Digest) -> String {
@@ -47,7 +52,7 @@ pub mod layout {
 
     /// Whether `rel` is a path of this layout: [`TIMESTAMP`], [`root`], [`index`] (a
     /// version without leading zeros), or a [`manifest`], [`statement`], [`promotion`],
-    /// [`source`] or [`blob`] named by a lower-case blake3 hex digest. Servers serve nothing else.
+    /// [`team`], [`source`] or [`blob`] named by a lower-case blake3 hex digest. Servers serve nothing else.
     pub fn is_layout_path(rel: &str) -> bool {
         fn version(n: &str) -> bool {
             !n.is_empty()
@@ -76,6 +81,7 @@ pub mod layout {
             || json_digest("manifests/blake3/")
             || json_digest("statements/blake3/")
             || json_digest("promotions/blake3/")
+            || json_digest("teams/blake3/")
             || rel.strip_prefix("sources/blake3/").is_some_and(hex)
             || rel
                 .strip_prefix("blobs/blake3/")
@@ -300,6 +306,7 @@ mod tests {
             layout::promotion(&d),
             layout::blob(&d),
             layout::source(&d),
+            layout::team(&d),
         ] {
             assert!(layout::is_layout_path(&good), "{good}");
         }
@@ -320,6 +327,8 @@ mod tests {
             format!("statements/sha256/{h}.json"),
             format!("sources/blake3/{h}.json"),
             format!("sources/blake3/{}/{h}", &h[..2]),
+            format!("teams/blake3/{h}"),
+            "teams/1.team-a.json".into(),
         ] {
             assert!(!layout::is_layout_path(&bad), "{bad}");
         }

@@ -8,13 +8,14 @@
 //! absolute path.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::metadata::Time;
 
 /// Last-seen versions for one registry and trust anchor.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrustState {
     /// Highest root version trusted.
@@ -27,6 +28,10 @@ pub struct TrustState {
     /// offline grace period).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh_at: Option<Time>,
+    /// Highest version seen of each delegated role's metadata (issue 46), by role name;
+    /// `delegations` is the root's delegations role.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub teams: BTreeMap<String, u64>,
 }
 
 impl TrustState {
@@ -64,8 +69,8 @@ impl TrustState {
         // A file this process cannot read (damaged, oversized) is replaced, as before.
         let limit = crate::Limits::default().state;
         let merged = match TrustState::load(path, limit) {
-            Ok(on_disk) => on_disk.merged(*self),
-            Err(_) => *self,
+            Ok(on_disk) => on_disk.merged(self.clone()),
+            Err(_) => self.clone(),
         };
         crate::fs::write_atomic(path, &crate::json::to_vec(&merged)).map_err(err)
         // The lock is released when `lock` is dropped.
@@ -91,11 +96,17 @@ impl TrustState {
 
     /// The component-wise maximum of two states (the later `fresh_at`).
     pub fn max(self, other: TrustState) -> TrustState {
+        let mut teams = self.teams;
+        for (role, v) in other.teams {
+            let e = teams.entry(role).or_insert(v);
+            *e = (*e).max(v);
+        }
         TrustState {
             root: self.root.max(other.root),
             timestamp: self.timestamp.max(other.timestamp),
             index: self.index.max(other.index),
             fresh_at: self.fresh_at.max(other.fresh_at),
+            teams,
         }
     }
 
@@ -175,15 +186,22 @@ mod tests {
             timestamp: 7,
             index: 5,
             fresh_at: Some(Time::from_unix(1_800_000_000)),
+            teams: [("team-a".to_string(), 3)].into(),
         };
         s.save(&p).unwrap();
         assert_eq!(TrustState::load(&p, 4096).unwrap(), s);
+        // Each delegated role's version is kept at its highest, roles of either side kept.
         assert_eq!(
-            s.max(TrustState {
+            s.clone().max(TrustState {
                 timestamp: 9,
+                teams: [("team-a".to_string(), 2), ("team-b".to_string(), 1)].into(),
                 ..TrustState::default()
             }),
-            TrustState { timestamp: 9, ..s }
+            TrustState {
+                timestamp: 9,
+                teams: [("team-a".to_string(), 3), ("team-b".to_string(), 1)].into(),
+                ..s
+            }
         );
     }
 
@@ -217,7 +235,7 @@ mod tests {
             root,
             timestamp,
             index,
-            fresh_at: None,
+            ..TrustState::default()
         };
         v(1, 9, 4).save(&p).unwrap();
         v(1, 7, 5).save(&p).unwrap(); // verified an older release, saved last

@@ -43,6 +43,17 @@ impl VerifiedRoot {
         view
     }
 
+    /// A delegated team's view of this root (issue 46), for the team's publisher: build
+    /// statements and promotion records need the team's builder and reviewer keys, as its
+    /// delegation lists them, instead of the root's. Never for loading: a verifier finds
+    /// each module's owner itself.
+    pub fn for_team(&self, team: &crate::delegation::Delegation) -> VerifiedRoot {
+        let mut view = self.clone();
+        view.root.roles.builder = team.builder.clone();
+        view.root.roles.reviewer = team.reviewer.clone();
+        view
+    }
+
     /// Checks that a threshold of `role`'s keys signed `env`, and returns the payload bytes.
     ///
     /// This is the one place signatures are counted: key ids are derived from the trusted
@@ -233,6 +244,9 @@ fn check_consistent(root: &Root) -> Result<()> {
     }
     for r in RoleName::ALL {
         check_role(root.roles.get(r), r.as_str()).or_else(bad)?;
+    }
+    if let Some(d) = &root.delegations {
+        check_role(d, "delegations").or_else(bad)?;
     }
     if root.channel == Channel::Research {
         return bad(

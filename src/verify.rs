@@ -28,11 +28,13 @@ use crate::source::RegistrySource;
 use crate::state::TrustState;
 use crate::trust::VerifiedRoot;
 
+mod delegated;
 mod documents;
 mod floor;
 mod index;
 mod outcome;
 
+pub use delegated::DELEGATIONS;
 pub use documents::{check_root_current, verify_metadata};
 pub use floor::rollback_floor;
 pub use outcome::{BeforeBlobs, Failed, Select, Verified};

@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 
 use cuda_aot::delegation::walk::{Listed, MetadataRefusal};
-use cuda_aot::delegation::{Delegation, Refusal, RegistryTeams, TeamMetadata, team_path, walk};
+use cuda_aot::delegation::{Delegation, Refusal, RegistryTeams, TeamMetadata, walk};
 use cuda_aot::envelope::Envelope;
 use cuda_aot::keys::SecretKey;
 use cuda_aot::metadata::{Role, Time, sign_doc};
 use cuda_aot::name::ModuleName;
 use cuda_aot::source::DirSource;
+use cuda_aot::source::layout;
 use cuda_aot::trust::{VerifiedRoot, verify_anchor};
 use cuda_aot_testkit::Fixture;
 
@@ -70,7 +71,10 @@ impl Teams {
     }
     fn put(&mut self, name: &str, env: &Envelope) {
         let bytes = env.to_bytes();
-        let path = self.dir.path().join(team_path(name, 1));
+        let path = self
+            .dir
+            .path()
+            .join(layout::team(&cuda_aot::Digest::of(&bytes)));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &bytes).unwrap();
         self.listed.insert(
@@ -90,14 +94,14 @@ impl Teams {
         limit: u64,
     ) -> Result<Option<Vec<String>>, Refusal> {
         let src = DirSource::new(self.dir.path());
-        let repo = RegistryTeams {
-            src: &src,
+        let repo = RegistryTeams::new(
+            &src,
             root,
-            listed: self.listed.clone(),
-            seen: BTreeMap::new(),
-            now: Time::now(),
+            self.listed.clone(),
+            BTreeMap::new(),
+            Time::now(),
             limit,
-        };
+        );
         walk(module, top, "delegations", &repo).map(|o| o.map(|o| o.chain))
     }
 }

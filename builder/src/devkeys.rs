@@ -134,6 +134,7 @@ pub fn ensure() -> Result<DevKeys> {
             expires: Time::now().plus(Duration::from_secs(5 * 365 * 86_400)),
             channel: Channel::Dev,
             max_expiry: MaxExpiry::DEFAULT,
+            delegations: None,
             roles: Roles {
                 root: role(RoleName::Root),
                 builder: role(RoleName::Builder),

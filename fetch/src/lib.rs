@@ -326,7 +326,7 @@ fn served_lock(dir: &Path, lock: &Lock, trust: &[u8]) -> Result<Lock, FetchError
 }
 
 /// The bundle file of the verified release in `dir`: its metadata (timestamp, root chain,
-/// the index the lock pins, build statements, promotions) and the manifests and blobs of
+/// the index the lock pins, build statements, promotions, delegated metadata) and the manifests and blobs of
 /// exactly the binaries the lock pins, for the trust root `trust`.
 fn pack_locked(
     dir: &Path,
@@ -348,7 +348,7 @@ fn pack_locked(
         .filter(|p| {
             p == &index
                 || p == layout::TIMESTAMP
-                || ["root/", "statements/", "promotions/"]
+                || ["root/", "statements/", "promotions/", "teams/"]
                     .iter()
                     .any(|d| p.starts_with(d))
         })

@@ -646,7 +646,7 @@ pub fn verify(data: &[u8]) -> Verdict {
         awaiting_rebuild: false,
     };
     let src = MemSource(&files);
-    let verified = match verify_all(&src, anchor, seen, &opts) {
+    let verified = match verify_all(&src, anchor, seen.clone(), &opts) {
         Ok(v) => v,
         Err(f) => return Verdict::Refused(shown(&f.error)),
     };

@@ -229,6 +229,7 @@ mod tests {
             expires: Time::from_unix(4_000_000_000),
             channel: Channel::Dev,
             max_expiry: MaxExpiry::DEFAULT,
+            delegations: None,
             roles: Roles {
                 root: role(&k),
                 builder: role(&key()),

@@ -140,6 +140,17 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
+    /// A delegated publish (issue 46) cannot go ahead: the team, its keys or its modules do
+    /// not fit the delegations in force. Nothing was committed.
+    #[error("team {team:?}: {reason}")]
+    Team {
+        /// The delegated role publishing (or `delegations`).
+        team: String,
+        /// Why.
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
     /// The trust root `serve --trust` was given cannot be used.
     #[error("--trust {path}: {reason}")]
     TrustRoot {
@@ -247,6 +258,7 @@ impl Error {
             Error::NoConditionalWrites { .. } => "publish to a store with S3 conditional writes (If-None-Match and If-Match on PUT, as Amazon S3 has), or publish into a folder (--registry DIR) and upload it with timestamp.json last from one machine at a time".into(),
             Error::Busy { .. } => "wait for the other sync into this folder to finish, then run again".into(),
             Error::Serve { .. } => "choose a free address (--addr) and a readable registry folder (--root)".into(),
+            Error::Team { fix, .. } => fix.clone(),
             Error::TrustRoot { .. } => "pass the signed trust root the registry is published under: after a dev `cargo xtask release` that is .cuda-aot/dev-keys/root.json, for production the root.json your team publishes".into(),
         }
     }

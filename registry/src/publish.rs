@@ -6,11 +6,15 @@
 mod base;
 mod build;
 mod next;
+mod overlay;
 mod pause;
+mod team;
 
 use std::time::Duration;
 
-use cuda_aot::metadata::{DocRef, Document, Index, IndexRef, Promotion, Time, Timestamp};
+use cuda_aot::metadata::{
+    DocRef, Document, Index, IndexEntry, IndexRef, Promotion, Time, Timestamp,
+};
 use cuda_aot::provenance::open_build;
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
@@ -23,7 +27,10 @@ pub(crate) use base::walk;
 use base::{Base, base};
 pub use build::{BuiltModule, SignedBuild};
 use next::{Versions, next_entries, next_version, next_versions};
+pub(crate) use overlay::Overlay;
 pub(crate) use pause::pause_point;
+use team::Teams;
+pub use team::{Delegated, TeamPublish, publish_delegations, team_root};
 
 /// Where a registry is stored, as the publish algorithm needs it. The directory
 /// ([`crate::DirRegistry`]) is one implementation; a remote store is another.
@@ -146,6 +153,9 @@ pub struct Published {
     /// The registry held no release yet and its versions continue above the ones already
     /// seen ([`PublishOptions::seen`]): the highest index version seen before.
     pub continued_after: Option<u64>,
+    /// How often a team's publish lost the race to another publisher and built again on
+    /// the newer index ([`publish_as`]).
+    pub retries: u64,
 }
 
 /// The steps of a publish, in order. A publisher killed after any of them leaves a
@@ -201,29 +211,102 @@ pub fn publish(
     publisher: &[&SecretKey],
     opts: &PublishOptions,
 ) -> Result<Published> {
+    publish_as(
+        store,
+        anchor,
+        release,
+        publisher,
+        &Delegated::default(),
+        opts,
+    )
+}
+
+/// [`publish`] under delegations (issue 46): `delegated` may put a new delegations file in
+/// force and name the team the release is for. A team's release lists that team's modules
+/// (its metadata, signed here with the team's publisher keys) and leaves every other
+/// owner's entries in the index; its build statement and promotion records are checked
+/// against the team's builder and reviewer keys. Before anything is committed, the next
+/// index's metadata is verified as a client will (the owner of every module found by the
+/// search), so a publish never makes a registry its clients refuse. A team's publish that
+/// loses the race to another publisher builds on the new index and tries again (up to
+/// [`TEAM_RETRIES`] times): two teams publishing at once both land.
+pub fn publish_as(
+    store: &dyn Store,
+    anchor: &[u8],
+    release: &Release,
+    publisher: &[&SecretKey],
+    delegated: &Delegated<'_>,
+    opts: &PublishOptions,
+) -> Result<Published> {
+    let mut attempt = 0;
+    loop {
+        match publish_once(store, anchor, release, publisher, delegated, opts) {
+            Err(Error::Conflict { .. }) if delegated.team.is_some() && attempt < TEAM_RETRIES => {
+                attempt += 1;
+                // Apart in time, so two teams retrying do not collide again.
+                std::thread::sleep(Duration::from_millis(
+                    50 * attempt + u64::from(std::process::id() % 50),
+                ));
+            }
+            r => {
+                return r.map(|p| Published {
+                    retries: attempt,
+                    ..p
+                });
+            }
+        }
+    }
+}
+
+/// How often a team's publish builds again on a newer index after losing a race.
+pub const TEAM_RETRIES: u64 = 8;
+
+fn publish_once(
+    store: &dyn Store,
+    anchor: &[u8],
+    release: &Release,
+    publisher: &[&SecretKey],
+    delegated: &Delegated<'_>,
+    opts: &PublishOptions,
+) -> Result<Published> {
     // 1. The registry has a trust root; its current state verifies for this publisher.
-    let base = read_base(store, anchor, publisher, opts)?;
+    let mut base = read_base(store, anchor, publisher, opts)?;
     let build = &release.build;
     let channel = base.root.root().channel;
+    // The delegations this publish leaves in force, and the team it is for.
+    let modules = build
+        .modules
+        .iter()
+        .map(|m| m.manifest.identity.module.to_string())
+        .collect();
+    let teams = Teams::prepare(store, &base, delegated, &modules, opts)?;
+    let owner_root = base.root.clone();
+    if let Some(d) = teams.as_ref().and_then(|t| t.team.as_ref()) {
+        base.root = base.root.for_team(d);
+    }
     // 2. The release fits the registry: channel, newest builders, sources, promotions.
     let promotions = check_release(store, &base, release, channel, opts)?;
+    base.root = owner_root;
     // 3. Blobs and sources are stored (pause point `blobs`).
     let (written, reused) = store_blobs(store, build)?;
-    // 4. Manifests, the statement and promotion records are stored (pause `manifests`).
+    // 4. Manifests, the statement and promotion records are stored (pause `manifests`),
+    //    with the delegated metadata this publish signs.
+    for (r, bytes) in teams.iter().flat_map(|t| &t.new_files) {
+        store.put_content(&layout::team(&r.digest), bytes)?;
+    }
     let statement = store_records(store, build, &promotions)?;
     // 5. The versions this publish starts from and the index version it creates.
     let v = next_versions(store, &base, opts)?;
     // The next index's entries, statements and promotion records.
-    let (entries, statements, promotion_refs, removed) = next_entries(
-        &base,
-        build,
-        statement,
-        &promotions,
-        v.version,
-        opts.keep_unlisted,
-    );
+    let keep = |e: &IndexEntry| opts.keep_unlisted || teams.as_ref().is_some_and(|t| t.keeps(e));
+    let (entries, statements, promotion_refs, removed) =
+        next_entries(&base, build, statement, &promotions, v.version, &keep);
+    let team_refs = teams.as_ref().map_or(Vec::new(), |t| t.refs());
     // 6. Statements kept from the current index meet the builder threshold.
-    check_kept_statements(store, &base, &statements, &statement, v.base_index, opts)?;
+    //    (Under delegations each has its owner's keys: the check before the commit.)
+    if teams.is_none() {
+        check_kept_statements(store, &base, &statements, &statement, v.base_index, opts)?;
+    }
     // Production: every module is promoted.
     if channel == Channel::Production {
         check_promoted(build, &promotions, &base)?;
@@ -234,6 +317,7 @@ pub fn publish(
             && old.statements == statements
             && old.promotions == promotion_refs
             && old.entries == entries
+            && old.teams == team_refs
     });
     if unchanged && !base.recovered {
         return Ok(Published {
@@ -246,6 +330,7 @@ pub fn publish(
             removed: 0,
             recovered: false,
             continued_after: None,
+            retries: 0,
         });
     }
     let index = Index {
@@ -256,9 +341,11 @@ pub fn publish(
         statements,
         promotions: promotion_refs,
         entries,
+        teams: team_refs,
     };
-    // 7. The index and its timestamp are signed and committed (pause points in the store).
-    let timestamp_version = commit_index(store, &base, &index, publisher, opts, &v)?;
+    // 7. The index and its timestamp are signed, checked as a client will when anything is
+    //    delegated, and committed (pause points in the store).
+    let timestamp_version = commit_index(store, &base, &index, publisher, opts, &v, anchor)?;
     Ok(Published {
         index_version: v.version,
         timestamp_version,
@@ -269,6 +356,7 @@ pub fn publish(
         removed,
         recovered: base.recovered,
         continued_after: v.continued_after,
+        retries: 0,
     })
 }
 
@@ -433,6 +521,7 @@ fn commit_index(
     publisher: &[&SecretKey],
     opts: &PublishOptions,
     v: &Versions,
+    anchor: &[u8],
 ) -> Result<u64> {
     let version = v.version;
     let index_file = sign(index, publisher);
@@ -450,6 +539,9 @@ fn commit_index(
         },
     };
     let ts_file = sign(&ts, publisher);
+    if base.root.root().delegations.is_some() || !index.teams.is_empty() {
+        check_as_client(store, anchor, &index_file, &ts_file, version, opts)?;
+    }
     store.commit(&Commit {
         index_rel: layout::index(version),
         index: &index_file,
@@ -459,6 +551,37 @@ fn commit_index(
         base: v.base_index,
     })?;
     Ok(ts.version)
+}
+
+/// The next index's metadata (steps 1-5: every statement and promotion against the keys
+/// of its module's owner) verified as a client will, over the store with the new index and
+/// timestamp laid on top, before anything is committed.
+fn check_as_client(
+    store: &dyn Store,
+    anchor: &[u8],
+    index_file: &[u8],
+    ts_file: &[u8],
+    version: u64,
+    opts: &PublishOptions,
+) -> Result<()> {
+    let files = [
+        (layout::index(version), index_file),
+        (layout::TIMESTAMP.to_string(), ts_file),
+    ]
+    .into_iter()
+    .collect();
+    let overlay = Overlay {
+        dir: store.source(),
+        files,
+    };
+    let vopts = cuda_aot::verify::Options {
+        limits: opts.limits,
+        now: opts.now,
+        awaiting_rebuild: opts.awaiting_rebuild,
+        ..cuda_aot::verify::Options::default()
+    };
+    cuda_aot::verify::verify_metadata(&overlay, anchor, TrustState::default(), &vopts)?;
+    Ok(())
 }
 
 /// Re-signs the timestamp for the current index with a new expiry and the next timestamp

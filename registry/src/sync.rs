@@ -317,22 +317,23 @@ pub fn sync(
     // rotations its chain holds (a non-regular file in the target is refused, not read).
     let floor = rollback_floor(&DirSource::new(target), anchor, &opts.verify.limits);
     let seen = match floor {
-        Ok(floor) => opts.seen.merged(floor),
+        Ok(floor) => opts.seen.clone().merged(floor),
         Err(e @ (cuda_aot::Error::NotRegular { .. } | cuda_aot::Error::Symlink { .. })) => {
             return Err(Error::Core(e));
         }
         // A target whose chain does not verify (damaged, or of another trust root) sets no
         // floor: the saved state still protects, and the sync repairs the copy.
-        Err(_) => opts.seen,
+        Err(_) => opts.seen.clone(),
     };
 
-    let (src, index) = match fetch_and_verify(remote, target, &staging, anchor, seen, opts, true) {
-        Ok(v) => v,
-        // A reused local file of the target may be damaged: once more, fetching everything.
-        Err(f) if f.1 => fetch_and_verify(remote, target, &staging, anchor, seen, opts, false)
-            .map_err(|f| f.0)?,
-        Err(f) => return Err(f.0),
-    };
+    let (src, index) =
+        match fetch_and_verify(remote, target, &staging, anchor, seen.clone(), opts, true) {
+            Ok(v) => v,
+            // A reused local file of the target may be damaged: once more, fetching everything.
+            Err(f) if f.1 => fetch_and_verify(remote, target, &staging, anchor, seen, opts, false)
+                .map_err(|f| f.0)?,
+            Err(f) => return Err(f.0),
+        };
 
     let attestations = check_attestations(remote, &index)?;
     let record = src.record.into_inner().expect("sync record");

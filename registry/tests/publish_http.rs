@@ -282,6 +282,7 @@ fn a_valid_token_alone_cannot_publish() {
         }],
         promotions: vec![],
         entries: vec![entry],
+        teams: vec![],
     };
     let forged = sign_doc(&index, &[&thief]);
     let (status, text) = put(

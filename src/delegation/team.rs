@@ -1,21 +1,25 @@
 //! A delegated team's signed metadata in a registry (issue 46): the document
 //! ([`TeamMetadata`], payload type `application/vnd.cuda-aot.team.v1+json`) a team's
-//! publisher keys sign, at `teams/<version>.<role>.json` ([`team_path`]), and
+//! publisher keys sign, at `teams/blake3/<hex>.json` (named by its content, like a
+//! statement: no role name ever reaches a path), and
 //! [`RegistryTeams`], the [`Repository`] the search reads it through: exactly the length
 //! and blake3 the verified index lists, signatures counted by the trust root's one
 //! counting function against the keys the delegator gave the team.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::Delegation;
 use super::walk::{Listed, Repository, RoleView};
-use super::{Delegation, role_file};
+use crate::digest::Digest;
 use crate::envelope::PayloadType;
 use crate::metadata::{Document, Role, Time};
 use crate::name::ModuleName;
 use crate::role::RoleName;
 use crate::source::RegistrySource;
+use crate::source::layout;
 use crate::trust::VerifiedRoot;
 
 /// What a team signs: the modules it publishes and its own delegations.
@@ -52,11 +56,6 @@ impl Document for TeamMetadata {
     }
 }
 
-/// Where version `version` of role `name`'s metadata is in a registry.
-pub fn team_path(name: &str, version: u64) -> String {
-    format!("teams/{}", role_file(name, version))
-}
-
 /// Delegated metadata read from a registry under a verified trust root.
 pub struct RegistryTeams<'a> {
     /// The registry.
@@ -71,6 +70,36 @@ pub struct RegistryTeams<'a> {
     pub now: Time,
     /// The most bytes a team's metadata may have.
     pub limit: u64,
+    /// The version of each role whose metadata was opened (its signatures met), for the
+    /// rollback state once the whole verification passes.
+    pub opened: RefCell<BTreeMap<String, u64>>,
+    /// Metadata already opened, by its blake3 and the keys it was opened with: a search
+    /// per module reads and checks each role's file once.
+    pub cache: RefCell<BTreeMap<([u8; 32], String), RoleView>>,
+}
+
+impl<'a> RegistryTeams<'a> {
+    /// A search's view of `src` under `root`: what the index lists, the versions seen
+    /// before, the clock and the byte limit of one role's metadata.
+    pub fn new(
+        src: &'a dyn RegistrySource,
+        root: &'a VerifiedRoot,
+        listed: BTreeMap<String, Listed>,
+        seen: BTreeMap<String, u64>,
+        now: Time,
+        limit: u64,
+    ) -> Self {
+        RegistryTeams {
+            src,
+            root,
+            listed,
+            seen,
+            now,
+            limit,
+            opened: RefCell::default(),
+            cache: RefCell::default(),
+        }
+    }
 }
 
 impl Repository for RegistryTeams<'_> {
@@ -79,7 +108,8 @@ impl Repository for RegistryTeams<'_> {
     }
 
     fn read(&self, name: &str, listed: &Listed) -> Result<Vec<u8>, String> {
-        let path = team_path(name, listed.version);
+        let _ = name; // the file is named by its content: no role name reaches a path
+        let path = layout::team(&Digest(listed.blake3));
         self.src
             .read_at_most(&path, listed.length.min(self.limit))
             .map_err(|e| e.to_string())?
@@ -87,18 +117,29 @@ impl Repository for RegistryTeams<'_> {
     }
 
     fn open(&self, bytes: &[u8], keys: &Role) -> Result<RoleView, String> {
+        let ids: Vec<String> = keys.keys.iter().map(|k| k.key_id().hex()).collect();
+        let key = (
+            *blake3::hash(bytes).as_bytes(),
+            format!("{}/{}", keys.threshold, ids.join(",")),
+        );
+        if let Some(view) = self.cache.borrow().get(&key) {
+            return Ok(view.clone());
+        }
         let opened = self
             .root
             .open_delegated::<TeamMetadata>(bytes, keys, self.limit, "team metadata")
-            .map_err(|e| e.to_string())?;
+            .map_err(describe)?;
         let d = opened.doc;
-        Ok(RoleView {
+        self.opened.borrow_mut().insert(d.name.clone(), d.version);
+        let view = RoleView {
             name: d.name,
             version: d.version,
             expires: d.expires,
             modules: d.modules.iter().map(|m| m.as_str().to_string()).collect(),
             delegations: d.delegations,
-        })
+        };
+        self.cache.borrow_mut().insert(key, view.clone());
+        Ok(view)
     }
 
     fn seen(&self, name: &str) -> Option<u64> {
@@ -107,5 +148,33 @@ impl Repository for RegistryTeams<'_> {
 
     fn now(&self) -> Time {
         self.now
+    }
+}
+
+/// A refusal of a role's metadata, in the delegator's terms: a signature count names the
+/// keys the delegator lists for the role (not a trust root's, as the shared message does).
+fn describe(e: crate::error::Error) -> String {
+    match e {
+        crate::error::Error::Threshold {
+            valid,
+            threshold,
+            foreign,
+            trusted,
+            ..
+        } => {
+            let mut text = format!(
+                "signed by {valid} of the {threshold} required publisher key(s) its delegator lists ({})",
+                trusted.join(", ")
+            );
+            if !foreign.is_empty() {
+                let keys: Vec<&str> = foreign.iter().map(|f| f.key.as_str()).collect();
+                text += &format!(
+                    "; also signed by {}, which the delegator does not list for it or whose signature is invalid",
+                    keys.join(", ")
+                );
+            }
+            text
+        }
+        e => e.to_string(),
     }
 }

@@ -40,6 +40,10 @@ impl Error {
             Error::Threshold { role, .. } => format!(
                 "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
             ),
+            Error::Delegation { team: Some(team), .. } => format!(
+                "a module of delegated role {team:?} is signed by that role's own builder (reviewer) keys as its delegator lists them: sign the release with one of them (cargo xtask release --builder-key), have the delegations role list the key that signed (cargo xtask delegations sign), or publish the team's current metadata (cargo xtask publish --team)"
+            ),
+            Error::Delegation { .. } => "the registry's delegated metadata is not what its delegators signed: publish the delegations and every team's current metadata again (cargo xtask delegations sign, cargo xtask publish --team); a version older than one seen is a rollback: point at an up-to-date registry".into(),
             Error::BadRoot { .. } => "fix the trust root: threshold at most the number of keys, distinct keys, builder and reviewer keys disjoint".into(),
             Error::RootChainTooLong { .. } => "no real registry rotates its root this often: check that this is the registry you meant; if the chain is genuine, start from a newer trust root (cargo xtask trust-root) or raise Limits::max_root_updates".into(),
             Error::RootRotation { .. } => "a new root must be signed by a threshold of the previous root's root keys and of its own root keys, with version exactly one higher".into(),

@@ -91,6 +91,8 @@ impl Error {
                 K::BadSignature
             }
             Error::BadRoot { .. } | Error::RootRotation { .. } => K::BadTrustRoot,
+            Error::Delegation { team: Some(_), .. } => K::BadSignature,
+            Error::Delegation { team: None, .. } => K::Tampered,
             Error::DigestMismatch { .. }
             | Error::SizeMismatch { .. }
             | Error::MixAndMatch { .. }

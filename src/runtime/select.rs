@@ -49,7 +49,7 @@ pub(super) fn verify_registry_metadata(
             TrustState::default()
         }
     }
-    .max(policy.minimum_versions);
+    .max(policy.minimum_versions.clone());
     let opts = Options {
         now,
         skew: policy.clock_skew,

@@ -15,7 +15,9 @@ use crate::source::{RegistrySource, layout, read_exact_signed, read_required};
 use crate::state::TrustState;
 use crate::trust::{VerifiedRoot, verify_anchor};
 
+use super::delegated::Owners;
 use super::{Freshness, Options, VerifiedIndex, VerifiedPromotion, VerifiedStatement};
+use crate::delegation::Delegation;
 
 /// Steps 1-5: the trust root and its rotation chain, the timestamp, the index, its build
 /// statements and promotion records. `opts.limits` is held by the result for every later
@@ -34,7 +36,7 @@ pub fn verify_metadata(
     let anchor = verify_anchor(anchor, limits, "trust root")?;
     // 2. Rotation: walk root/<N+1>.root.json while present, each signed by old and new keys;
     //    never back to a root older than one seen; not expired; of the required channel.
-    let walked = walk_root_chain(src, anchor, seen, limits)?;
+    let walked = walk_root_chain(src, anchor, &seen, limits)?;
     checks += 2 * walked.rotations;
     let root = walked.root;
     check_not_rolled_back("trust root", seen.root, root.root().version)?;
@@ -48,29 +50,41 @@ pub fn verify_metadata(
             root: seen.root,
             ..TrustState::default()
         },
-        false => seen,
+        false => seen.clone(),
     };
     // 3. Timestamp: publisher threshold, within the freeze bound, fresh (or within the
     //    offline grace), not older than the last seen.
-    let (timestamp, freshness) = verify_timestamp(src, &root, seen_versions, opts)?;
+    let (timestamp, freshness) = verify_timestamp(src, &root, &seen_versions, opts)?;
     checks += 1;
     // 4. Index: exactly the bytes the timestamp names, publisher threshold, same version,
     //    within the freeze bound, not expired, the root's channel, no duplicate entries.
-    let index = verify_index_file(src, &root, &timestamp, seen_versions, opts)?;
+    let index = verify_index_file(src, &root, &timestamp, &seen_versions, opts)?;
     checks += 1;
     // 5. Build statements and promotion records the index lists: builder (reviewer)
     //    threshold each, the index's channel.
+    //    Under delegations (issue 46) a team's modules are signed by its own keys: the
+    //    delegated metadata the index lists is checked first (python-tuf's order).
+    let owners = Owners::resolve(src, &root, &index, &seen_versions, opts.now, limits)?;
     let statements = match opts.awaiting_rebuild {
-        false => verify_statements(src, &root, &index, limits)?,
-        true => verify_statements(src, &root.awaiting_builders(), &index, limits)?,
+        false => verify_statements(src, &root, owners.as_ref(), &index, limits)?,
+        true => verify_statements(
+            src,
+            &root.awaiting_builders(),
+            owners.as_ref(),
+            &index,
+            limits,
+        )?,
     };
-    let promotions = verify_promotions(src, &root, &index, limits)?;
+    let promotions = verify_promotions(src, &root, owners.as_ref(), &index, limits)?;
     checks += (statements.len() + promotions.len()) as u64;
+    let teams = owners.map(|o| o.versions()).unwrap_or_default();
+    checks += teams.len() as u64;
     let mut state = seen_versions.max(TrustState {
         root: root.root().version,
         timestamp: timestamp.version,
         index: index.version,
         fresh_at: None,
+        teams,
     });
     if freshness == Freshness::Fresh {
         state.fresh_at = Some(opts.now);
@@ -104,7 +118,7 @@ struct Walked {
 fn walk_root_chain(
     src: &dyn RegistrySource,
     trusted: VerifiedRoot,
-    seen: TrustState,
+    seen: &TrustState,
     limits: &Limits,
 ) -> Result<Walked> {
     let mut rotations = 0;
@@ -135,7 +149,7 @@ fn publisher_keys(r: &VerifiedRoot) -> BTreeSet<KeyId> {
 fn verify_timestamp(
     src: &dyn RegistrySource,
     root: &VerifiedRoot,
-    seen: TrustState,
+    seen: &TrustState,
     opts: &Options,
 ) -> Result<(Timestamp, Freshness)> {
     let what = layout::TIMESTAMP;
@@ -173,7 +187,7 @@ fn verify_index_file(
     src: &dyn RegistrySource,
     root: &VerifiedRoot,
     ts: &Timestamp,
-    seen: TrustState,
+    seen: &TrustState,
     opts: &Options,
 ) -> Result<Index> {
     let path = layout::index(ts.index.version);
@@ -235,6 +249,7 @@ fn verify_index_file(
 fn verify_statements(
     src: &dyn RegistrySource,
     root: &VerifiedRoot,
+    owners: Option<&Owners>,
     index: &Index,
     limits: &Limits,
 ) -> Result<BTreeMap<Digest, VerifiedStatement>> {
@@ -250,8 +265,44 @@ fn verify_statements(
             });
         }
         let bytes = read_exact_signed(src, &path, r.size, &r.digest, &what)?;
-        let opened = crate::provenance::open_build(root, &bytes, limits.statement, &what)?;
+        // Whose builder keys: the owner of the modules the index lists under it.
+        let listed = index
+            .entries
+            .iter()
+            .filter(|e| e.statement == r.digest)
+            .map(|e| e.module.as_str());
+        let owner = match owners {
+            None => None,
+            Some(o) => statement_owner(o, listed, &what)?,
+        };
+        let opened = crate::provenance::open_build_by(
+            root,
+            owner.as_ref().map(|d| &d.builder),
+            &bytes,
+            limits.statement,
+            &what,
+        )
+        .map_err(|e| for_team(e, owner.as_ref(), &what))?;
         let a = opened.attestation;
+        // Nothing it attests belongs to another owner.
+        if let Some(o) = owners {
+            statement_owner(o, a.manifests.iter().map(|m| m.module.as_str()), &what)?
+                .filter(|d| Some(&d.name) != owner.as_ref().map(|o| &o.name))
+                .map_or(Ok(()), |d| {
+                    Err(Error::Delegation {
+                        what: what.clone(),
+                        team: Some(d.name.clone()),
+                        reason: format!(
+                            "it attests modules of delegated role {:?} but is signed for {}",
+                            d.name,
+                            owner.as_ref().map_or(
+                                "the trust root's builders".to_string(),
+                                |o| format!("{:?}", o.name)
+                            )
+                        ),
+                    })
+                })?;
+        }
         if a.channel != index.channel {
             return Err(Error::Channel {
                 what,
@@ -275,6 +326,7 @@ fn verify_statements(
 fn verify_promotions(
     src: &dyn RegistrySource,
     root: &VerifiedRoot,
+    owners: Option<&Owners>,
     index: &Index,
     limits: &Limits,
 ) -> Result<Vec<VerifiedPromotion>> {
@@ -290,13 +342,75 @@ fn verify_promotions(
             });
         }
         let bytes = read_exact_signed(src, &path, r.size, &r.digest, &what)?;
-        let opened = root.open::<Promotion>(&bytes, limits.promotion, &what)?;
+        // Whose reviewer keys: the owner of the module it names (read to choose the keys,
+        // like a key id; the signatures are checked before anything of it is used).
+        let owner = match owners {
+            None => None,
+            Some(o) => {
+                let peek =
+                    crate::trust::decode_unverified::<Promotion>(&bytes, limits.promotion, &what)?;
+                o.owner(peek.module.as_str())?
+            }
+        };
+        let opened = match &owner {
+            None => root.open::<Promotion>(&bytes, limits.promotion, &what),
+            Some(d) => {
+                root.open_delegated::<Promotion>(&bytes, &d.reviewer, limits.promotion, &what)
+            }
+        }
+        .map_err(|e| for_team(e, owner.as_ref(), &what))?;
         out.push(VerifiedPromotion {
             promotion: opened.doc,
             signers: opened.signers,
         });
     }
     Ok(out)
+}
+
+/// The one owner of `modules` (None: the trust root's builders), or the refusal of a
+/// statement that spans two.
+fn statement_owner<'m>(
+    owners: &Owners,
+    modules: impl Iterator<Item = &'m str>,
+    what: &str,
+) -> Result<Option<Delegation>> {
+    let mut found: Option<(String, Option<Delegation>)> = None;
+    for m in modules {
+        let o = owners.owner(m)?;
+        match &found {
+            None => found = Some((m.to_string(), o)),
+            Some((first, f)) if f.as_ref().map(|d| &d.name) != o.as_ref().map(|d| &d.name) => {
+                let name = |d: &Option<Delegation>| {
+                    d.as_ref().map_or("the trust root".to_string(), |d| {
+                        format!("delegated role {:?}", d.name)
+                    })
+                };
+                return Err(Error::Delegation {
+                    what: what.to_string(),
+                    team: None,
+                    reason: format!(
+                        "it covers {first} of {} and {m} of {}: each owner signs its own build statement",
+                        name(f),
+                        name(&o)
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(found.and_then(|(_, o)| o))
+}
+
+/// A signature refusal against a team's keys, with the team named (and its own `Fix:`).
+fn for_team(e: Error, owner: Option<&Delegation>, what: &str) -> Error {
+    match (owner, e) {
+        (Some(d), e @ Error::Threshold { .. }) => Error::Delegation {
+            what: what.to_string(),
+            team: Some(d.name.clone()),
+            reason: format!("{e} (the keys delegated role {:?} has for it)", d.name),
+        },
+        (_, e) => e,
+    }
 }
 
 fn check_not_rolled_back(what: &str, seen: u64, got: u64) -> Result<()> {

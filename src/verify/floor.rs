@@ -50,7 +50,7 @@ pub fn rollback_floor(
             root,
             timestamp: ts.version,
             index: ts.index.version,
-            fresh_at: None,
+            ..TrustState::default()
         },
         None if ts_file.is_none() => TrustState {
             root: newest.root().version,

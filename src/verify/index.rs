@@ -204,7 +204,7 @@ impl VerifiedIndex {
     /// The saved versions that were discarded because a root rotation replaced the
     /// publisher keys (recovery from a stolen publisher key), if any.
     pub fn discarded_state(&self) -> Option<TrustState> {
-        self.discarded
+        self.discarded.clone()
     }
 
     /// Until when this registry stays loadable for a verifier with `grace` offline grace

@@ -79,7 +79,7 @@ pub struct Verified {
 impl Verified {
     /// The trust state to persist: every step passed.
     pub fn state(&self) -> TrustState {
-        self.index.state
+        self.index.state.clone()
     }
     /// The verified metadata and manifests.
     pub fn metadata(&self) -> &VerifiedIndex {

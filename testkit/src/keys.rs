@@ -60,6 +60,7 @@ pub fn root_payload(keys: &Keys, version: u64, channel: Channel) -> Root {
         expires: Time::now().plus(Duration::from_secs(86_400 * 365)),
         channel,
         max_expiry: MaxExpiry::DEFAULT,
+        delegations: None,
         roles: Roles {
             root: one(&keys.root),
             builder: one(&keys.builder),

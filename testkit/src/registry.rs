@@ -237,6 +237,7 @@ impl Fixture {
             }],
             promotions: prefs,
             entries,
+            teams: Vec::new(),
         };
         self.write_index(&idx, ts_v + 1);
     }

@@ -29,6 +29,7 @@ mod doctor;
 mod endpoint;
 // Running again with a part this build leaves out: the network stack, the driver layer,
 // or (for the repository's bench-load) the GPU part.
+mod delegations;
 #[cfg(any(
     not(feature = "net"),
     not(feature = "driver"),
@@ -91,6 +92,7 @@ enum Task {
     Kernels(kernels::Args),
     Keygen(keygen::Args),
     TrustRoot(trust_root::Args),
+    Delegations(delegations::Args),
     Sign(sign::Args),
     Rebuild(rebuild::Args),
     Publish(publish::Args),
@@ -133,6 +135,7 @@ impl Task {
             Task::Kernels(a) => a.run(),
             Task::Keygen(a) => a.run(),
             Task::TrustRoot(a) => a.run(),
+            Task::Delegations(a) => a.run(),
             Task::Sign(a) => a.run(),
             Task::Rebuild(a) => a.run(),
             Task::Publish(a) => a.run(),

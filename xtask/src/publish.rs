@@ -63,6 +63,25 @@ pub struct Args {
     /// (`cargo xtask rebuild`). Clients refuse it until the co-signed output is published.
     #[arg(long)]
     awaiting_rebuild: bool,
+    /// Publish this build as delegated role NAME (issue 46): its modules must be names the
+    /// registry's delegations give NAME, its build statement signed by NAME's builder keys
+    /// (`cargo xtask sign --builder-key`), and the team's metadata is signed with
+    /// --team-key. The other teams' modules stay in the index as they are.
+    #[arg(long, value_name = "NAME", requires = "team_keys")]
+    team: Option<String>,
+    /// The team's publisher key file (repeat up to its threshold).
+    #[arg(long = "team-key", value_name = "FILE", requires = "team")]
+    team_keys: Vec<PathBuf>,
+    /// A delegations file (`cargo xtask delegations sign`) to put in force with this
+    /// publish: a team rotating its keys publishes its release with the delegations that
+    /// list them, so both land at once.
+    #[arg(long, value_name = "FILE")]
+    delegations: Option<PathBuf>,
+    /// The team's own delegations (a spec as `cargo xtask delegations --help` shows), one
+    /// level below it and within its patterns, signed into its metadata with --team-key.
+    /// Without it the team's current delegations are kept.
+    #[arg(long, value_name = "FILE", requires = "team")]
+    team_delegations: Option<PathBuf>,
     #[command(flatten)]
     remote: RemoteArgs,
     #[command(flatten)]
@@ -138,8 +157,28 @@ impl Args {
         }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
         let extra = &self.promotions;
+        let team = TeamOpts {
+            name: self.team.clone(),
+            keys: self
+                .team_keys
+                .iter()
+                .map(|p| devkeys::read_key(p))
+                .collect::<Result<_>>()?,
+            delegations: match &self.delegations {
+                Some(p) => Some(cuda_aot::fs::read_capped(
+                    p,
+                    crate::limits::limits().index,
+                    "delegations file",
+                )?),
+                None => None,
+            },
+            sub: match &self.team_delegations {
+                Some(p) => Some(crate::delegations::read_spec(p)?),
+                None => None,
+            },
+        };
         let p = match Target::of(&registry) {
-            Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &opts, extra)?,
+            Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &team, &opts, extra)?,
             #[cfg(not(feature = "net"))]
             Target::Http(_) | Target::Oci(_) | Target::S3(_) => {
                 unreachable!("run again with the net feature above")
@@ -147,17 +186,25 @@ impl Args {
             #[cfg(feature = "net")]
             Target::Http(url) => {
                 let store = self.remote.http_store(url)?;
-                publish_output_to(&store, &out, &trust, &key, &opts, extra)?
+                publish_output_as(&store, &out, &trust, &key, &team, &opts, extra)?
             }
             #[cfg(feature = "net")]
             Target::S3(url) => {
                 let store = cuda_aot_registry::s3::S3Store::open(url, &Default::default())?;
-                publish_output_to(&store, &out, &trust, &key, &opts, extra)?
+                publish_output_as(&store, &out, &trust, &key, &team, &opts, extra)?
             }
             #[cfg(feature = "net")]
             Target::Oci(reference) => {
                 let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
-                    publish_output_to(&DirRegistry::new(work), &out, &trust, &key, &opts, extra)
+                    publish_output_as(
+                        &DirRegistry::new(work),
+                        &out,
+                        &trust,
+                        &key,
+                        &team,
+                        &opts,
+                        extra,
+                    )
                 })?;
                 if let Some(o) = pushed {
                     eprintln!(
@@ -205,6 +252,7 @@ pub fn json_fields(p: &Published, registry: &Path) -> serde_json::Value {
         "blobs_reused": p.blobs_reused,
         "recovered": p.recovered,
         "continued_after": p.continued_after,
+        "retries": p.retries,
     })
 }
 
@@ -254,6 +302,11 @@ pub fn describe(p: &Published, registry: &Path) -> String {
             format!(
                 "; a new registry: its versions continue above index v{v}, which this checkout has already verified there"
             )
+        } else if p.retries > 0 {
+            format!(
+                "; another publisher committed first {} time(s), and this release was built again on the newer index",
+                p.retries
+            )
         } else {
             String::new()
         }
@@ -270,16 +323,39 @@ pub fn publish_output(
     publisher: &SecretKey,
     opts: &PublishOptions,
 ) -> Result<Published> {
-    publish_dir(registry, out, trust, publisher, opts, &[])
+    publish_dir(
+        registry,
+        out,
+        trust,
+        publisher,
+        &TeamOpts::default(),
+        opts,
+        &[],
+    )
 }
 
-/// [`publish_output_to`] a directory registry, continuing above the versions this checkout
+/// What a publish does about delegations (issue 46): the team it is for, with its
+/// publisher keys, and a delegations file to put in force with it.
+#[derive(Default)]
+pub struct TeamOpts {
+    /// The delegated role the build is published as.
+    pub name: Option<String>,
+    /// Its publisher keys.
+    pub keys: Vec<SecretKey>,
+    /// A signed delegations file to publish with the build.
+    pub delegations: Option<Vec<u8>>,
+    /// The team's own delegations to sign into its metadata (None: keep its current ones).
+    pub sub: Option<Vec<cuda_aot::delegation::Delegation>>,
+}
+
+/// [`publish_output_as`] a directory registry, continuing above the versions this checkout
 /// has seen of it ([`seen_here`]) if it is empty.
 fn publish_dir(
     registry: &Path,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
+    team: &TeamOpts,
     opts: &PublishOptions,
     extra: &[PathBuf],
 ) -> Result<Published> {
@@ -287,11 +363,12 @@ fn publish_dir(
         seen: seen_here(registry)?,
         ..opts.clone()
     };
-    publish_output_to(
+    publish_output_as(
         &DirRegistry::new(registry),
         out,
         trust,
         publisher,
+        team,
         &opts,
         extra,
     )
@@ -315,13 +392,16 @@ fn seen_here(registry: &Path) -> Result<TrustState> {
 }
 
 /// Checks the build statement of `out` against the trust root and publishes the build, with
-/// the promotion records in `<out>/promotions/` and `extra`, through `store` (a folder, or
-/// a publishing HTTP server).
-pub fn publish_output_to(
+/// the promotion records in `<out>/promotions/` and `extra`, through `store` (a folder, a
+/// publishing HTTP server, S3, an OCI work folder); for the team `team` names (its build statement checked against
+/// the team's builder keys as the registry's delegations give them), with the delegations
+/// file it carries.
+pub fn publish_output_as(
     store: &dyn Store,
     out: &Path,
     trust: &Path,
     publisher: &SecretKey,
+    team: &TeamOpts,
     opts: &PublishOptions,
     extra: &[PathBuf],
 ) -> Result<Published> {
@@ -343,6 +423,16 @@ pub fn publish_output_to(
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
+    let root = match &team.name {
+        None => root,
+        Some(name) => cuda_aot_registry::publish::team_root(
+            store,
+            &anchor,
+            name,
+            team.delegations.as_deref(),
+            &limits,
+        )?,
+    };
     let builders = match opts.awaiting_rebuild {
         false => root,
         true => root.awaiting_builders(),
@@ -389,11 +479,23 @@ pub fn publish_output_to(
         }
     }
     let release = Release { build, promotions };
-    Ok(cuda_aot_registry::publish::publish(
+    let delegated = cuda_aot_registry::publish::Delegated {
+        delegations: team.delegations.clone(),
+        team: team
+            .name
+            .as_ref()
+            .map(|name| cuda_aot_registry::publish::TeamPublish {
+                name: name.clone(),
+                keys: team.keys.iter().collect(),
+                delegations: team.sub.clone(),
+            }),
+    };
+    Ok(cuda_aot_registry::publish::publish_as(
         store,
         &anchor,
         &release,
         &[publisher],
+        &delegated,
         opts,
     )?)
 }

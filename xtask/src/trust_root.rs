@@ -40,6 +40,14 @@ pub struct Args {
     /// Publisher role public keys.
     #[arg(value_name = "KEY", long = "publisher", required = true)]
     publisher_keys: Vec<PublicKey>,
+    /// Delegations role public keys (issue 46): this role signs which module-name patterns
+    /// each team's own keys own (`cargo xtask delegations`), and re-signs them when a team
+    /// rotates or revokes its keys, without a new trust root. Omit it to delegate nothing.
+    #[arg(value_name = "KEY", long = "delegations")]
+    delegations_keys: Vec<PublicKey>,
+    /// Signatures needed from delegations keys.
+    #[arg(value_name = "N", long, default_value_t = 1)]
+    delegations_threshold: u32,
     /// Signatures needed from root keys.
     #[arg(value_name = "N", long, default_value_t = 1)]
     root_threshold: u32,
@@ -100,6 +108,10 @@ impl Args {
                 timestamp_days: self.max_timestamp_days,
                 index_days: self.max_index_days,
             },
+            delegations: (!self.delegations_keys.is_empty()).then(|| Role {
+                keys: self.delegations_keys.clone(),
+                threshold: self.delegations_threshold,
+            }),
             roles: Roles {
                 root: Role {
                     keys: self.root_keys,

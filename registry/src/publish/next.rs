@@ -88,7 +88,7 @@ pub(super) fn next_entries(
     statement: DocRef,
     promotions: &[(&[u8], Promotion)],
     version: u64,
-    keep_unlisted: bool,
+    keep: &dyn Fn(&IndexEntry) -> bool,
 ) -> Entries {
     let old: &[IndexEntry] = base.index.as_ref().map_or(&[], |i| &i.entries);
     let since = |d: &Digest| {
@@ -123,7 +123,7 @@ pub(super) fn next_entries(
         if new_keys.contains(&(o.module.clone(), o.sm, o.kind)) {
             continue;
         }
-        match keep_unlisted {
+        match keep(o) {
             true => entries.push(o.clone()),
             false => removed += 1,
         }

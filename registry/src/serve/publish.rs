@@ -5,7 +5,8 @@
 //! | PUT | accepted when |
 //! |---|---|
 //! | `blobs/…`, `manifests/…` | the bytes hash to the name (manifests: valid JSON manifest) |
-//! | `statements/…`, `promotions/…` | the name matches, and the builder (reviewer) threshold of the trust root signed it |
+//! | `statements/…`, `promotions/…` | the name matches, and the builder (reviewer) threshold of the trust root signed it (under delegations: a well-formed envelope, its owner's threshold checked when the timestamp commits) |
+//! | `teams/…` | the name matches, and it is delegated metadata (its delegator's threshold checked when the timestamp commits) |
 //! | `root/<N>.root.json` | the server's trust root itself, or a valid rotation of root N-1 (create-new) |
 //! | `index/<N>.index.json` (`If-None-Match: *`) | publisher threshold, version N, and N not yet committed (else 412); the index is staged, not visible |
 //! | `timestamp.json` (`If-Match: "<blake3>"`, or `If-None-Match: *` on an empty registry) | publisher threshold, and the registry as it would be with this timestamp (and its staged index) passes the full client verification; then index and timestamp are committed under the directory lock (412 for the loser of a race) |
@@ -37,6 +38,7 @@ use super::guard::{Activity, AuthThrottle, Throttle};
 use super::log::Note;
 use crate::dir::DirRegistry;
 use crate::error::Error;
+use crate::publish::Overlay;
 use crate::publish::{Commit, Store};
 
 /// What a publishing server holds: the token's digest, its trust root, the registry as a
@@ -232,6 +234,7 @@ fn cap_for(rel: &str, limits: &Limits, max_upload: u64) -> Option<u64> {
         "manifests" => limits.manifest,
         "statements" => limits.statement,
         "promotions" => limits.promotion,
+        "teams" => limits.index,
         _ => return None,
     })
 }
@@ -441,14 +444,38 @@ fn accept(p: &Publishing, rel: &str, body: &[u8], pre: Precondition) -> Result<A
             }
             (layout::manifest(&d), "manifest")
         }
-        // Envelopes: their signers' threshold, against the server's trust root.
+        // Envelopes: their signers' threshold, against the server's trust root. Under
+        // delegations a module's owner (whose keys sign) is known only from the index that
+        // lists it: the envelope is parsed here, its signatures counted when the timestamp
+        // commits (the full client verification).
+        Some("statements") if p.root()?.root().delegations.is_some() => {
+            cuda_aot::envelope::Envelope::parse(
+                body,
+                limits.statement,
+                cuda_aot::envelope::PayloadType::InToto,
+                rel,
+            )?;
+            (layout::statement(&d), "build statement")
+        }
         Some("statements") => {
             cuda_aot::provenance::open_build(&p.root()?, body, limits.statement, rel)?;
             (layout::statement(&d), "build statement")
         }
+        Some("promotions") if p.root()?.root().delegations.is_some() => {
+            cuda_aot::trust::decode_unverified::<Promotion>(body, limits.promotion, rel)?;
+            (layout::promotion(&d), "promotion record")
+        }
         Some("promotions") => {
             p.root()?.open::<Promotion>(body, limits.promotion, rel)?;
             (layout::promotion(&d), "promotion record")
+        }
+        Some("teams") => {
+            cuda_aot::trust::decode_unverified::<cuda_aot::delegation::TeamMetadata>(
+                body,
+                limits.index,
+                rel,
+            )?;
+            (layout::team(&d), "delegated metadata")
         }
         _ => (String::new(), ""),
     };
@@ -534,29 +561,6 @@ fn stage_index(
     ))
 }
 
-/// A registry source that sees `overlay` files on top of the directory.
-struct Overlay<'a> {
-    dir: &'a (dyn RegistrySource + Sync),
-    files: BTreeMap<String, &'a [u8]>,
-}
-
-impl RegistrySource for Overlay<'_> {
-    fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
-        match self.files.get(path) {
-            Some(b) => {
-                let n = b
-                    .len()
-                    .min(usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX));
-                Ok(Some(b[..n].to_vec()))
-            }
-            None => self.dir.read_at_most(path, max),
-        }
-    }
-    fn describe(&self) -> String {
-        self.dir.describe()
-    }
-}
-
 fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Accepted, Refused> {
     let limits = p.limits;
     let base = match pre {
@@ -608,7 +612,7 @@ fn commit_timestamp(p: &Publishing, body: &[u8], pre: Precondition) -> Result<Ac
         limits,
         ..Options::default()
     };
-    verify_all(&overlay, &p.anchor, seen, &opts).map_err(cuda_aot::Error::from)?;
+    verify_all(&overlay, &p.anchor, seen.clone(), &opts).map_err(cuda_aot::Error::from)?;
     match &staged {
         Some(index) => {
             p.store.commit(&Commit {
