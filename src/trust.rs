@@ -44,13 +44,13 @@ impl VerifiedRoot {
     }
 
     /// A delegated team's view of this root (issue 46), for the team's publisher: build
-    /// statements and promotion records need the team's builder and reviewer keys, as its
-    /// delegation lists them, instead of the root's. Never for loading: a verifier finds
+    /// statements and promotion records need the team's `builder` and `reviewer` keys, as
+    /// its delegation lists them, instead of the root's. Never for loading: a verifier finds
     /// each module's owner itself.
-    pub fn for_team(&self, team: &crate::delegation::Delegation) -> VerifiedRoot {
+    pub fn for_team(&self, builder: &Role, reviewer: &Role) -> VerifiedRoot {
         let mut view = self.clone();
-        view.root.roles.builder = team.builder.clone();
-        view.root.roles.reviewer = team.reviewer.clone();
+        view.root.roles.builder = builder.clone();
+        view.root.roles.reviewer = reviewer.clone();
         view
     }
 

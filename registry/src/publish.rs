@@ -282,7 +282,7 @@ fn publish_once(
     let teams = Teams::prepare(store, &base, delegated, &modules, opts)?;
     let owner_root = base.root.clone();
     if let Some(d) = teams.as_ref().and_then(|t| t.team.as_ref()) {
-        base.root = base.root.for_team(d);
+        base.root = base.root.for_team(&d.builder, &d.reviewer);
     }
     // 2. The release fits the registry: channel, newest builders, sources, promotions.
     let promotions = check_release(store, &base, release, channel, opts)?;

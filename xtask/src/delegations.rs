@@ -2,11 +2,10 @@
 //! own keys own, issue 46) and put them in force in a registry.
 
 use anyhow::{Context, Result};
-use cuda_aot::delegation::{Delegation, TeamMetadata, check_list, role_file};
+use cuda_aot::delegation::{TeamMetadata, check_list, role_file};
 use cuda_aot::metadata::Time;
 use cuda_aot::verify::DELEGATIONS;
 use cuda_aot_registry::{DirRegistry, PublishOptions};
-use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -91,27 +90,6 @@ struct PublishArgs {
     publisher_key: Option<PathBuf>,
 }
 
-/// A delegations spec.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Spec {
-    #[serde(default)]
-    delegation: Vec<Delegation>,
-}
-
-/// The delegations a spec file lists, in order (parsed, not yet checked).
-pub fn read_spec(path: &std::path::Path) -> Result<Vec<Delegation>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let spec: Spec = toml::from_str(&text).map_err(|e| {
-        fail(
-            format!("{}: {e}", path.display()),
-            "write the spec as `[[delegation]]` tables (see cargo xtask delegations --help)",
-        )
-    })?;
-    Ok(spec.delegation)
-}
-
 impl Args {
     /// Runs the task.
     pub fn run(self) -> Result<()> {
@@ -124,7 +102,7 @@ impl Args {
 
 impl SignArgs {
     fn run(self) -> Result<()> {
-        let list = read_spec(&self.spec)?;
+        let list = crate::delegation_spec::read(&self.spec)?;
         check_list(DELEGATIONS, 1, None, &list).map_err(|r| {
             fail(
                 format!("{}: {r}", self.spec.display()),

@@ -29,6 +29,7 @@ mod doctor;
 mod endpoint;
 // Running again with a part this build leaves out: the network stack, the driver layer,
 // or (for the repository's bench-load) the GPU part.
+mod delegation_spec;
 mod delegations;
 #[cfg(any(
     not(feature = "net"),

@@ -173,7 +173,7 @@ impl Args {
                 None => None,
             },
             sub: match &self.team_delegations {
-                Some(p) => Some(crate::delegations::read_spec(p)?),
+                Some(p) => Some(crate::delegation_spec::read(p)?),
                 None => None,
             },
         };

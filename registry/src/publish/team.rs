@@ -297,7 +297,7 @@ pub fn team_root(
     let base = super::base::base(store, anchor, &[], limits)?;
     let teams = Teams::read(store, &base, delegations, Time::now(), limits)?;
     let (d, _) = teams.find(name)?;
-    Ok(base.root.for_team(&d))
+    Ok(base.root.for_team(&d.builder, &d.reviewer))
 }
 
 /// Puts the delegations file `file` (signed by the trust root's delegations role) in force:

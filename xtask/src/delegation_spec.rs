@@ -1,0 +1,29 @@
+//! The delegations spec file (`[[delegation]]` tables in TOML): what `cargo xtask
+//! delegations sign` signs and `publish --team-delegations` signs into a team's metadata.
+
+use anyhow::{Context, Result};
+use cuda_aot::delegation::Delegation;
+use serde::Deserialize;
+
+use crate::advice::fail;
+
+/// A delegations spec.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    #[serde(default)]
+    delegation: Vec<Delegation>,
+}
+
+/// The delegations a spec file lists, in order (parsed, not yet checked).
+pub fn read(path: &std::path::Path) -> Result<Vec<Delegation>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let spec: Spec = toml::from_str(&text).map_err(|e| {
+        fail(
+            format!("{}: {e}", path.display()),
+            "write the spec as `[[delegation]]` tables (see cargo xtask delegations --help)",
+        )
+    })?;
+    Ok(spec.delegation)
+}
