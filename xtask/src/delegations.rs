@@ -168,6 +168,7 @@ impl PublishArgs {
         let file = cuda_aot::fs::read_capped(&self.file, limits.index, "delegations file")?;
         let opts = PublishOptions::default();
         let run = |store: &dyn cuda_aot_registry::Store| {
+            cuda_aot_registry::publish::ensure_root(store, &anchor, &limits)?;
             cuda_aot_registry::publish::publish_delegations(store, &anchor, &file, &[&key], &opts)
         };
         let p = match Target::of(&registry) {

@@ -116,6 +116,14 @@ pub struct Args {
     /// The publisher's private key for --publish (default for a dev root: the dev key).
     #[arg(long, value_name = "FILE", env = "CUDA_AOT_PUBLISHER_KEY")]
     publisher_key: Option<PathBuf>,
+    /// Promote as delegated role NAME (issue 46): the reviewer keys (and, with --publish,
+    /// the builder key) must be the team's, as the delegations in force in --registry list
+    /// them; production then accepts the module only with the team's promotion.
+    #[arg(long, value_name = "NAME")]
+    team: Option<String>,
+    /// The team's publisher key for --publish --team (repeat up to its threshold).
+    #[arg(long = "team-key", value_name = "FILE", requires = "team")]
+    team_keys: Vec<PathBuf>,
 }
 
 fn parse_module(s: &str) -> std::result::Result<ModuleName, String> {
@@ -168,6 +176,17 @@ impl Args {
             &crate::limits::limits(),
             &trust.display().to_string(),
         )?;
+        // A team's promotion: its keys, as the registry's delegations list them.
+        let root = match &self.team {
+            None => root,
+            Some(name) => cuda_aot_registry::publish::team_root(
+                &cuda_aot_registry::DirRegistry::new(&registry),
+                &anchor,
+                name,
+                None,
+                &crate::limits::limits(),
+            )?,
+        };
 
         // Before any build: the module must exist in the spec and have a parity spec.
         let spec = build::spec::load(&spec_path, None)?;
@@ -494,6 +513,7 @@ impl Args {
             &self.reviewer_keys,
             root,
             trust,
+            self.team.as_deref(),
             self.partial || self.cosign.is_some(),
         )?;
         let mut promotion = Promotion {
@@ -624,15 +644,26 @@ impl Args {
             Some(p) => devkeys::read_key(p)?,
             None => publish::dev_publisher_for(anchor, trust)?,
         };
-        let p = publish::publish_output(
+        let team = publish::TeamOpts {
+            name: self.team.clone(),
+            keys: self
+                .team_keys
+                .iter()
+                .map(|p| devkeys::read_key(p))
+                .collect::<Result<_>>()?,
+            ..publish::TeamOpts::default()
+        };
+        let p = publish::publish_dir(
             registry,
             build_out,
             trust,
             &publisher,
+            &team,
             &PublishOptions {
                 keep_unlisted: true,
                 ..PublishOptions::default()
             },
+            &[],
         )?;
         println!(
             "{}",

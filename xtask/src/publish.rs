@@ -350,7 +350,7 @@ pub struct TeamOpts {
 
 /// [`publish_output_as`] a directory registry, continuing above the versions this checkout
 /// has seen of it ([`seen_here`]) if it is empty.
-fn publish_dir(
+pub(crate) fn publish_dir(
     registry: &Path,
     out: &Path,
     trust: &Path,

@@ -313,13 +313,21 @@ pub fn publish_delegations(
 ) -> Result<super::Published> {
     let base = super::read_base(store, anchor, publisher, opts)?;
     let teams = Teams::read(store, &base, Some(file), opts.now, &opts.limits)?;
-    let Some(current) = base.index.clone() else {
-        return Err(team_error(
-            DELEGATIONS,
-            format!("{} holds no release yet", store.describe()),
-            "publish a release first (cargo xtask publish), then the delegations",
-        ));
-    };
+    // A registry with no release yet starts with the delegations alone (a hub sets them
+    // up before any team publishes).
+    let current = base
+        .index
+        .clone()
+        .unwrap_or_else(|| cuda_aot::metadata::Index {
+            schema: cuda_aot::metadata::Index::SCHEMA.into(),
+            version: 0,
+            expires: opts.now,
+            channel: base.root.root().channel,
+            statements: Vec::new(),
+            promotions: Vec::new(),
+            entries: Vec::new(),
+            teams: Vec::new(),
+        });
     for (r, bytes) in &teams.new_files {
         store.put_content(&layout::team(&r.digest), bytes)?;
     }

@@ -62,9 +62,14 @@ pub(super) fn reviewer_keys(
     files: &[PathBuf],
     root: &VerifiedRoot,
     trust: &Path,
+    team: Option<&str>,
     partial: bool,
 ) -> Result<Vec<SecretKey>> {
     let roles = &root.root().roles;
+    // Whose reviewer role: the trust root's, or a team's as the delegations list it.
+    let whose = team.map_or(format!("trust root v{}", root.root().version), |t| {
+        format!("delegated role {t:?} (as the registry's delegations list it)")
+    });
     let keys: Vec<SecretKey> = if files.is_empty() {
         vec![dev_key_for(root, trust, "reviewer", "--reviewer-key")?.reviewer]
     } else {
@@ -95,9 +100,8 @@ pub(super) fn reviewer_keys(
         if !roles.reviewer.keys.contains(&pk) {
             return Err(fail(
                 format!(
-                    "{name} (key {}) is not a reviewer key of trust root v{} (reviewers: {})",
+                    "{name} (key {}) is not a reviewer key of {whose} (reviewers: {})",
                     pk.key_id().short(),
-                    root.root().version,
                     roles
                         .reviewer
                         .keys
@@ -117,9 +121,8 @@ pub(super) fn reviewer_keys(
     if distinct.len() < threshold && !partial {
         return Err(fail(
             format!(
-                "{} distinct reviewer key(s) given, under the reviewer threshold {threshold} of trust root v{}: a promotion needs {threshold} reviewers",
+                "{} distinct reviewer key(s) given, under the reviewer threshold {threshold} of {whose}: a promotion needs {threshold} reviewers",
                 distinct.len(),
-                root.root().version
             ),
             format!(
                 "pass --reviewer-key once per reviewer, {threshold} different reviewer keys; reviewers on different machines sign one after the other (--partial, then --cosign FILE)"

@@ -13,8 +13,9 @@
 //!
 //! The tests, by concern: `refusals` (promotions refused before a record is written),
 //! `reviewers` (a reviewer threshold of two, reviewers signing one after the other),
-//! `production` (what `verify --production` says of a release without promotions) and
-//! `altered` (the altered research kernel fixture). This file holds the generated keys and
+//! `production` (what `verify --production` says of a release without promotions),
+//! `teams` (a delegated team's reviewers promote its module, issue 46) and `altered` (the
+//! altered research kernel fixture). This file holds the generated keys and
 //! trust root of one promotion (`Env`) and the parity report the tests write.
 
 #[path = "../common/mod.rs"]
@@ -24,6 +25,7 @@ mod altered;
 mod production;
 mod refusals;
 mod reviewers;
+mod teams;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -51,6 +53,11 @@ impl Env {
     /// Keys for every role (two reviewers) and a production root with a reviewer threshold
     /// of `threshold`.
     fn new(threshold: u32) -> Env {
+        Env::with_root_args(threshold, |_| {})
+    }
+
+    /// [`Env::new`], with `extra` adding to the `trust-root` command (a delegations role).
+    fn with_root_args(threshold: u32, extra: impl FnOnce(&mut std::process::Command)) -> Env {
         common::toolkit_root();
         let dir = tempfile::tempdir().unwrap();
         let env = Env {
@@ -67,8 +74,8 @@ impl Env {
                 common::keygen(role.trim_end_matches('2'), &env.key(role)),
             );
         }
-        let out = common::xtask()
-            .arg("trust-root")
+        let mut cmd = common::xtask();
+        cmd.arg("trust-root")
             .arg("--out")
             .arg(env.root())
             .args(["--channel", "production", "--root", &pubs["root"]])
@@ -86,9 +93,9 @@ impl Env {
             ])
             .args(["--reviewer-threshold", &threshold.to_string()])
             .arg("--sign-with")
-            .arg(env.key("root"))
-            .output()
-            .unwrap();
+            .arg(env.key("root"));
+        extra(&mut cmd);
+        let out = cmd.output().unwrap();
         assert!(
             out.status.success(),
             "{}",
