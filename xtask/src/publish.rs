@@ -195,17 +195,46 @@ impl Args {
             }
             #[cfg(feature = "net")]
             Target::Oci(reference) => {
-                let (p, pushed) = self.remote.publish_oci(reference, &anchor, |work| {
-                    publish_output_as(
-                        &DirRegistry::new(work),
-                        &out,
-                        &trust,
-                        &key,
-                        &team,
-                        &opts,
-                        extra,
-                    )
-                })?;
+                // A team's publish that another publisher beat to the tag builds again on
+                // what the tag holds then (a tag has no compare-and-swap: the conflict is
+                // seen before or just after the push), as a team's publish does on every
+                // other store.
+                let mut retries = 0;
+                let (p, pushed) = loop {
+                    let attempt = self.remote.publish_oci(reference, &anchor, |work| {
+                        publish_output_as(
+                            &DirRegistry::new(work),
+                            &out,
+                            &trust,
+                            &key,
+                            &team,
+                            &opts,
+                            extra,
+                        )
+                    });
+                    let lost = attempt.as_ref().err().is_some_and(|e| {
+                        matches!(
+                            e.downcast_ref::<cuda_aot_registry::Error>(),
+                            Some(cuda_aot_registry::Error::Conflict { .. })
+                        )
+                    });
+                    if lost
+                        && team.name.is_some()
+                        && retries < cuda_aot_registry::publish::TEAM_RETRIES
+                    {
+                        retries += 1;
+                        std::thread::sleep(Duration::from_millis(100 * retries));
+                        continue;
+                    }
+                    let (p, pushed) = attempt?;
+                    break (
+                        Published {
+                            retries: p.retries + retries,
+                            ..p
+                        },
+                        pushed,
+                    );
+                };
                 if let Some(o) = pushed {
                     eprintln!(
                         "pushed {} OCI layers ({} bytes) to {}, and {} attestation(s) as OCI referrers of it ({})",

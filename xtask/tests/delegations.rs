@@ -230,6 +230,17 @@ impl Setup {
         )
     }
 
+    /// `verify` of `registry` passes and lists the root's and both teams' modules.
+    fn holds_every_module(&self, registry: &Path, state: &str) {
+        let table = self.verify(registry, state).ok().stdout;
+        for module in ["core_mix", "risc0_ntt", "risc0_hash", "airbender_msm"] {
+            assert!(
+                table.contains(&format!("\n{module} ")),
+                "{module}:\n{table}"
+            );
+        }
+    }
+
     fn verify(&self, registry: &Path, state: &str) -> Out {
         Out::of(
             xtask()
@@ -442,13 +453,85 @@ fn two_teams_publishing_at_once_both_land_in_a_folder_and_in_s3() {
             .arg(s.path("sync-state.json")),
     )
     .ok();
-    let table = s.verify(&mirror, "state-s3").ok().stdout;
-    for module in ["core_mix", "risc0_ntt", "risc0_hash", "airbender_msm"] {
-        assert!(
-            table.contains(&format!("\n{module} ")),
-            "{module}:\n{table}"
-        );
+    s.holds_every_module(&mirror, "state-s3");
+}
+
+/// Issue 46: two teams publishing at once through a publishing HTTP server (its
+/// timestamp's If-Match is the compare-and-swap) and into an OCI tag (no compare-and-swap:
+/// the conflict is seen before or just after the push, and the team's publish builds
+/// again) both land. The registry starts from the root's release published with the
+/// delegations (`publish --delegations`).
+#[test]
+fn two_teams_publishing_at_once_both_land_over_http_and_in_an_oci_tag() {
+    let s = Setup::new();
+    let d1 = s.path("d1.json").display().to_string();
+    // HTTP: a publishing server over an empty folder.
+    let token = s.path("token");
+    std::fs::write(&token, "two-teams-publishing-token-0123456789\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
+    let served = s.path("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let trust = s.trust();
+    let server = Server::start(
+        &["serve", "--addr", "127.0.0.1:0", "--root"],
+        &[
+            &served,
+            Path::new("--publish-token-file"),
+            &token,
+            Path::new("--trust"),
+            &trust,
+        ],
+    );
+    let url = server.url();
+    let with_token = |mut c: Command| {
+        c.arg("--token-file").arg(&token);
+        c
+    };
+    Out::of(&mut with_token(s.publish(
+        &url,
+        "core",
+        &["--delegations", &d1],
+    )))
+    .ok();
+    let text = race(
+        with_token(s.publish_team(&url, "risc0", "risc0", "risc0-publisher")),
+        with_token(s.publish_team(&url, "airbender", "airbender", "airbender-publisher")),
+        &s.path("pause-http"),
+    );
+    assert!(
+        text.contains("another publisher committed first 1 time(s)"),
+        "{text}"
+    );
+    s.holds_every_module(&served, "state-http");
+
+    // OCI: a tag of the test registry.
+    let oci = common::server::oci_server(s.dir.path());
+    let reference = format!("oci://{}/teams/registry:v1", oci.addr);
+    Out::of(&mut s.publish(&reference, "core", &["--delegations", &d1])).ok();
+    let text = race(
+        s.publish_team(&reference, "risc0", "risc0", "risc0-publisher"),
+        s.publish_team(&reference, "airbender", "airbender", "airbender-publisher"),
+        &s.path("pause-oci"),
+    );
+    assert!(
+        text.contains("another publisher committed first 1 time(s)"),
+        "{text}"
+    );
+    let mirror = s.path("from-oci");
+    Out::of(
+        xtask()
+            .args(["sync", "--from", &reference, "--to"])
+            .arg(&mirror)
+            .arg("--trust")
+            .arg(s.trust())
+            .arg("--state")
+            .arg(s.path("oci-sync-state.json")),
+    )
+    .ok();
+    s.holds_every_module(&mirror, "state-oci");
 }
 
 /// Issue 46, "Must show": team airbender's key signing a `risc0_*` module is refused
