@@ -211,6 +211,22 @@ pub struct VerifiedIndex {
     signature_checks: u64,
     discarded: Option<TrustState>,
     limits: Limits,
+    delegated: Vec<DelegatedRole>,
+}
+
+/// One delegated role of the delegations in force (issue 46), as its delegator lists it,
+/// with its metadata checked the way a search checks it (python-tuf's order) or why that
+/// metadata was refused. For people reading a registry (the page); a load decides from the
+/// owners of the modules it loads.
+#[derive(Debug, Clone)]
+pub struct DelegatedRole {
+    /// The delegator (`delegations`, or a team).
+    pub delegator: String,
+    /// The delegation: patterns, order, keys and thresholds.
+    pub delegation: crate::delegation::Delegation,
+    /// The role's metadata (version, expiry, modules, its own delegations), or why it was
+    /// refused.
+    pub metadata: std::result::Result<crate::delegation::RoleView, String>,
 }
 
 /// Steps 1-8 for every entry: [`verify_metadata`], then [`VerifiedIndex::complete`] of

@@ -2,7 +2,8 @@
 //! (`Accept: text/html`) at `/`. It is rendered on the server from metadata verified
 //! against that trust root the way a prover verifies it (blobs and their content
 //! included), and holds no script: modules × targets with sizes and digests, who signed
-//! what (builders, reviewers and their promotions, the trust root's role keys), the index
+//! what (builders, reviewers and their promotions, the trust root's role keys, the
+//! delegations: each team's patterns, keys and metadata), the index
 //! history with expiry dates, each module's kernels with their signed launch ABI and
 //! resources, and what changed in those resources since the previous release. Every string
 //! from a file is escaped ([`esc`]).
@@ -284,6 +285,7 @@ pub fn render(view: &View, registry: &str) -> String {
     }
     changes_table(&mut s, view);
     signers(&mut s, v);
+    delegations(&mut s, v);
     s += "<h2>Index history</h2><table id=\"history\"><tr><th>index</th><th>expires</th><th>entries</th></tr>";
     for h in &view.history {
         let _ = match h.expires {
@@ -305,7 +307,7 @@ pub fn render(view: &View, registry: &str) -> String {
             ),
         };
     }
-    s += "</table><p>Delegated publishing (teams and their keys) is not in this registry's metadata yet.</p></body></html>\n";
+    s += "</table></body></html>\n";
     s
 }
 
@@ -412,13 +414,15 @@ fn changes_table(s: &mut String, view: &View) {
 fn signers(s: &mut String, v: &VerifiedIndex) {
     let root = v.root().root();
     *s += "<h2>Who signs</h2><table id=\"roles\"><tr><th>role</th><th>threshold</th><th>keys</th></tr>";
-    for r in ["root", "builder", "reviewer", "publisher"] {
-        let role = match r {
-            "root" => &root.roles.root,
-            "builder" => &root.roles.builder,
-            "reviewer" => &root.roles.reviewer,
-            _ => &root.roles.publisher,
-        };
+    let roles = [
+        ("root", Some(&root.roles.root)),
+        ("builder", Some(&root.roles.builder)),
+        ("reviewer", Some(&root.roles.reviewer)),
+        ("publisher", Some(&root.roles.publisher)),
+        ("delegations", root.delegations.as_ref()),
+    ];
+    for (r, role) in roles {
+        let Some(role) = role else { continue };
         let keys: Vec<String> = role
             .keys
             .iter()
@@ -443,6 +447,59 @@ fn signers(s: &mut String, v: &VerifiedIndex) {
             esc(&p.resource_review.to_string()),
             esc(&p.note),
             esc(&doc.digest.to_string()),
+        );
+    }
+    *s += "</table>";
+}
+
+/// The delegations in force (issue 46): each team's patterns, order and keys as its
+/// delegator lists them, and its metadata (version, expiry, modules) or why it was refused.
+fn delegations(s: &mut String, v: &VerifiedIndex) {
+    let roles = v.delegated_roles();
+    if roles.is_empty() {
+        return;
+    }
+    let role = |r: &cuda_aot::metadata::Role| {
+        let keys: Vec<String> = r
+            .keys
+            .iter()
+            .map(|k| format!("<code>{}</code>", esc(&k.key_id().short())))
+            .collect();
+        format!("{} of {}", r.threshold, keys.join(" "))
+    };
+    *s += "<h2>Delegations</h2><table id=\"delegations\"><tr><th>team</th><th>delegated by</th><th>patterns</th><th>terminating</th><th>publisher</th><th>builders</th><th>reviewers</th><th>metadata</th><th>modules</th></tr>";
+    for r in roles {
+        let d = &r.delegation;
+        let paths: Vec<String> = d
+            .paths
+            .iter()
+            .map(|p| format!("<code>{}</code>", esc(p)))
+            .collect();
+        let (metadata, modules) = match &r.metadata {
+            Ok(m) => (
+                format!("v{}, expires {}", m.version, m.expires),
+                m.modules
+                    .iter()
+                    .map(|x| esc(x))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            Err(e) => (
+                format!("<strong>refused</strong>: {}", esc(e)),
+                String::new(),
+            ),
+        };
+        let _ = write!(
+            s,
+            "<tr data-team=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{metadata}</td><td>{modules}</td></tr>",
+            esc(&d.name),
+            esc(&d.name),
+            esc(&r.delegator),
+            paths.join(" "),
+            if d.terminating { "yes" } else { "no" },
+            role(&d.publisher),
+            role(&d.builder),
+            role(&d.reviewer),
         );
     }
     *s += "</table>";

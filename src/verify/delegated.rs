@@ -7,6 +7,8 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use super::DelegatedRole;
+use crate::delegation::walk::load;
 use crate::delegation::{Delegation, Listed, Owner, Refusal, RegistryTeams, walk};
 use crate::error::{Error, Result, escape_untrusted};
 use crate::limits::Limits;
@@ -112,8 +114,8 @@ impl<'a> Owners<'a> {
             return Ok(None);
         }
         let repo = RegistryTeams::new(src, root, listed, seen.teams.clone(), now, limits.index);
-        let view = crate::delegation::walk::load(&repo, &top_role(keys), "root")
-            .map_err(|r| refused("the delegations", r))?;
+        let view =
+            load(&repo, &top_role(keys), "root").map_err(|r| refused("the delegations", r))?;
         if let Some(m) = view.modules.iter().next() {
             return Err(Error::Delegation {
                 what: "the delegations".into(),
@@ -157,6 +159,32 @@ impl<'a> Owners<'a> {
         let owner = found.as_ref().map(|o| o.delegation.clone());
         self.owners.borrow_mut().insert(module.to_string(), found);
         Ok(owner)
+    }
+
+    /// Every role the delegations in force name (the teams, then each team's own
+    /// delegations), each with its metadata checked as a search checks it, or why not.
+    pub(crate) fn roles(&self) -> Vec<DelegatedRole> {
+        let mut out = Vec::new();
+        for d in &self.top {
+            let metadata = load(&self.repo, d, DELEGATIONS).map_err(|r| r.to_string());
+            let nested = metadata
+                .as_ref()
+                .map(|v| v.delegations.clone())
+                .unwrap_or_default();
+            out.push(DelegatedRole {
+                delegator: DELEGATIONS.into(),
+                delegation: d.clone(),
+                metadata,
+            });
+            for n in nested {
+                out.push(DelegatedRole {
+                    delegator: d.name.clone(),
+                    metadata: load(&self.repo, &n, &d.name).map_err(|r| r.to_string()),
+                    delegation: n,
+                });
+            }
+        }
+        out
     }
 
     /// The versions of the delegated metadata this verification read and accepted.

@@ -77,7 +77,8 @@ pub fn verify_metadata(
     };
     let promotions = verify_promotions(src, &root, owners.as_ref(), &index, limits)?;
     checks += (statements.len() + promotions.len()) as u64;
-    let teams = owners.map(|o| o.versions()).unwrap_or_default();
+    let teams = owners.as_ref().map(|o| o.versions()).unwrap_or_default();
+    let delegated = owners.map(|o| o.roles()).unwrap_or_default();
     checks += teams.len() as u64;
     let mut state = seen_versions.max(TrustState {
         root: root.root().version,
@@ -102,6 +103,7 @@ pub fn verify_metadata(
         signature_checks: checks,
         discarded: walked.publisher_rotated.then_some(seen),
         limits: *limits,
+        delegated,
     })
 }
 

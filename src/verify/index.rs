@@ -201,6 +201,13 @@ impl VerifiedIndex {
     pub fn signature_checks(&self) -> u64 {
         self.signature_checks
     }
+    /// Every delegated role of the delegations in force, outermost first (empty when the
+    /// registry delegates nothing): see [`DelegatedRole`].
+    ///
+    /// [`DelegatedRole`]: super::DelegatedRole
+    pub fn delegated_roles(&self) -> &[super::DelegatedRole] {
+        &self.delegated
+    }
     /// The saved versions that were discarded because a root rotation replaced the
     /// publisher keys (recovery from a stolen publisher key), if any.
     pub fn discarded_state(&self) -> Option<TrustState> {

@@ -427,6 +427,32 @@ fn two_teams_publishing_at_once_both_land_in_a_folder_and_in_s3() {
         assert!(line.contains(&format!("builder {id}")), "{line}");
     }
     assert!(table.starts_with("registry OK: index v4 "), "{table}");
+    // The page for people shows who owns what: each team's patterns, keys and metadata.
+    let serve = Server::start(
+        &["serve", "--addr", "127.0.0.1:0", "--root"],
+        &[&s.path("reg"), Path::new("--trust"), &s.trust()],
+    );
+    let (status, _, body) = common::server::http_get(&serve.url(), "text/html");
+    let page = String::from_utf8(body).unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("<h2>Delegations</h2>"), "{page}");
+    for (team, pattern, modules) in [
+        ("risc0", "risc0_*", "risc0_hash, risc0_ntt"),
+        ("airbender", "airbender_*", "airbender_msm"),
+    ] {
+        let row = page
+            .split("<tr data-team=")
+            .find(|r| r.starts_with(&format!("\"{team}\"")))
+            .unwrap_or_else(|| panic!("no row for {team}: {page}"));
+        assert!(row.contains(&format!("<code>{pattern}</code>")), "{row}");
+        assert!(row.contains("v1, expires"), "{row}");
+        assert!(row.contains(modules), "{row}");
+        let builder = read_key(&s.key(&format!("{team}-builder")))
+            .public()
+            .key_id()
+            .short();
+        assert!(row.contains(&builder), "{row}");
+    }
 
     let s3 = S3::start(&["teams"], &[]);
     let url = "s3://teams/registry";
