@@ -644,15 +644,7 @@ impl Args {
             Some(p) => devkeys::read_key(p)?,
             None => publish::dev_publisher_for(anchor, trust)?,
         };
-        let team = publish::TeamOpts {
-            name: self.team.clone(),
-            keys: self
-                .team_keys
-                .iter()
-                .map(|p| devkeys::read_key(p))
-                .collect::<Result<_>>()?,
-            ..publish::TeamOpts::default()
-        };
+        let team = publish::TeamOpts::read(self.team.clone(), &self.team_keys, None, None)?;
         let p = publish::publish_dir(
             registry,
             build_out,

@@ -157,26 +157,12 @@ impl Args {
         }
         let out = self.out.clone().unwrap_or_else(paths::default_build_out);
         let extra = &self.promotions;
-        let team = TeamOpts {
-            name: self.team.clone(),
-            keys: self
-                .team_keys
-                .iter()
-                .map(|p| devkeys::read_key(p))
-                .collect::<Result<_>>()?,
-            delegations: match &self.delegations {
-                Some(p) => Some(cuda_aot::fs::read_capped(
-                    p,
-                    crate::limits::limits().index,
-                    "delegations file",
-                )?),
-                None => None,
-            },
-            sub: match &self.team_delegations {
-                Some(p) => Some(crate::delegation_spec::read(p)?),
-                None => None,
-            },
-        };
+        let team = TeamOpts::read(
+            self.team.clone(),
+            &self.team_keys,
+            self.delegations.as_deref(),
+            self.team_delegations.as_deref(),
+        )?;
         let p = match Target::of(&registry) {
             Target::Dir(dir) => publish_dir(dir, &out, &trust, &key, &team, &opts, extra)?,
             #[cfg(not(feature = "net"))]
@@ -375,6 +361,35 @@ pub struct TeamOpts {
     pub delegations: Option<Vec<u8>>,
     /// The team's own delegations to sign into its metadata (None: keep its current ones).
     pub sub: Option<Vec<cuda_aot::delegation::Delegation>>,
+}
+
+impl TeamOpts {
+    /// Team `name` with the publisher key files `keys`, the signed delegations file
+    /// `delegations` and the spec of its own delegations `sub`, each read (and the spec
+    /// parsed) here.
+    pub fn read(
+        name: Option<String>,
+        keys: &[PathBuf],
+        delegations: Option<&Path>,
+        sub: Option<&Path>,
+    ) -> Result<TeamOpts> {
+        Ok(TeamOpts {
+            name,
+            keys: keys
+                .iter()
+                .map(|p| devkeys::read_key(p))
+                .collect::<Result<_>>()?,
+            delegations: match delegations {
+                Some(p) => Some(cuda_aot::fs::read_capped(
+                    p,
+                    crate::limits::limits().index,
+                    "delegations file",
+                )?),
+                None => None,
+            },
+            sub: sub.map(crate::delegation_spec::read).transpose()?,
+        })
+    }
 }
 
 /// [`publish_output_as`] a directory registry, continuing above the versions this checkout

@@ -9,16 +9,14 @@
 
 mod common;
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::s3::S3;
 use common::server::Server;
 use common::{Out, keygen, read_key, xtask};
 use cuda_aot::delegation::TeamMetadata;
-use cuda_aot::metadata::{Index, IndexRef, TeamRef, Time, Timestamp, sign_doc};
+use cuda_aot::metadata::{Index, TeamRef, Time, Timestamp, sign_doc};
 use cuda_aot::source::layout;
 use cuda_aot::trust::decode_unverified;
 use cuda_aot::{Digest, Limits};
@@ -254,54 +252,10 @@ impl Setup {
     }
 }
 
-/// `cuda_aot_verify` through the C ABI: `Ok` or the last error's message.
-fn c_verify(registry: &Path, trust: &Path, state: &Path) -> Result<(), String> {
-    let c = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    let (r, t, s) = (c(registry), c(trust), c(state));
-    let mut report = std::ptr::null_mut();
-    // SAFETY: NUL-terminated paths that outlive the call; `report` is a writable pointer.
-    let status = unsafe {
-        cuda_aot_capi::cuda_aot_verify(r.as_ptr(), t.as_ptr(), s.as_ptr(), 0, &mut report)
-    };
-    if !report.is_null() {
-        // SAFETY: a report the call returned, freed once.
-        unsafe { cuda_aot_capi::report::cuda_aot_report_free(report) };
-    }
-    if status == cuda_aot_capi::Status::Ok {
-        return Ok(());
-    }
-    // SAFETY: the thread's last error, a NUL-terminated string owned by the library.
-    let msg = unsafe { std::ffi::CStr::from_ptr(cuda_aot_capi::cuda_aot_last_error_message()) };
-    Err(msg.to_string_lossy().into_owned())
-}
-
 /// What an attacker holding the registry's publisher key (but no team key) can do: sign
 /// an index of its own making, and a timestamp naming it.
 fn forge_index(reg: &Path, publisher: &Path, edit: impl FnOnce(&mut Index)) {
-    let limits = Limits::default();
-    let ts_file = std::fs::read(reg.join(layout::TIMESTAMP)).unwrap();
-    let ts: Timestamp = decode_unverified(&ts_file, limits.timestamp, "timestamp").unwrap();
-    let index_file = std::fs::read(reg.join(layout::index(ts.index.version))).unwrap();
-    let mut index: Index = decode_unverified(&index_file, limits.index, "index").unwrap();
-    index.version += 1;
-    edit(&mut index);
-    let key = read_key(publisher);
-    let index_file = sign_doc(&index, &[&key]).to_bytes();
-    std::fs::write(reg.join(layout::index(index.version)), &index_file).unwrap();
-    let ts = Timestamp {
-        version: ts.version + 1,
-        index: IndexRef {
-            version: index.version,
-            digest: Digest::of(&index_file),
-            size: index_file.len() as u64,
-        },
-        ..ts
-    };
-    std::fs::write(
-        reg.join(layout::TIMESTAMP),
-        sign_doc(&ts, &[&key]).to_bytes(),
-    )
-    .unwrap();
+    common::forge::reissue(reg, &read_key(publisher), edit);
 }
 
 /// The team metadata `reg`'s current index lists for `team`.
@@ -343,47 +297,16 @@ fn replace_ref(index: &mut Index, r: TeamRef) {
     index.teams.sort();
 }
 
-/// Spawns `cmd` paused after the `manifests` step (in `pause`), output captured.
-fn paused(mut cmd: Command, pause: &Path) -> Child {
-    cmd.env(
-        "CUDA_AOT_PUBLISH_PAUSE",
-        format!("manifests:{}", pause.display()),
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap()
-}
-
-/// Waits until `n` publishers announced their pause in `pause`.
-fn wait_for(pause: &Path, n: usize) {
-    let start = Instant::now();
-    while std::fs::read_dir(pause)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".reached")
-        })
-        .count()
-        < n
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "publishers did not pause"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Two teams' publishers, both prepared on the same index, let go at once: both succeed
 /// (the loser of the compare-and-swap builds again on the winner's index), their stderr.
 fn race(a: Command, b: Command, pause: &Path) -> String {
     std::fs::create_dir_all(pause).unwrap();
-    let children = [paused(a, pause), paused(b, pause)];
-    wait_for(pause, 2);
+    let (mut a, mut b) = (a, b);
+    let children = [
+        common::paused(&mut a, "manifests", pause),
+        common::paused(&mut b, "manifests", pause),
+    ];
+    common::wait_for_pauses(pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let mut text = String::new();
     for c in children {
@@ -492,25 +415,8 @@ fn two_teams_publishing_at_once_both_land_over_http_and_in_an_oci_tag() {
     let s = Setup::new();
     let d1 = s.path("d1.json").display().to_string();
     // HTTP: a publishing server over an empty folder.
-    let token = s.path("token");
-    std::fs::write(&token, "two-teams-publishing-token-0123456789\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
     let served = s.path("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let trust = s.trust();
-    let server = Server::start(
-        &["serve", "--addr", "127.0.0.1:0", "--root"],
-        &[
-            &served,
-            Path::new("--publish-token-file"),
-            &token,
-            Path::new("--trust"),
-            &trust,
-        ],
-    );
+    let (server, token) = common::server::publishing(s.dir.path(), &served, &s.trust());
     let url = server.url();
     let with_token = |mut c: Command| {
         c.arg("--token-file").arg(&token);
@@ -648,7 +554,7 @@ fn a_teams_key_signing_another_teams_module_is_refused_everywhere() {
         refused.stderr
     );
     assert!(refused.stderr.contains("Fix: "), "{}", refused.stderr);
-    let c = c_verify(&reg, &s.trust(), &s.path("state-c.json")).unwrap_err();
+    let c = common::capi::c_verify(&reg, &s.trust(), &s.path("state-c.json")).unwrap_err();
     assert!(c.contains("delegated role \"risc0\""), "{c}");
     let sync = s.sync(&reg, "mirror").failed();
     assert!(

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{Keys, Out, Ws, xtask};
 use cuda_aot::envelope::{Envelope, PayloadType};
-use cuda_aot::metadata::{Index, IndexRef, Promotion, Timestamp, sign_doc};
+use cuda_aot::metadata::{Promotion, sign_doc};
 use cuda_aot::source::layout;
 use cuda_aot::{Digest, SecretKey};
 
@@ -612,35 +612,16 @@ fn serve_without_promotion(registry: &Path, publisher: &SecretKey, module: &str)
             .payload_bytes(rel)
             .unwrap()
     };
-    let ts: Timestamp =
-        serde_json::from_slice(&payload(layout::TIMESTAMP, PayloadType::Timestamp)).unwrap();
-    let index_rel = layout::index(ts.index.version);
-    let mut index: Index =
-        serde_json::from_slice(&payload(&index_rel, PayloadType::Index)).unwrap();
-    let before = index.promotions.len();
-    index.promotions.retain(|r| {
-        let rel = layout::promotion(&r.digest);
-        let p: Promotion = serde_json::from_slice(&payload(&rel, PayloadType::Promotion)).unwrap();
-        p.module.as_str() != module
+    common::forge::reissue(registry, publisher, |index| {
+        let before = index.promotions.len();
+        index.promotions.retain(|r| {
+            let rel = layout::promotion(&r.digest);
+            let p: Promotion =
+                serde_json::from_slice(&payload(&rel, PayloadType::Promotion)).unwrap();
+            p.module.as_str() != module
+        });
+        assert_eq!(index.promotions.len(), before - 1, "one record of {module}");
     });
-    assert_eq!(index.promotions.len(), before - 1, "one record of {module}");
-    index.version += 1;
-    let index_file = sign_doc(&index, &[publisher]).to_bytes();
-    std::fs::write(registry.join(layout::index(index.version)), &index_file).unwrap();
-    let ts = Timestamp {
-        version: ts.version + 1,
-        index: IndexRef {
-            version: index.version,
-            digest: Digest::of(&index_file),
-            size: index_file.len() as u64,
-        },
-        ..ts
-    };
-    std::fs::write(
-        registry.join(layout::TIMESTAMP),
-        sign_doc(&ts, &[publisher]).to_bytes(),
-    )
-    .unwrap();
 }
 
 fn walk_files(dir: &Path) -> Vec<PathBuf> {

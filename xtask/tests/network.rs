@@ -309,25 +309,9 @@ fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
             .arg(&out2),
     );
     run_ok(xtask().arg("sign").arg(&out2));
-    let token = tmp.path().join("token");
-    std::fs::write(&token, "racing-publishers-token-0123456789\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    let served = tmp.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
     let trust = common::repo().join(".cuda-aot/dev-keys/root.json");
-    let server = Server::start(
-        &["serve", "--addr", "127.0.0.1:0", "--root"],
-        &[
-            &served,
-            Path::new("--publish-token-file"),
-            &token,
-            Path::new("--trust"),
-            &trust,
-        ],
-    );
+    let (server, token) =
+        common::server::publishing(tmp.path(), &tmp.path().join("served"), &trust);
     let url = server.url();
 
     // Without the token file the publisher says what is missing.

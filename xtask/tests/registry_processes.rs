@@ -3,8 +3,8 @@
 //! a publisher killed (SIGKILL) after each step of a publish.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, SystemTime};
 
 mod common;
 
@@ -165,39 +165,7 @@ impl Setup {
 
 /// Starts a publisher that pauses after `step`, announcing it in `pause_dir`.
 fn paused_publisher(s: &Setup, output: &str, step: &str, pause_dir: &Path) -> Child {
-    s.publish_cmd(output)
-        .env(
-            "CUDA_AOT_PUBLISH_PAUSE",
-            format!("{step}:{}", pause_dir.display()),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_for_reached(pause_dir: &Path, count: usize) {
-    let start = Instant::now();
-    loop {
-        let n = std::fs::read_dir(pause_dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".reached")
-            })
-            .count();
-        if n >= count {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "publishers did not reach the pause point"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::paused(&mut s.publish_cmd(output), step, pause_dir)
 }
 
 #[test]
@@ -230,7 +198,7 @@ fn two_concurrent_publishers_one_wins_the_other_conflicts_then_succeeds_on_retry
     // Both prepare index v2 from v1 and stop before taking the lock.
     let p1 = paused_publisher(&s, "b", "manifests", &pause);
     let p2 = paused_publisher(&s, "c", "manifests", &pause);
-    wait_for_reached(&pause, 2);
+    common::wait_for_pauses(&pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let (o1, o2) = (
         p1.wait_with_output().unwrap(),
@@ -286,7 +254,7 @@ fn a_publisher_killed_after_any_step_leaves_a_registry_that_verifies() {
         let pause = s.p("pause");
         std::fs::create_dir(&pause).unwrap();
         let mut child = paused_publisher(&s, "b", step, &pause);
-        wait_for_reached(&pause, 1);
+        common::wait_for_pauses(&pause, 1);
         child.kill().unwrap(); // SIGKILL: no cleanup runs
         child.wait().unwrap();
         let (ok, text) = s.verify();

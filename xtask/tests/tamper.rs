@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
 use common::{Out, Ws, xtask};
@@ -62,27 +61,6 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// `cuda_aot_verify` through the C ABI: `Ok` or the last error's message.
-fn c_verify(registry: &Path, trust: &Path, state: &Path) -> Result<(), String> {
-    let c = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    let (r, t, s) = (c(registry), c(trust), c(state));
-    let mut report = std::ptr::null_mut();
-    // SAFETY: NUL-terminated paths that outlive the call; `report` is a writable pointer.
-    let status = unsafe {
-        cuda_aot_capi::cuda_aot_verify(r.as_ptr(), t.as_ptr(), s.as_ptr(), 0, &mut report)
-    };
-    if !report.is_null() {
-        // SAFETY: a report the call returned, freed once.
-        unsafe { cuda_aot_capi::report::cuda_aot_report_free(report) };
-    }
-    if status == cuda_aot_capi::Status::Ok {
-        return Ok(());
-    }
-    // SAFETY: the thread's last error, a NUL-terminated string owned by the library.
-    let msg = unsafe { std::ffi::CStr::from_ptr(cuda_aot_capi::cuda_aot_last_error_message()) };
-    Err(msg.to_string_lossy().into_owned())
-}
-
 /// Issue 43, item 2: each of five mutations of each file of a fresh release is refused
 /// by `verify` and by `cuda_aot_verify`, each naming what it refused; the untouched
 /// release passes both.
@@ -117,7 +95,7 @@ fn issue_43_every_mutation_of_every_file_of_a_release_is_refused() {
     };
     let state = tmp.path().join("clean.state");
     verify(&good, &state).ok();
-    c_verify(&good, &trust, &tmp.path().join("clean.c.state")).unwrap();
+    common::capi::c_verify(&good, &trust, &tmp.path().join("clean.c.state")).unwrap();
     let mut accepted = Vec::new();
     let mut tried = 0;
     for (n, rel) in all.iter().enumerate() {
@@ -140,7 +118,8 @@ fn issue_43_every_mutation_of_every_file_of_a_release_is_refused() {
             if out.code == Some(0) {
                 accepted.push(format!("verify: {} {how}", rel.display()));
             }
-            if c_verify(&reg, &trust, &tmp.path().join(format!("c{n}-{how}"))).is_ok() {
+            if common::capi::c_verify(&reg, &trust, &tmp.path().join(format!("c{n}-{how}"))).is_ok()
+            {
                 accepted.push(format!("cuda_aot_verify: {} {how}", rel.display()));
             }
             std::fs::remove_dir_all(&reg).unwrap();

@@ -86,3 +86,24 @@ impl Registry {
         )
     }
 }
+
+/// `cuda_aot_verify` through the C ABI: `Ok` or the last error's message.
+pub fn c_verify(registry: &Path, trust: &Path, state: &Path) -> Result<(), String> {
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let (r, t, s) = (c(registry), c(trust), c(state));
+    let mut report = std::ptr::null_mut();
+    // SAFETY: NUL-terminated paths that outlive the call; `report` is a writable pointer.
+    let status = unsafe {
+        cuda_aot_capi::cuda_aot_verify(r.as_ptr(), t.as_ptr(), s.as_ptr(), 0, &mut report)
+    };
+    if !report.is_null() {
+        // SAFETY: a report the call returned, freed once.
+        unsafe { cuda_aot_capi::report::cuda_aot_report_free(report) };
+    }
+    if status == cuda_aot_capi::Status::Ok {
+        return Ok(());
+    }
+    // SAFETY: the thread's last error, a NUL-terminated string owned by the library.
+    let msg = unsafe { std::ffi::CStr::from_ptr(cuda_aot_capi::cuda_aot_last_error_message()) };
+    Err(msg.to_string_lossy().into_owned())
+}

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses a subset
 
 pub mod capi;
+pub mod forge;
 pub mod oci;
 pub mod reapi;
 pub mod s3;
@@ -699,4 +700,43 @@ pub fn read_key(path: &Path) -> cuda_aot::SecretKey {
     let mut bytes = [0u8; 32];
     hex::decode_to_slice(seed.trim(), &mut bytes).unwrap();
     cuda_aot::SecretKey::from_seed(bytes)
+}
+
+/// Spawns `cmd` (a publish) to pause after the publish step `step` (the `test-hooks` pause
+/// point, `CUDA_AOT_PUBLISH_PAUSE`), announcing it in `dir`; its output captured. It goes
+/// on once `dir/go` exists.
+pub fn paused(cmd: &mut Command, step: &str, dir: &Path) -> std::process::Child {
+    cmd.env(
+        "CUDA_AOT_PUBLISH_PAUSE",
+        format!("{step}:{}", dir.display()),
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+/// Waits (a minute at most) until `count` publishers announced their pause in `dir`.
+pub fn wait_for_pauses(dir: &Path, count: usize) {
+    let start = std::time::Instant::now();
+    loop {
+        let n = std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".reached")
+            })
+            .count();
+        if n >= count {
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "publishers did not reach the pause point"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -136,3 +136,25 @@ pub fn http_get(url: &str, accept: &str) -> (u16, String, Vec<u8>) {
         .unwrap_or_default();
     (status, ctype, r.bytes().unwrap().to_vec())
 }
+
+/// `serve` of the folder `served` (created) with publishing on: a bearer token written to
+/// `dir/token` (mode 0600, as `serve` requires) and `trust` as its trust root. The server
+/// and the token file.
+pub fn publishing(dir: &Path, served: &Path, trust: &Path) -> (Server, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let token = dir.join("token");
+    std::fs::write(&token, "test-publishing-token-0123456789\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::create_dir_all(served).unwrap();
+    let server = Server::start(
+        &["serve", "--addr", "127.0.0.1:0", "--root"],
+        &[
+            served,
+            Path::new("--publish-token-file"),
+            &token,
+            Path::new("--trust"),
+            trust,
+        ],
+    );
+    (server, token)
+}
