@@ -20,6 +20,7 @@ mod build;
 mod fs;
 mod keys;
 mod registry;
+mod teams;
 
 pub use blobs::{
     ManifestAndBlob, Module, add_module, big_ptx, cubin, data, functions_of, manifest, ptx,
@@ -28,3 +29,4 @@ pub use build::{Build, FIXTURE_SPEC, promotion, provenance, provenance_for};
 pub use fs::mkfifo;
 pub use keys::{Keys, key, root_file, root_payload, sign_doc, sign_root};
 pub use registry::{Fixture, verify_dir};
+pub use teams::{Delegations, TeamKeys};

@@ -191,8 +191,9 @@ impl Fixture {
     }
 
     /// What a publisher holding only the publisher key could serve: writes the build's
-    /// files and a publisher-signed index and timestamp listing them, WITHOUT checking the
-    /// builder signatures (attack tests).
+    /// files and a publisher-signed index and timestamp listing them (and the delegated
+    /// metadata the current index lists), WITHOUT checking the builder signatures (attack
+    /// tests).
     pub fn forge(&self, build: &Build, promotions: &[Vec<u8>]) {
         let sd = Digest::of(&build.statement);
         self.write(&layout::statement(&sd), &build.statement);
@@ -226,6 +227,8 @@ impl Fixture {
         let (ts_v, idx_v) = current
             .as_ref()
             .map_or((0, 0), |(t, i)| (t.version, i.version));
+        // The delegated metadata in force is carried over: the forger cannot sign a team's.
+        let teams = current.map_or(Vec::new(), |(_, i)| i.teams);
         let idx = Index {
             schema: Index::SCHEMA.into(),
             version: idx_v + 1,
@@ -237,7 +240,7 @@ impl Fixture {
             }],
             promotions: prefs,
             entries,
-            teams: Vec::new(),
+            teams,
         };
         self.write_index(&idx, ts_v + 1);
     }

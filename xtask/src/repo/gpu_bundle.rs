@@ -159,14 +159,21 @@ impl Steps {
         Ok(cpp_prover)
     }
 
-    /// The runtime crate's GPU test executables (runtime, foreign, promoted) and, with
+    /// The runtime crate's GPU test executables (runtime, embedded, delegated_runtime,
+    /// foreign, promoted) and, with
     /// `research`, its library tests of the research build.
     fn tests(&self, research: bool) -> Result<Vec<(String, PathBuf)>> {
         let root = &self.root;
         let mut tests = test_executables(
             root,
             &["--release", "-p", "cuda-aot"],
-            &["runtime", "embedded", "foreign", "promoted"],
+            &[
+                "runtime",
+                "embedded",
+                "delegated_runtime",
+                "foreign",
+                "promoted",
+            ],
         )?;
         if research {
             let lib = test_executables(

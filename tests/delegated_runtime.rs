@@ -1,0 +1,183 @@
+//! Issue 46 in the prover's process: `Runtime::open` and `Runtime::open_embedded` accept a
+//! module its owning team signed, and refuse one another team's key signed before the
+//! driver is touched (in CI, where there is none, the refusal is the error; on the GPU
+//! host the accepted module loads and runs).
+
+mod common;
+
+use common::*;
+use cuda_aot::bundle::Embedded;
+use cuda_aot::{Channel, Digest, Error, ErrorKind, Runtime, cuda};
+
+/// `adders` owns `add`; `others` owns `other_*`.
+fn delegated() -> Delegations {
+    let d = Delegations::new(
+        Channel::Dev,
+        &[("adders", &["add"]), ("others", &["other_*"])],
+    );
+    d.publish_team(0, &[add_module("sm_90", Channel::Dev)])
+        .unwrap();
+    d
+}
+
+/// The registry of `f` packed into a bundle for its trust root (every layout file,
+/// delegated metadata included), leaked as a program's embedded bytes are.
+fn embed(f: &Fixture) -> &'static [u8] {
+    let paths = cuda_aot::source::DirSource::new(f.reg_path())
+        .layout_paths()
+        .unwrap();
+    assert!(paths.iter().any(|p| p.starts_with("teams/")), "{paths:?}");
+    let packed = Embedded::pack(
+        &f.reg_path(),
+        &paths,
+        &Digest::of(&f.root_file),
+        "file:///fixture",
+    )
+    .unwrap();
+    Box::leak(packed.into_boxed_slice())
+}
+
+/// Opens the registry and its bundle: both pass verification (without a driver the error is
+/// the driver's absence; with one, the module is verified and loads).
+fn opens(f: &Fixture) -> Option<Runtime> {
+    let folder = Runtime::open(f.reg_path(), &f.root_file, f.policy());
+    let bundle = Runtime::open_embedded(embed(f), &f.root_file, f.policy());
+    match (cuda::driver_present(), folder, bundle) {
+        (false, Err(a), Err(b)) => {
+            for err in [a, b] {
+                assert!(
+                    matches!(&err, Error::Cuda(e) if e.is_driver_missing()),
+                    "verification refused a team's own module: {err}"
+                );
+            }
+            None
+        }
+        (true, Ok(rt), Ok(_)) => {
+            assert_eq!(rt.counters().modules_verified, 1);
+            Some(rt)
+        }
+        (_, a, b) => panic!("folder: {:?}\nbundle: {:?}", a.err(), b.err()),
+    }
+}
+
+#[test]
+fn a_teams_module_opens_and_another_teams_key_is_refused_before_the_driver() {
+    let d = delegated();
+    let f = &d.fixture;
+    opens(f);
+    let (verified, _) = f.verify().unwrap();
+    let signers = verified.metadata().index().statements.len();
+    assert_eq!(signers, 1);
+    assert_eq!(
+        verified.metadata().manifests()[0].signers(),
+        [d.teams[0].builder.public().key_id()]
+    );
+
+    // The publisher refuses team `others` publishing `add`, and `adders` publishing a
+    // statement `others`' builder signed.
+    let err = d
+        .publish_team(1, &[add_module("sm_90", Channel::Dev)])
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("outside the names delegated to it"),
+        "{err}"
+    );
+    let by_others = Build::new(&[add_module("sm_90", Channel::Dev)], &[&d.teams[1].builder]);
+    let err = d.publish_as_team(&d.teams[0], by_others, None).unwrap_err();
+    assert!(err.to_string().contains("required builder key(s)"), "{err}");
+
+    // What a stolen publisher key could serve: `add` under a statement `others` signed.
+    let forged = Build::new(&[add_module("sm_90", Channel::Dev)], &[&d.teams[1].builder]);
+    f.forge(&forged, &[]);
+    let folder = Runtime::open(f.reg_path(), &f.root_file, f.policy())
+        .err()
+        .unwrap();
+    let bundle = Runtime::open_embedded(embed(f), &f.root_file, f.policy())
+        .err()
+        .unwrap();
+    for err in [folder, bundle] {
+        assert!(
+            matches!(&err, Error::Delegation { team: Some(t), .. } if t == "adders"),
+            "{err}"
+        );
+        assert!(
+            err.to_string()
+                .contains("the keys delegated role \"adders\" has for it"),
+            "{err}"
+        );
+        assert_eq!(err.kind(), ErrorKind::BadSignature);
+        assert!(
+            err.fix().contains("delegated role \"adders\""),
+            "{}",
+            err.fix()
+        );
+    }
+}
+
+/// Team `adders` rotates its builder key with delegations v2, no new trust root: the
+/// delegations alone are refused (the release in force is signed by the old key), with the
+/// release its new key signs they land and the runtime opens it; the old key is refused.
+#[test]
+fn a_team_rotates_its_builder_key_and_the_runtime_follows() {
+    let mut d = delegated();
+    let old = std::mem::replace(&mut d.teams[0].builder, key());
+    let v2 = d.sign_delegations(
+        2,
+        vec![
+            d.teams[0].delegation(&["add"]),
+            d.teams[1].delegation(&["other_*"]),
+        ],
+    );
+    let root_before = d.fixture.root_file.clone();
+    let err = d.put_in_force(&v2).unwrap_err();
+    assert!(
+        err.to_string().contains("delegated role \"adders\""),
+        "{err}"
+    );
+    let t = &d.teams[0];
+    let mods = [add_module("sm_90", Channel::Dev)];
+    let by_old = Build::new(&mods, &[&old]);
+    let err = d.publish_as_team(t, by_old, Some(v2.clone())).unwrap_err();
+    assert!(err.to_string().contains("required builder key(s)"), "{err}");
+    d.publish_as_team(t, Build::new(&mods, &[&t.builder]), Some(v2))
+        .unwrap();
+    assert_eq!(d.fixture.root_file, root_before);
+    opens(&d.fixture);
+    let (verified, _) = d.fixture.verify().unwrap();
+    assert_eq!(
+        verified.metadata().manifests()[0].signers(),
+        [t.builder.public().key_id()]
+    );
+}
+
+#[test]
+#[ignore = "needs an sm_90 CUDA device (the fixture cubins are sm_90)"]
+fn gpu_a_teams_module_loads_and_runs() {
+    let d = delegated();
+    let rt = opens(&d.fixture).expect("a device");
+    println!(
+        "device: {} {} driver {}",
+        rt.device().name,
+        rt.device().sm(),
+        rt.device().driver_version_string()
+    );
+    run_add(&rt);
+    println!(
+        "add of team adders ran; signed by {}",
+        d.teams[0].builder.public().key_id().short()
+    );
+    drop(rt);
+    // On the device too, another team's key is refused before anything is loaded.
+    let f = &d.fixture;
+    let forged = Build::new(&[add_module("sm_90", Channel::Dev)], &[&d.teams[1].builder]);
+    f.forge(&forged, &[]);
+    let err = Runtime::open(f.reg_path(), &f.root_file, f.policy())
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::Delegation { team: Some(t), .. } if t == "adders"),
+        "{err}"
+    );
+    println!("refused: {err}\nFix: {}", err.fix());
+}
