@@ -148,89 +148,98 @@ impl Teams {
         expires: Time,
         keep_unlisted: bool,
     ) -> Result<()> {
-        let teams = self;
-        {
-            let (d, depth) = teams.find(&t.name)?;
-            check_team_keys(&d, &t.keys)?;
-            let mut names = modules.clone();
-            let old = teams.current.get(&d.name).map(|(_, doc)| doc.clone());
-            if keep_unlisted && let Some(o) = &old {
-                names.extend(o.modules.iter().map(|m| m.to_string()));
-            }
-            if let Some(m) = names.iter().find(|m| !d.matches(m)) {
-                return Err(team_error(
-                    &d.name,
-                    format!(
-                        "module {m} is outside the names delegated to it (patterns {:?})",
-                        d.paths
-                    ),
-                    "publish the module under the team whose delegation names it, or have the delegations role add a pattern for it (cargo xtask delegations sign)",
-                ));
-            }
-            let delegations = match &t.delegations {
-                Some(list) => list.clone(),
-                None => old.as_ref().map_or(Vec::new(), |o| o.delegations.clone()),
-            };
-            check_list(&d.name, depth + 1, Some(&d.paths), &delegations).map_err(|r| {
-                team_error(
-                    &d.name,
-                    r.to_string(),
-                    "fix the team's delegations (--team-delegations): each pattern must match names the team owns, two may claim one name only when the earlier is terminating, and a team delegates to other roles, one level down",
-                )
-            })?;
-            // A role the delegations role delegates to is not delegated again below a team
-            // (a diamond through the delegations, one file read under two delegators).
-            let top = teams.current.get(DELEGATIONS).map(|(_, t)| &t.delegations);
-            if let Some(sub) = delegations
-                .iter()
-                .find(|s| top.is_some_and(|t| t.iter().any(|d| d.name == s.name)))
-            {
-                return Err(team_error(
-                    &d.name,
-                    format!(
-                        "it delegates to {:?}, which the delegations role delegates to itself: one role under two delegators (a cycle through the delegations)",
-                        sub.name
-                    ),
-                    "name the sub-team's role differently from every team the delegations list",
-                ));
-            }
-            let modules: Vec<cuda_aot::ModuleName> = names
-                .iter()
-                .map(|m| cuda_aot::ModuleName::new(m))
-                .collect::<cuda_aot::Result<_>>()?;
-            // Kept only while it says the same and the keys in force still sign it (a
-            // rotation re-signs it with the new keys).
-            let signed_now = teams.files.get(&d.name).is_some_and(|f| {
-                teams
-                    .root
-                    .open_delegated::<TeamMetadata>(f, &d.publisher, teams.limit, "team metadata")
-                    .is_ok()
+        let (d, depth) = self.find(&t.name)?;
+        check_team_keys(&d, &t.keys)?;
+        let mut names = modules.clone();
+        let old = self.current.get(&d.name).map(|(_, doc)| doc.clone());
+        if keep_unlisted && let Some(o) = &old {
+            names.extend(o.modules.iter().map(|m| m.to_string()));
+        }
+        if let Some(m) = names.iter().find(|m| !d.matches(m)) {
+            return Err(team_error(
+                &d.name,
+                format!(
+                    "module {m} is outside the names delegated to it (patterns {:?})",
+                    d.paths
+                ),
+                "publish the module under the team whose delegation names it, or have the delegations role add a pattern for it (cargo xtask delegations sign)",
+            ));
+        }
+        let delegations = match &t.delegations {
+            Some(list) => list.clone(),
+            None => old.as_ref().map_or(Vec::new(), |o| o.delegations.clone()),
+        };
+        self.check_sub_delegations(&d, depth, &delegations)?;
+        let modules: Vec<cuda_aot::ModuleName> = names
+            .iter()
+            .map(|m| cuda_aot::ModuleName::new(m))
+            .collect::<cuda_aot::Result<_>>()?;
+        // Kept only while it says the same and the keys in force still sign it (a
+        // rotation re-signs it with the new keys).
+        let signed_now = self.files.get(&d.name).is_some_and(|f| {
+            self.root
+                .open_delegated::<TeamMetadata>(f, &d.publisher, self.limit, "team metadata")
+                .is_ok()
+        });
+        let unchanged = signed_now
+            && old.as_ref().is_some_and(|o| {
+                o.modules == modules && o.delegations == delegations && o.expires >= expires
             });
-            let unchanged = signed_now
-                && old.as_ref().is_some_and(|o| {
-                    o.modules == modules && o.delegations == delegations && o.expires >= expires
-                });
-            if !unchanged {
-                let version = old.as_ref().map_or(1, |o| o.version.saturating_add(1));
-                let doc = TeamMetadata {
-                    schema: TeamMetadata::SCHEMA.into(),
-                    name: d.name.clone(),
-                    version,
-                    expires,
-                    modules,
-                    delegations,
-                };
-                let bytes = cuda_aot::metadata::sign_doc(&doc, &t.keys).to_bytes();
-                let r = TeamRef {
-                    name: d.name.clone(),
-                    version,
-                    digest: Digest::of(&bytes),
-                    size: bytes.len() as u64,
-                };
-                teams.new_files.push((r.clone(), bytes));
-                teams.current.insert(d.name.clone(), (r, doc));
-            }
-            teams.team = Some(d);
+        if !unchanged {
+            let version = old.as_ref().map_or(1, |o| o.version.saturating_add(1));
+            let doc = TeamMetadata {
+                schema: TeamMetadata::SCHEMA.into(),
+                name: d.name.clone(),
+                version,
+                expires,
+                modules,
+                delegations,
+            };
+            let bytes = cuda_aot::metadata::sign_doc(&doc, &t.keys).to_bytes();
+            let r = TeamRef {
+                name: d.name.clone(),
+                version,
+                digest: Digest::of(&bytes),
+                size: bytes.len() as u64,
+            };
+            self.new_files.push((r.clone(), bytes));
+            self.current.insert(d.name.clone(), (r, doc));
+        }
+        self.team = Some(d);
+        Ok(())
+    }
+
+    /// A team's own delegations meet the rules of a list one level below it (within its
+    /// patterns, no overlap without an order, no deeper nesting), and name no role the
+    /// delegations role delegates to.
+    fn check_sub_delegations(
+        &self,
+        d: &Delegation,
+        depth: usize,
+        delegations: &[Delegation],
+    ) -> Result<()> {
+        check_list(&d.name, depth + 1, Some(&d.paths), delegations).map_err(|r| {
+            team_error(
+                &d.name,
+                r.to_string(),
+                "fix the team's delegations (--team-delegations): each pattern must match names the team owns, two may claim one name only when the earlier is terminating, and a team delegates to other roles, one level down",
+            )
+        })?;
+        // A role the delegations role delegates to is not delegated again below a team
+        // (a diamond through the delegations, one file read under two delegators).
+        let top = self.current.get(DELEGATIONS).map(|(_, t)| &t.delegations);
+        if let Some(sub) = delegations
+            .iter()
+            .find(|s| top.is_some_and(|t| t.iter().any(|d| d.name == s.name)))
+        {
+            return Err(team_error(
+                &d.name,
+                format!(
+                    "it delegates to {:?}, which the delegations role delegates to itself: one role under two delegators (a cycle through the delegations)",
+                    sub.name
+                ),
+                "name the sub-team's role differently from every team the delegations list",
+            ));
         }
         Ok(())
     }
