@@ -91,14 +91,53 @@ fn the_runtime_crate_packages_its_sources_and_nothing_else_of_the_repository() {
     }
 }
 
+/// A digest of the three crates' manifests and sources: the name of the verification
+/// builds' target folder. Cargo unpacks the packages it just made into its home's registry
+/// cache under a name derived from that folder's path and never unpacks the same name and
+/// version again, so one folder for changing sources would verify a stale package.
+fn sources_digest() -> String {
+    let mut h = Vec::new();
+    for dir in ["src", "registry/src", "fetch/src"] {
+        let root = common::repo().join(dir);
+        let mut files: Vec<_> = walkdir::WalkDir::new(&root)
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        for f in files {
+            h.extend_from_slice(f.to_string_lossy().as_bytes());
+            h.extend_from_slice(&std::fs::read(&f).unwrap());
+        }
+    }
+    for manifest in [
+        "Cargo.toml",
+        "registry/Cargo.toml",
+        "fetch/Cargo.toml",
+        "Cargo.lock",
+    ] {
+        h.extend_from_slice(&std::fs::read(common::repo().join(manifest)).unwrap());
+    }
+    cuda_aot::Digest::of(&h).hex()[..16].to_string()
+}
+
 /// `cargo publish --dry-run` of the three crates packages each, builds each from its
 /// unpacked package alone (no file of the checkout beside it; `cuda-aot-registry` and
 /// `cuda-aot-build` against the packages just made of the crates they depend on) and stops
 /// before uploading; it reads crates.io's index, as CI can. The verification builds compile
-/// their dependencies into a target folder of their own, kept under target/tmp between runs.
+/// their dependencies into a target folder of their own under target/tmp, named by the
+/// sources (`sources_digest`); the folders of other sources are removed.
 #[test]
 fn the_prover_crates_build_from_their_packages_alone() {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("publish-dry-run");
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let name = format!("publish-dry-run-{}", sources_digest());
+    for e in std::fs::read_dir(tmp).into_iter().flatten().flatten() {
+        let other = e.file_name().to_string_lossy().into_owned();
+        if other.starts_with("publish-dry-run") && other != name {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let target = tmp.join(name);
     let target = target.to_str().unwrap();
     let out = cargo(&[
         "publish",
