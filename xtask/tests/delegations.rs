@@ -34,7 +34,7 @@ const KERNEL: &str = "extern \"C\" __global__ void twice(unsigned int* d, unsign
 
 /// The keys: the trust root's roles, its delegations role and each team's three roles
 /// (airbender's second publisher and builder keys for the rotation).
-const KEYS: [(&str, &str); 13] = [
+const KEYS: [(&str, &str); 16] = [
     ("root", "root"),
     ("builder", "builder"),
     ("reviewer", "reviewer"),
@@ -48,6 +48,9 @@ const KEYS: [(&str, &str); 13] = [
     ("airbender-reviewer", "reviewer"),
     ("airbender-publisher-2", "publisher"),
     ("airbender-builder-2", "builder"),
+    ("risc0-gpu-publisher", "publisher"),
+    ("risc0-gpu-builder", "builder"),
+    ("risc0-gpu-reviewer", "reviewer"),
 ];
 
 impl Setup {
@@ -824,4 +827,67 @@ fn delegations_that_cannot_decide_an_owner_are_refused_when_signed() {
         assert!(out.stderr.contains("Fix: "), "{}", out.stderr);
     }
     assert_eq!(std::fs::read(reg.join("timestamp.json")).unwrap(), before);
+}
+
+/// Issue 46: delegations nest one level. Team risc0 delegates `risc0_gpu_*` to its sub-team
+/// risc0-gpu (`publish --team-delegations`); the sub-team publishes its module with its own
+/// keys, found by the search below risc0; risc0's next release leaves it in place; and
+/// risc0's own builder key cannot sign the sub-team's module.
+#[test]
+fn a_team_delegates_to_a_sub_team_one_level_down() {
+    let s = Setup::new();
+    let reg = s.path("reg");
+    let folder = reg.display().to_string();
+    s.registry(&folder, &|_| {});
+    let key = |k: &str| format!("{{ keys = [\"{}\"], threshold = 1 }}", s.public(k));
+    let sub = s.path("sub.toml");
+    std::fs::write(
+        &sub,
+        format!(
+            "[[delegation]]\nname = \"risc0-gpu\"\npaths = [\"risc0_gpu_*\"]\npublisher = {}\nbuilder = {}\nreviewer = {}\n",
+            key("risc0-gpu-publisher"),
+            key("risc0-gpu-builder"),
+            key("risc0-gpu-reviewer")
+        ),
+    )
+    .unwrap();
+    Out::of(
+        s.publish_team(&folder, "risc0", "risc0", "risc0-publisher")
+            .arg("--team-delegations")
+            .arg(&sub),
+    )
+    .ok();
+    s.build("gpu", &["risc0_gpu_ntt"]);
+    // risc0's builder key is not the sub-team's.
+    s.sign("gpu", "risc0-builder");
+    let refused =
+        Out::of(&mut s.publish_team(&folder, "gpu", "risc0-gpu", "risc0-gpu-publisher")).failed();
+    assert!(
+        refused
+            .stderr
+            .contains("signed by 0 of the 1 required builder key(s)"),
+        "{}",
+        refused.stderr
+    );
+    s.sign("gpu", "risc0-gpu-builder");
+    Out::of(&mut s.publish_team(&folder, "gpu", "risc0-gpu", "risc0-gpu-publisher")).ok();
+    // risc0 publishes again: the sub-team's module stays.
+    Out::of(&mut s.publish_team(&folder, "risc0", "risc0", "risc0-publisher")).ok();
+    let table = s.verify(&reg, "state").ok().stdout;
+    let id = read_key(&s.key("risc0-gpu-builder"))
+        .public()
+        .key_id()
+        .short();
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("risc0_gpu_ntt"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains(&format!("builder {id}")), "{line}");
+    let (_, risc0) = team_metadata(&reg, "risc0");
+    assert_eq!(risc0.delegations.len(), 1);
+    let (_, gpu) = team_metadata(&reg, "risc0-gpu");
+    assert_eq!(
+        gpu.modules.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+        ["risc0_gpu_ntt"]
+    );
 }
