@@ -128,7 +128,7 @@ impl Repository for RegistryTeams<'_> {
         let opened = self
             .root
             .open_delegated::<TeamMetadata>(bytes, keys, self.limit, "team metadata")
-            .map_err(describe)?;
+            .map_err(|e| describe(e, "its delegator lists"))?;
         let d = opened.doc;
         self.opened.borrow_mut().insert(d.name.clone(), d.version);
         let view = RoleView {
@@ -152,8 +152,9 @@ impl Repository for RegistryTeams<'_> {
 }
 
 /// A refusal of a role's metadata, in the delegator's terms: a signature count names the
-/// keys the delegator lists for the role (not a trust root's, as the shared message does).
-fn describe(e: crate::error::Error) -> String {
+/// keys `whose` (as "its delegator lists") for the role, not a trust root's publisher
+/// keys, as the shared message would.
+pub fn describe(e: crate::error::Error, whose: &str) -> String {
     match e {
         crate::error::Error::Threshold {
             valid,
@@ -163,13 +164,13 @@ fn describe(e: crate::error::Error) -> String {
             ..
         } => {
             let mut text = format!(
-                "signed by {valid} of the {threshold} required publisher key(s) its delegator lists ({})",
+                "signed by {valid} of the {threshold} required key(s) {whose} ({})",
                 trusted.join(", ")
             );
             if !foreign.is_empty() {
                 let keys: Vec<&str> = foreign.iter().map(|f| f.key.as_str()).collect();
                 text += &format!(
-                    "; also signed by {}, which the delegator does not list for it or whose signature is invalid",
+                    "; also signed by {}, not one of them or not a valid signature",
                     keys.join(", ")
                 );
             }

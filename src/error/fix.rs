@@ -41,7 +41,7 @@ impl Error {
                 "sign with enough distinct {role} keys listed in the trust root (cargo xtask sign/publish with the {role} key), or rotate the trust root to list the key that signed"
             ),
             Error::Delegation { team: Some(team), .. } => format!(
-                "a module of delegated role {team:?} is signed by that role's own builder (reviewer) keys as its delegator lists them: sign the release with one of them (cargo xtask release --builder-key), have the delegations role list the key that signed (cargo xtask delegations sign), or publish the team's current metadata (cargo xtask publish --team)"
+                "a module of delegated role {team:?} is signed by that role's own builder (reviewer) keys as its delegator lists them: sign the build with one of them (cargo xtask sign --builder-key FILE), have the delegations role list the key that signed (cargo xtask delegations sign), or publish the team's current metadata (cargo xtask publish --team)"
             ),
             Error::Delegation { .. } => "the registry's delegated metadata is not what its delegators signed: publish the delegations and every team's current metadata again (cargo xtask delegations sign, cargo xtask publish --team); a version older than one seen is a rollback: point at an up-to-date registry".into(),
             Error::BadRoot { .. } => "fix the trust root: threshold at most the number of keys, distinct keys, builder and reviewer keys disjoint".into(),

@@ -1,7 +1,7 @@
 //! The delegations spec file (`[[delegation]]` tables in TOML): what `cargo xtask
 //! delegations sign` signs and `publish --team-delegations` signs into a team's metadata.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cuda_aot::delegation::Delegation;
 use serde::Deserialize;
 
@@ -17,8 +17,12 @@ struct Spec {
 
 /// The delegations a spec file lists, in order (parsed, not yet checked).
 pub fn read(path: &std::path::Path) -> Result<Vec<Delegation>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        fail(
+            format!("{}: {e}", path.display()),
+            "give the path of a delegations spec: `[[delegation]]` tables (see cargo xtask delegations --help)",
+        )
+    })?;
     let spec: Spec = toml::from_str(&text).map_err(|e| {
         fail(
             format!("{}: {e}", path.display()),

@@ -385,7 +385,11 @@ fn check_delegations(
     };
     let doc = root
         .open_delegated::<TeamMetadata>(file, keys, limits.index, "delegations file")
-        .map_err(|e| team_error(DELEGATIONS, e.to_string(), fix_keys))?
+        .map_err(|e| {
+            let why =
+                cuda_aot::delegation::team::describe(e, "of the trust root's delegations role");
+            team_error(DELEGATIONS, format!("delegations file: {why}"), fix_keys)
+        })?
         .doc;
     let fix = "sign the delegations again (cargo xtask delegations sign)";
     if doc.name != DELEGATIONS || !doc.modules.is_empty() {
