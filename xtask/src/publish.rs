@@ -181,62 +181,18 @@ impl Args {
             }
             #[cfg(feature = "net")]
             Target::Oci(reference) => {
-                // A team's publish that another publisher beat to the tag builds again on
-                // what the tag holds then (a tag has no compare-and-swap: the conflict is
-                // seen before or just after the push), as a team's publish does on every
-                // other store.
-                let mut retries = 0;
-                let (p, pushed) = loop {
-                    let attempt = self.remote.publish_oci(reference, &anchor, |work| {
-                        publish_output_as(
-                            &DirRegistry::new(work),
-                            &out,
-                            &trust,
-                            &key,
-                            &team,
-                            &opts,
-                            extra,
-                        )
-                    });
-                    let lost = attempt.as_ref().err().is_some_and(|e| {
-                        matches!(
-                            e.downcast_ref::<cuda_aot_registry::Error>(),
-                            Some(cuda_aot_registry::Error::Conflict { .. })
-                        )
-                    });
-                    if lost
-                        && team.name.is_some()
-                        && retries < cuda_aot_registry::publish::TEAM_RETRIES
-                    {
-                        retries += 1;
-                        std::thread::sleep(Duration::from_millis(100 * retries));
-                        continue;
-                    }
-                    let (p, pushed) = attempt?;
-                    break (
-                        Published {
-                            retries: p.retries + retries,
-                            ..p
-                        },
-                        pushed,
-                    );
+                let publish = |work: &Path| {
+                    publish_output_as(
+                        &DirRegistry::new(work),
+                        &out,
+                        &trust,
+                        &key,
+                        &team,
+                        &opts,
+                        extra,
+                    )
                 };
-                if let Some(o) = pushed {
-                    eprintln!(
-                        "pushed {} OCI layers ({} bytes) to {}, and {} attestation(s) as OCI referrers of it ({})",
-                        o.layers,
-                        o.bytes,
-                        o.reference,
-                        o.attestations,
-                        match o.listing {
-                            cuda_aot_registry::oci_referrers::Listing::Api =>
-                                "listed by the registry's referrers API",
-                            cuda_aot_registry::oci_referrers::Listing::TagSchema =>
-                                "listed through the referrers tag schema: the registry has no referrers API",
-                        }
-                    );
-                }
-                p
+                self.publish_oci(reference, &anchor, team.name.is_some(), publish)?
             }
         };
         eprintln!("{}", describe(&p, &registry));
@@ -251,6 +207,60 @@ impl Args {
             message::emit("publish-finished", json_fields(&p, &registry));
         }
         Ok(())
+    }
+
+    /// Publishes into the OCI tag `reference` (`publish` into the work folder it brings the
+    /// tag's release into, then the push). A team's publish that another publisher beat to
+    /// the tag builds again on what the tag holds then (a tag has no compare-and-swap: the
+    /// conflict is seen before or just after the push), as a team's publish does on every
+    /// other store.
+    #[cfg(feature = "net")]
+    fn publish_oci(
+        &self,
+        reference: &str,
+        anchor: &[u8],
+        team: bool,
+        publish: impl Fn(&Path) -> Result<Published>,
+    ) -> Result<Published> {
+        let mut retries = 0;
+        let (p, pushed) = loop {
+            let attempt = self.remote.publish_oci(reference, anchor, &publish);
+            let lost = attempt.as_ref().err().is_some_and(|e| {
+                matches!(
+                    e.downcast_ref::<cuda_aot_registry::Error>(),
+                    Some(cuda_aot_registry::Error::Conflict { .. })
+                )
+            });
+            if lost && team && retries < cuda_aot_registry::publish::TEAM_RETRIES {
+                retries += 1;
+                std::thread::sleep(Duration::from_millis(100 * retries));
+                continue;
+            }
+            let (p, pushed) = attempt?;
+            break (
+                Published {
+                    retries: p.retries + retries,
+                    ..p
+                },
+                pushed,
+            );
+        };
+        if let Some(o) = pushed {
+            eprintln!(
+                "pushed {} OCI layers ({} bytes) to {}, and {} attestation(s) as OCI referrers of it ({})",
+                o.layers,
+                o.bytes,
+                o.reference,
+                o.attestations,
+                match o.listing {
+                    cuda_aot_registry::oci_referrers::Listing::Api =>
+                        "listed by the registry's referrers API",
+                    cuda_aot_registry::oci_referrers::Listing::TagSchema =>
+                        "listed through the referrers tag schema: the registry has no referrers API",
+                }
+            );
+        }
+        Ok(p)
     }
 }
 
