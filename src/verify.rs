@@ -111,6 +111,7 @@ pub struct VerifiedManifest {
     entry: IndexEntry,
     signers: Vec<KeyId>,
     promoted_by: Vec<KeyId>,
+    team: Option<String>,
 }
 
 impl VerifiedManifest {
@@ -129,6 +130,11 @@ impl VerifiedManifest {
     /// The reviewer keys whose promotion record covers it (production channel).
     pub fn promoted_by(&self) -> &[KeyId] {
         &self.promoted_by
+    }
+    /// The delegated role whose keys signed it (issue 46), or None for the trust root's own
+    /// builders.
+    pub fn team(&self) -> Option<&str> {
+        self.team.as_deref()
     }
 }
 
@@ -154,6 +160,8 @@ impl VerifiedModule {
 /// A build statement whose builder threshold was met.
 #[derive(Debug, Clone)]
 struct VerifiedStatement {
+    /// The delegated role whose builder keys signed it (None: the trust root's builders).
+    team: Option<String>,
     attested: BTreeMap<Digest, Attested>,
     /// The in-toto form: each manifest's blob subject (digest, size).
     blobs: BTreeMap<Digest, (Digest, u64)>,

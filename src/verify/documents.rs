@@ -315,6 +315,7 @@ fn verify_statements(
         out.insert(
             r.digest,
             VerifiedStatement {
+                team: owner.as_ref().map(|d| d.name.clone()),
                 attested: a.manifests.into_iter().map(|m| (m.manifest, m)).collect(),
                 blobs: a.blobs,
                 signers: opened.signers,

@@ -409,6 +409,7 @@ impl VerifiedIndex {
             entry: e.clone(),
             signers: statement.signers.clone(),
             promoted_by,
+            team: statement.team.clone(),
         })
     }
 

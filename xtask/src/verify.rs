@@ -228,6 +228,7 @@ pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
                 "blob": registry.join(layout::blob(&man.module_digest)),
                 "builders": m.signers().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
                 "reviewers": m.promoted_by().iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+                "team": m.team(),
             })
         })
         .collect();
@@ -287,6 +288,7 @@ pub fn render_table(v: &Verified) -> String {
                     .iter()
                     .map(|k| format!("reviewer {}", k.short())),
             )
+            .chain(m.team().map(|t| format!("team {}", t.escape_debug())))
             .collect();
         s += &format!(
             "{:<12} {:<11} {:<6} {:>9}  {:<14} {}{}{}\n",

@@ -351,6 +351,12 @@ fn two_teams_publishing_at_once_both_land_in_a_folder_and_in_s3() {
             .find(|l| l.starts_with(module))
             .unwrap_or_else(|| panic!("{module} missing:\n{table}"));
         assert!(line.contains(&format!("builder {id}")), "{line}");
+        // The owning team is named; the root's builders' module has none.
+        let team = key.strip_suffix("-builder").map(|t| format!("team {t}"));
+        assert_eq!(line.contains("team "), team.is_some(), "{line}");
+        if let Some(t) = team {
+            assert!(line.contains(&t), "{line}");
+        }
     }
     assert!(table.starts_with("registry OK: index v4 "), "{table}");
     // The page for people shows who owns what: each team's patterns, keys and metadata.
