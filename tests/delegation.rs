@@ -161,7 +161,7 @@ fn issue_46_team_metadata_is_verified_with_its_delegators_keys_in_real_envelopes
                 ("risc0", "delegations")
             );
             assert!(
-                why.contains("signed by 0 of the 1 required publisher key(s)"),
+                why.contains("signed by 0 of the 1 required key(s) its delegator lists"),
                 "{why}"
             );
         }
