@@ -103,7 +103,7 @@ fn a_teams_module_opens_and_another_teams_key_is_refused_before_the_driver() {
         );
         assert!(
             err.to_string()
-                .contains("the keys delegated role \"adders\" has for it"),
+                .contains("that delegated role \"adders\" has for it"),
             "{err}"
         );
         assert_eq!(err.kind(), ErrorKind::BadSignature);

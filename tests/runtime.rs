@@ -102,7 +102,7 @@ fn gpu_release_set_kernels_match_their_cpu_references() {
     let stream = rt.stream().unwrap();
     let n = 1 << 16;
     let x: Vec<u64> = (0..n as u64)
-        .map(|i| (i * 0x9e37_79b9_7f4a_7c15) % goldilocks::P)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % goldilocks::P)
         .collect();
     let y: Vec<u64> = (0..n as u64)
         .map(|i| (i ^ 0xdead_beef) * 0x1000_0001 % goldilocks::P)

@@ -410,7 +410,10 @@ fn for_team(e: Error, owner: Option<&Delegation>, what: &str) -> Error {
         (Some(d), e @ Error::Threshold { .. }) => Error::Delegation {
             what: what.to_string(),
             team: Some(d.name.clone()),
-            reason: format!("{e} (the keys delegated role {:?} has for it)", d.name),
+            reason: crate::delegation::team::describe(
+                e,
+                &format!("that delegated role {:?} has for it", d.name),
+            ),
         },
         (_, e) => e,
     }

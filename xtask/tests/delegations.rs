@@ -516,7 +516,7 @@ fn a_teams_key_signing_another_teams_module_is_refused_everywhere() {
     assert!(
         under_root
             .stderr
-            .contains("the keys delegated role \"risc0\" has for it"),
+            .contains("that delegated role \"risc0\" has for it"),
         "{}",
         under_root.stderr
     );
