@@ -220,6 +220,8 @@ pub struct VerifiedIndex {
     discarded: Option<TrustState>,
     limits: Limits,
     delegated: Vec<DelegatedRole>,
+    /// The earliest expiry of the delegated metadata the owners were found through.
+    delegated_expiry: Option<Time>,
 }
 
 /// One delegated role of the delegations in force (issue 46), as its delegator lists it,

@@ -151,6 +151,49 @@ fn a_team_rotates_its_builder_key_and_the_runtime_follows() {
     );
 }
 
+/// How long a release stays loadable counts the delegated metadata its modules' owners
+/// were found through: a team's metadata signed for two days keeps a release whose index
+/// (republished later by the root's builders, for a year) would otherwise last a year from
+/// being reported loadable past those two days.
+#[test]
+fn loadable_until_counts_the_teams_metadata() {
+    let d = Delegations::new(Channel::Dev, &[("adders", &["add"])]);
+    let two_days = std::time::Duration::from_secs(2 * 86_400);
+    let opts = cuda_aot_registry::PublishOptions {
+        index_ttl: two_days,
+        ..Default::default()
+    };
+    d.publish_team_with(0, &[add_module("sm_90", Channel::Dev)], &opts)
+        .unwrap();
+    // The root's builders publish `core` (no pattern names it) with a year-long index.
+    let blob = cubin("sm_90");
+    let core = (manifest("core", "sm_90", &blob, Channel::Dev), blob);
+    let f = &d.fixture;
+    f.publish_modules(
+        &[core],
+        cuda_aot_registry::PublishOptions {
+            keep_unlisted: true,
+            ..Default::default()
+        },
+    );
+    let (verified, _) = f.verify().unwrap();
+    let v = verified.metadata();
+    assert!(v.index().expires > cuda_aot::metadata::Time::now().plus(two_days * 100));
+    let until = v.loadable_until(std::time::Duration::ZERO);
+    let team_expiry = v
+        .delegated_roles()
+        .iter()
+        .find(|r| r.delegation.name == "adders")
+        .and_then(|r| r.metadata.as_ref().ok())
+        .map(|m| m.expires)
+        .unwrap();
+    assert!(
+        until <= team_expiry,
+        "{until} past the team's {team_expiry}"
+    );
+    assert_eq!(v.manifests().len(), 2);
+}
+
 #[test]
 #[ignore = "needs an sm_90 CUDA device (the fixture cubins are sm_90)"]
 fn gpu_a_teams_module_loads_and_runs() {

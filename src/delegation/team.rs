@@ -70,9 +70,10 @@ pub struct RegistryTeams<'a> {
     pub now: Time,
     /// The most bytes a team's metadata may have.
     pub limit: u64,
-    /// The version of each role whose metadata was opened (its signatures met), for the
-    /// rollback state once the whole verification passes.
-    pub opened: RefCell<BTreeMap<String, u64>>,
+    /// The version and expiry of each role whose metadata was opened (its signatures met):
+    /// for the rollback state, and for how long the release stays loadable, once the whole
+    /// verification passes.
+    pub opened: RefCell<BTreeMap<String, (u64, Time)>>,
     /// Metadata already opened, by its blake3 and the keys it was opened with: a search
     /// per module reads and checks each role's file once.
     pub cache: RefCell<BTreeMap<([u8; 32], String), RoleView>>,
@@ -130,7 +131,9 @@ impl Repository for RegistryTeams<'_> {
             .open_delegated::<TeamMetadata>(bytes, keys, self.limit, "team metadata")
             .map_err(|e| describe(e, "its delegator lists"))?;
         let d = opened.doc;
-        self.opened.borrow_mut().insert(d.name.clone(), d.version);
+        self.opened
+            .borrow_mut()
+            .insert(d.name.clone(), (d.version, d.expires));
         let view = RoleView {
             name: d.name,
             version: d.version,

@@ -189,6 +189,17 @@ impl<'a> Owners<'a> {
 
     /// The versions of the delegated metadata this verification read and accepted.
     pub(crate) fn versions(&self) -> BTreeMap<String, u64> {
-        self.repo.opened.borrow().clone()
+        self.repo
+            .opened
+            .borrow()
+            .iter()
+            .map(|(role, (version, _))| (role.clone(), *version))
+            .collect()
+    }
+
+    /// The earliest expiry of the delegated metadata this verification read and accepted:
+    /// past it, the search that found the modules' owners fails.
+    pub(crate) fn earliest_expiry(&self) -> Option<Time> {
+        self.repo.opened.borrow().values().map(|(_, t)| *t).min()
     }
 }

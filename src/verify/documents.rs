@@ -78,6 +78,7 @@ pub fn verify_metadata(
     let promotions = verify_promotions(src, &root, owners.as_ref(), &index, limits)?;
     checks += (statements.len() + promotions.len()) as u64;
     let teams = owners.as_ref().map(|o| o.versions()).unwrap_or_default();
+    let delegated_expiry = owners.as_ref().and_then(|o| o.earliest_expiry());
     let delegated = owners.map(|o| o.roles()).unwrap_or_default();
     checks += teams.len() as u64;
     let mut state = seen_versions.max(TrustState {
@@ -104,6 +105,7 @@ pub fn verify_metadata(
         discarded: walked.publisher_rotated.then_some(seen),
         limits: *limits,
         delegated,
+        delegated_expiry,
     })
 }
 

@@ -216,8 +216,9 @@ impl VerifiedIndex {
 
     /// Until when this registry stays loadable for a verifier with `grace` offline grace
     /// and this verification's skew, if nothing is republished: the earliest of the root's
-    /// and the index's expiry, and the timestamp's expiry extended by the grace (counted
-    /// from this verification, which is fresh, or from the last fresh one).
+    /// and the index's expiry, the delegated metadata's the modules' owners were found
+    /// through (issue 46), and the timestamp's expiry extended by the grace (counted from
+    /// this verification, which is fresh, or from the last fresh one).
     pub fn loadable_until(&self, grace: Duration) -> Time {
         let ts = self.timestamp.expires.plus(self.skew);
         let ts = match (self.freshness, grace.is_zero()) {
@@ -230,8 +231,14 @@ impl VerifiedIndex {
             ),
             (Freshness::Grace { deadline, .. }, false) => deadline,
         };
-        ts.min(self.index.expires.plus(self.skew))
-            .min(self.root.root().expires.plus(self.skew))
+        let until = ts
+            .min(self.index.expires.plus(self.skew))
+            .min(self.root.root().expires.plus(self.skew));
+        // Under delegations, the metadata the modules' owners were found through too.
+        match self.delegated_expiry {
+            Some(t) => until.min(t.plus(self.skew)),
+            None => until,
+        }
     }
 
     /// Steps 6-8 for the entries `select` names, in one sequence for every caller:

@@ -131,6 +131,18 @@ impl Delegations {
         self.publish_as_team(t, Build::new(mods, &[&t.builder]), None)
     }
 
+    /// [`Delegations::publish_team`] with `opts` (an index lifetime, say: the team's
+    /// metadata is signed to expire with the index).
+    pub fn publish_team_with(
+        &self,
+        team: usize,
+        mods: &[Module],
+        opts: &PublishOptions,
+    ) -> cuda_aot_registry::Result<Published> {
+        let t = &self.teams[team];
+        self.publish_signed(t, Build::new(mods, &[&t.builder]), None, opts)
+    }
+
     /// Publishes `build` (signed by whoever the test chose) as team `t`'s release, with the
     /// real publisher's checks, putting the signed delegations `delegations` in force with
     /// it when given (a team rotating its keys).
@@ -139,6 +151,16 @@ impl Delegations {
         t: &TeamKeys,
         build: Build,
         delegations: Option<Vec<u8>>,
+    ) -> cuda_aot_registry::Result<Published> {
+        self.publish_signed(t, build, delegations, &PublishOptions::default())
+    }
+
+    fn publish_signed(
+        &self,
+        t: &TeamKeys,
+        build: Build,
+        delegations: Option<Vec<u8>>,
+        opts: &PublishOptions,
     ) -> cuda_aot_registry::Result<Published> {
         let f = &self.fixture;
         let root = cuda_aot::trust::verify_anchor(&f.root_file, &Limits::default(), "root")?;
@@ -161,7 +183,7 @@ impl Delegations {
             &release,
             &[&f.keys.publisher],
             &delegated,
-            &PublishOptions::default(),
+            opts,
         )
     }
 }
