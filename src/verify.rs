@@ -219,7 +219,6 @@ pub struct VerifiedIndex {
     signature_checks: u64,
     discarded: Option<TrustState>,
     limits: Limits,
-    delegated: Vec<DelegatedRole>,
     /// The earliest expiry of the delegated metadata the owners were found through.
     delegated_expiry: Option<Time>,
 }

@@ -6,8 +6,7 @@
 mod common;
 
 use common::*;
-use cuda_aot::bundle::Embedded;
-use cuda_aot::{Channel, Digest, Error, ErrorKind, Runtime, cuda};
+use cuda_aot::{Channel, Error, ErrorKind, Runtime, cuda};
 
 /// `adders` owns `add`; `others` owns `other_*`.
 fn delegated() -> Delegations {
@@ -20,26 +19,15 @@ fn delegated() -> Delegations {
     d
 }
 
-/// The registry of `f` packed into a bundle for its trust root (every layout file,
-/// delegated metadata included), leaked as a program's embedded bytes are.
-fn embed(f: &Fixture) -> &'static [u8] {
-    let paths = cuda_aot::source::DirSource::new(f.reg_path())
-        .layout_paths()
-        .unwrap();
-    assert!(paths.iter().any(|p| p.starts_with("teams/")), "{paths:?}");
-    let packed = Embedded::pack(
-        &f.reg_path(),
-        &paths,
-        &Digest::of(&f.root_file),
-        "file:///fixture",
-    )
-    .unwrap();
-    Box::leak(packed.into_boxed_slice())
-}
-
 /// Opens the registry and its bundle: both pass verification (without a driver the error is
 /// the driver's absence; with one, the module is verified and loads).
 fn opens(f: &Fixture) -> Option<Runtime> {
+    // The bundle carries the delegated metadata (every layout file of the folder).
+    assert!(
+        layout_paths(&f.reg_path())
+            .iter()
+            .any(|p| p.starts_with("teams/"))
+    );
     let folder = Runtime::open(f.reg_path(), &f.root_file, f.policy());
     let bundle = Runtime::open_embedded(embed(f), &f.root_file, f.policy());
     match (cuda::driver_present(), folder, bundle) {
@@ -66,8 +54,7 @@ fn a_teams_module_opens_and_another_teams_key_is_refused_before_the_driver() {
     let f = &d.fixture;
     opens(f);
     let (verified, _) = f.verify().unwrap();
-    let signers = verified.metadata().index().statements.len();
-    assert_eq!(signers, 1);
+    assert_eq!(verified.metadata().index().statements.len(), 1);
     assert_eq!(
         verified.metadata().manifests()[0].signers(),
         [d.teams[0].builder.public().key_id()]
@@ -180,8 +167,10 @@ fn loadable_until_counts_the_teams_metadata() {
     let v = verified.metadata();
     assert!(v.index().expires > cuda_aot::metadata::Time::now().plus(two_days * 100));
     let until = v.loadable_until(std::time::Duration::ZERO);
+    let src = cuda_aot::source::DirSource::new(f.reg_path());
     let team_expiry = v
-        .delegated_roles()
+        .delegated_roles(&src, cuda_aot::metadata::Time::now())
+        .unwrap()
         .iter()
         .find(|r| r.delegation.name == "adders")
         .and_then(|r| r.metadata.as_ref().ok())

@@ -10,27 +10,6 @@ use cuda_aot::bundle::Embedded;
 use cuda_aot::cuda;
 use cuda_aot::{Digest, Error, ErrorKind, Policy, Runtime};
 
-/// The layout paths of the registry folder `dir`.
-fn layout_paths(dir: &std::path::Path) -> Vec<String> {
-    cuda_aot::source::DirSource::new(dir)
-        .layout_paths()
-        .unwrap()
-}
-
-/// The fixture's registry packed into a bundle for its trust root, leaked as a program's
-/// embedded bytes are `'static`.
-fn embed(f: &Fixture) -> &'static [u8] {
-    let paths = layout_paths(&f.reg_path());
-    let packed = Embedded::pack(
-        &f.reg_path(),
-        &paths,
-        &Digest::of(&f.root_file),
-        "file:///fixture",
-    )
-    .unwrap();
-    Box::leak(packed.into_boxed_slice())
-}
-
 /// `bytes` with the first occurrence of `needle` changed in its first byte.
 fn flip(bytes: &[u8], needle: &[u8]) -> &'static [u8] {
     let at = bytes

@@ -57,6 +57,8 @@ pub struct View {
     pub changes: Vec<Change>,
     /// When the page was made.
     pub now: Time,
+    /// The delegations in force, each role's metadata checked (empty without delegations).
+    pub delegations: Vec<cuda_aot::verify::DelegatedRole>,
 }
 
 /// Verifies the registry folder `dir` against the trust root `anchor` (steps 1–8, no
@@ -100,11 +102,14 @@ pub fn view(dir: &Path, anchor: &[u8], limits: &Limits) -> cuda_aot::Result<View
         }
     }
     let changes = changes(&src, &index, &older, limits);
+    let now = Time::now();
+    let delegations = index.delegated_roles(&src, now)?;
     Ok(View {
         index,
         history,
         changes,
-        now: Time::now(),
+        now,
+        delegations,
     })
 }
 
@@ -285,7 +290,7 @@ pub fn render(view: &View, registry: &str) -> String {
     }
     changes_table(&mut s, view);
     signers(&mut s, v);
-    delegations(&mut s, v);
+    delegations(&mut s, &view.delegations);
     s += "<h2>Index history</h2><table id=\"history\"><tr><th>index</th><th>expires</th><th>entries</th></tr>";
     for h in &view.history {
         let _ = match h.expires {
@@ -454,8 +459,7 @@ fn signers(s: &mut String, v: &VerifiedIndex) {
 
 /// The delegations in force (issue 46): each team's patterns, order and keys as its
 /// delegator lists them, and its metadata (version, expiry, modules) or why it was refused.
-fn delegations(s: &mut String, v: &VerifiedIndex) {
-    let roles = v.delegated_roles();
+fn delegations(s: &mut String, roles: &[cuda_aot::verify::DelegatedRole]) {
     if roles.is_empty() {
         return;
     }

@@ -79,7 +79,6 @@ pub fn verify_metadata(
     checks += (statements.len() + promotions.len()) as u64;
     let teams = owners.as_ref().map(|o| o.versions()).unwrap_or_default();
     let delegated_expiry = owners.as_ref().and_then(|o| o.earliest_expiry());
-    let delegated = owners.map(|o| o.roles()).unwrap_or_default();
     checks += teams.len() as u64;
     let mut state = seen_versions.max(TrustState {
         root: root.root().version,
@@ -104,7 +103,6 @@ pub fn verify_metadata(
         signature_checks: checks,
         discarded: walked.publisher_rotated.then_some(seen),
         limits: *limits,
-        delegated,
         delegated_expiry,
     })
 }

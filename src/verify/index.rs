@@ -201,12 +201,27 @@ impl VerifiedIndex {
     pub fn signature_checks(&self) -> u64 {
         self.signature_checks
     }
-    /// Every delegated role of the delegations in force, outermost first (empty when the
-    /// registry delegates nothing): see [`DelegatedRole`].
+    /// Every delegated role of the delegations in force in `src` (the registry this
+    /// verified), outermost first, each role's metadata checked at `now` as a search checks
+    /// it or why not (empty when the registry delegates nothing): see [`DelegatedRole`].
+    /// For people reading a registry (the page); a load never asks, so verification does
+    /// not read the roles no module needs.
     ///
     /// [`DelegatedRole`]: super::DelegatedRole
-    pub fn delegated_roles(&self) -> &[super::DelegatedRole] {
-        &self.delegated
+    pub fn delegated_roles(
+        &self,
+        src: &dyn RegistrySource,
+        now: Time,
+    ) -> Result<Vec<super::DelegatedRole>> {
+        let owners = super::delegated::Owners::resolve(
+            src,
+            &self.root,
+            &self.index,
+            &self.state,
+            now,
+            &self.limits,
+        )?;
+        Ok(owners.map(|o| o.roles()).unwrap_or_default())
     }
     /// The saved versions that were discarded because a root rotation replaced the
     /// publisher keys (recovery from a stolen publisher key), if any.

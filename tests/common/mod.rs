@@ -58,3 +58,24 @@ pub fn run_add(rt: &Runtime) -> Vec<u64> {
     );
     got
 }
+
+/// The layout paths of the registry folder `dir`.
+pub fn layout_paths(dir: &std::path::Path) -> Vec<String> {
+    cuda_aot::source::DirSource::new(dir)
+        .layout_paths()
+        .unwrap()
+}
+
+/// The fixture's registry packed into a bundle for its trust root, leaked as a program's
+/// embedded bytes are `'static`.
+pub fn embed(f: &Fixture) -> &'static [u8] {
+    let paths = layout_paths(&f.reg_path());
+    let packed = cuda_aot::bundle::Embedded::pack(
+        &f.reg_path(),
+        &paths,
+        &cuda_aot::Digest::of(&f.root_file),
+        "file:///fixture",
+    )
+    .unwrap();
+    Box::leak(packed.into_boxed_slice())
+}
