@@ -9,19 +9,20 @@ use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
 
-use cuda_aot::source::{DirSource, RegistrySource, layout};
-use cuda_aot::verify::{Options, Select, verify_metadata};
+use cuda_aot::source::layout;
 use futures_util::StreamExt;
-use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use crate::error::{Error, Failure, Result};
+
+mod push;
 use crate::oci_referrers as referrers;
 use crate::remote::{Attempt, Fetched, GaveUp, HttpOptions, Remote};
+pub use push::{Pushed, push};
 
 /// The artifact type of a cuda-aot registry snapshot.
 pub const ARTIFACT_TYPE: &str = "application/vnd.cuda-aot.registry.v1";
@@ -146,15 +147,57 @@ fn oci_error(reference: &Reference, e: impl std::fmt::Display) -> Error {
 /// cuda-aot manifest lists one small descriptor per registry file).
 pub const MAX_MANIFEST: u64 = 4 * 1024 * 1024;
 
-/// Reads the tag's image manifest ourselves instead of through `oci-client` (which reads
-/// any size and follows redirects to any host): authenticated as `oci-client` would
-/// (its token exchange, or basic auth), redirects followed only on the registry's own
-/// host, the body cut at [`MAX_MANIFEST`]. `None` when the registry knows no such tag.
+/// Reads the image manifest `reference` names (its tag or digest) ourselves instead of
+/// through `oci-client` (which reads any size and follows redirects to any host): through
+/// [`get_capped`], its digest checked when `reference` names one. `None` when the registry
+/// knows no such manifest.
 pub(crate) async fn pull_manifest(
     client: &Client,
     reference: &Reference,
     opts: &OciOptions,
 ) -> Result<Option<(OciImageManifest, String)>> {
+    let fail = |reason: String| oci_error(reference, reason);
+    let tag = reference
+        .digest()
+        .or(reference.tag())
+        .unwrap_or("latest")
+        .to_string();
+    let Some(body) = get_capped(
+        client,
+        reference,
+        opts,
+        &format!("manifests/{tag}"),
+        oci_client::manifest::OCI_IMAGE_MEDIA_TYPE,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let digest = format!("sha256:{}", hex_sha256(&body));
+    if let Some(want) = reference.digest()
+        && digest != want
+    {
+        return Err(fail(format!(
+            "the manifest's digest is {digest}, not {want}"
+        )));
+    }
+    serde_json::from_slice(&body)
+        .map(|m| Some((m, digest)))
+        .map_err(|e| fail(format!("the manifest is not an OCI image manifest: {e}")))
+}
+
+/// `GET /v2/<repository>/<what>` of `reference`'s registry with `accept`, read as the
+/// registry's untrusted answer: authenticated as `oci-client` would (its token exchange,
+/// or basic auth), redirects followed only on the registry's own host, the body cut at
+/// [`MAX_MANIFEST`]. `None` on 404. Every manifest, referrer and referrers index is read
+/// through here.
+pub(crate) async fn get_capped(
+    client: &Client,
+    reference: &Reference,
+    opts: &OciOptions,
+    what: &str,
+    accept: &str,
+) -> Result<Option<Vec<u8>>> {
     use oci_client::RegistryOperation;
     let fail = |reason: String| oci_error(reference, reason);
     let bearer = client
@@ -166,15 +209,7 @@ pub(crate) async fn pull_manifest(
         true => "http",
         false => "https",
     };
-    let tag = reference
-        .digest()
-        .or(reference.tag())
-        .unwrap_or("latest")
-        .to_string();
-    let url = format!(
-        "{scheme}://{registry}/v2/{}/manifests/{tag}",
-        reference.repository()
-    );
+    let url = format!("{scheme}://{registry}/v2/{}/{what}", reference.repository());
     let home = reqwest::Url::parse(&url).map_err(|e| fail(format!("{url}: {e}")))?;
     let (host, port) = (
         home.host_str().map(str::to_owned),
@@ -193,10 +228,7 @@ pub(crate) async fn pull_manifest(
         }))
         .build()
         .map_err(|e| fail(format!("cannot build an HTTP client: {e}")))?;
-    let mut req = http.get(home).header(
-        reqwest::header::ACCEPT,
-        oci_client::manifest::OCI_IMAGE_MEDIA_TYPE,
-    );
+    let mut req = http.get(home).header(reqwest::header::ACCEPT, accept);
     req = match (&bearer, &opts.basic_auth) {
         (Some(token), _) => req.bearer_auth(token),
         (None, Some((user, password))) => req.basic_auth(user, Some(password)),
@@ -214,7 +246,7 @@ pub(crate) async fn pull_manifest(
             .and_then(|v| v.to_str().ok())
             .unwrap_or("(no Location)");
         return Err(fail(format!(
-            "the manifest redirects to another host ({}): refused, a registry serves its own manifests",
+            "{url} redirects to another host ({}): refused, a registry serves its own manifests",
             cuda_aot::error::escape_untrusted(to)
         )));
     }
@@ -231,174 +263,16 @@ pub(crate) async fn pull_manifest(
         body.extend_from_slice(&chunk);
         if body.len() as u64 > MAX_MANIFEST {
             return Err(fail(format!(
-                "the manifest is larger than {MAX_MANIFEST} bytes: refused"
+                "{url} is larger than {MAX_MANIFEST} bytes: refused"
             )));
         }
     }
-    if let Some(digest) = reference.digest() {
-        let got = format!("sha256:{}", hex_sha256(&body));
-        if got != digest {
-            return Err(fail(format!(
-                "the manifest's digest is {got}, not {digest}"
-            )));
-        }
-    }
-    let digest = format!("sha256:{}", hex_sha256(&body));
-    serde_json::from_slice(&body)
-        .map(|m| Some((m, digest)))
-        .map_err(|e| fail(format!("the manifest is not an OCI image manifest: {e}")))
+    Ok(Some(body))
 }
 
 pub(crate) fn hex_sha256(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     format!("{:x}", sha2::Sha256::digest(bytes))
-}
-
-/// A [`RegistrySource`] that records the paths a verification found.
-/// A source that keeps the bytes of every file the verifier read, so a push uploads
-/// exactly what was verified (never a second read of the path, which a local writer could
-/// have changed in between).
-struct Recording<'a> {
-    inner: &'a (dyn RegistrySource + Sync),
-    read: Mutex<Read>,
-}
-
-#[derive(Default)]
-struct Read {
-    files: BTreeMap<String, Vec<u8>>,
-    /// A path that gave different bytes on two reads (changed while it was verified).
-    changed: Option<String>,
-}
-
-impl RegistrySource for Recording<'_> {
-    fn read_at_most(&self, path: &str, max: u64) -> cuda_aot::Result<Option<Vec<u8>>> {
-        let r = self.inner.read_at_most(path, max)?;
-        if let Some(b) = &r {
-            let mut read = self.read.lock().expect("recording");
-            match read.files.get(path) {
-                // A shorter read of the same file (a size probe) is a prefix.
-                Some(old) if !(old.starts_with(b) || b.starts_with(old)) => {
-                    read.changed.get_or_insert_with(|| path.to_string());
-                }
-                Some(old) if old.len() >= b.len() => {}
-                _ => {
-                    read.files.insert(path.into(), b.clone());
-                }
-            }
-        }
-        Ok(r)
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-}
-
-/// What a push stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pushed {
-    /// The reference pushed to.
-    pub reference: String,
-    /// The index version of the release.
-    pub index_version: u64,
-    /// Layers (registry files) in the artifact.
-    pub layers: usize,
-    /// Their total size.
-    pub bytes: u64,
-    /// The URL of the pushed manifest.
-    pub manifest_url: String,
-    /// Build statements and promotion records attached to it as OCI referrers.
-    pub attestations: usize,
-    /// How the registry lists them.
-    pub listing: referrers::Listing,
-}
-
-/// Pushes the registry in `dir` to `reference` as one artifact, after verifying it fully
-/// against `anchor`: the layers are exactly the files that verification read.
-pub fn push(
-    dir: &Path,
-    anchor: &[u8],
-    reference: &str,
-    verify: &Options,
-    opts: &OciOptions,
-) -> Result<Pushed> {
-    let reference = parse_reference(reference)?;
-    let src = DirSource::new(dir);
-    let rec = Recording {
-        inner: &src,
-        read: Mutex::new(Read::default()),
-    };
-    let index =
-        verify_metadata(&rec, anchor, Default::default(), verify)?.complete(&rec, Select::all())?;
-    // The sources the statements name are layers too (a rebuilder pulls them), and every
-    // subject's sha256 is what tools that read only sha256 will check.
-    index.metadata().audit(&rec)?;
-    let read = rec.read.into_inner().expect("recording");
-    if let Some(path) = read.changed {
-        return Err(Error::io(
-            &dir.join(&path),
-            std::io::Error::other(
-                "the file changed while it was being verified; nothing was pushed",
-            ),
-        ));
-    }
-    // The build statements and promotion records, attached as referrers after the push.
-    let attestations: Vec<(String, Vec<u8>)> = read
-        .files
-        .iter()
-        .filter(|(p, _)| p.starts_with("statements/") || p.starts_with("promotions/"))
-        .map(|(p, d)| (p.clone(), d.clone()))
-        .collect();
-    let mut layers = Vec::with_capacity(read.files.len());
-    let mut bytes = 0u64;
-    for (path, data) in read.files {
-        bytes += data.len() as u64;
-        layers.push(ImageLayer::new(
-            data,
-            media_type(&path),
-            Some(BTreeMap::from([(TITLE.to_string(), path)])),
-        ));
-    }
-    let config = Config::new(b"{}".to_vec(), EMPTY_CONFIG.into(), None);
-    let mut manifest = OciImageManifest::build(
-        &layers,
-        &config,
-        Some(BTreeMap::from([
-            (
-                "dev.cuda-aot.index.version".to_string(),
-                index.index().version.to_string(),
-            ),
-            (
-                "dev.cuda-aot.timestamp.version".to_string(),
-                index.timestamp().version.to_string(),
-            ),
-        ])),
-    );
-    manifest.artifact_type = Some(ARTIFACT_TYPE.into());
-    let client = client(&reference, opts);
-    let rt = runtime(&reference.whole())?;
-    let resp = rt
-        .block_on(client.push(&reference, &layers, config, &auth(opts), Some(manifest)))
-        .map_err(|e| oci_error(&reference, e))?;
-    let listing = rt
-        .block_on(async {
-            let subject = referrers::subject(&client, &reference, &auth(opts)).await?;
-            referrers::attach(&client, &reference, &auth(opts), &subject, &attestations).await
-        })
-        .map_err(|e| {
-            oci_error(
-                &reference,
-                format!("the release is pushed, but not its attestations: {e}"),
-            )
-        })?;
-    Ok(Pushed {
-        reference: reference.whole(),
-        index_version: index.index().version,
-        layers: layers.len(),
-        bytes,
-        manifest_url: resp.manifest_url,
-        attestations: attestations.len(),
-        listing,
-    })
 }
 
 /// Streams the layer `desc` of `reference` into `sink`, at most `cap` bytes of it (the
@@ -558,7 +432,7 @@ impl OciRemote {
             .block_on(referrers::read(
                 &self.client,
                 &self.reference,
-                &auth(&self.opts),
+                &self.opts,
                 &self.digest,
                 MAX_MANIFEST.max(cuda_aot::Limits::default().statement),
             ))

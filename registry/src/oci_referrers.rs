@@ -16,10 +16,9 @@ use oci_client::manifest::{
     ImageIndexEntry, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor,
     OciImageIndex, OciImageManifest,
 };
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use crate::oci::{EMPTY_CONFIG, TITLE};
+use crate::oci::{EMPTY_CONFIG, OciOptions, TITLE, auth, get_capped};
 
 /// The artifact type of a build statement referrer.
 pub const IN_TOTO: &str = "application/vnd.in-toto+json";
@@ -50,22 +49,51 @@ pub struct Referrer {
 
 type Failure = String;
 
-/// The descriptor of the manifest `reference` names (the subject of its referrers).
-pub(crate) async fn subject(
+/// The reason of an error of [`get_capped`] (the caller names the reference).
+fn reason(e: crate::Error) -> Failure {
+    match e {
+        crate::Error::Oci { reason, .. } => reason,
+        e => e.to_string(),
+    }
+}
+
+/// An image index read from the registry (at most [`crate::oci::MAX_MANIFEST`] bytes).
+async fn index_at(
     client: &Client,
     reference: &Reference,
-    auth: &RegistryAuth,
-) -> Result<OciDescriptor, Failure> {
-    let (bytes, digest) = client
-        .pull_manifest_raw(reference, auth, &[OCI_IMAGE_MEDIA_TYPE])
+    opts: &OciOptions,
+    what: &str,
+) -> Result<Option<OciImageIndex>, Failure> {
+    let Some(body) = get_capped(client, reference, opts, what, OCI_IMAGE_INDEX_MEDIA_TYPE)
         .await
-        .map_err(|e| format!("reading the release manifest: {e}"))?;
-    Ok(OciDescriptor {
-        media_type: OCI_IMAGE_MEDIA_TYPE.into(),
-        digest,
-        size: bytes.len() as i64,
-        ..Default::default()
-    })
+        .map_err(reason)?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| format!("{what} holds no image index: {e}"))
+}
+
+/// The referrers of `subject` and how the registry lists them: its referrers API
+/// (`GET /v2/<name>/referrers/<digest>`), else (a 404 there, as the distribution spec
+/// tells clients to take it) the referrers tag schema's index, empty when no tag exists.
+async fn referrers_of(
+    client: &Client,
+    reference: &Reference,
+    opts: &OciOptions,
+    subject: &str,
+) -> Result<(OciImageIndex, Listing), Failure> {
+    if let Some(index) = index_at(client, reference, opts, &format!("referrers/{subject}")).await? {
+        return Ok((index, Listing::Api));
+    }
+    let index = referrers_of_tag(client, reference, opts, subject).await?;
+    Ok((index, Listing::TagSchema))
+}
+
+/// The path of the referrers tag schema's tag of `digest` (`manifests/sha256-<hex>`).
+fn tag_path(digest: &str) -> String {
+    format!("manifests/{}", digest.replace(':', "-"))
 }
 
 /// `reference`'s repository at `digest`.
@@ -87,12 +115,12 @@ fn sha256(bytes: &[u8]) -> String {
 pub(crate) async fn attach(
     client: &Client,
     reference: &Reference,
-    auth: &RegistryAuth,
+    opts: &OciOptions,
     subject: &OciDescriptor,
     docs: &[(String, Vec<u8>)],
 ) -> Result<Listing, Failure> {
     client
-        .store_auth_if_needed(reference.resolve_registry(), auth)
+        .store_auth_if_needed(reference.resolve_registry(), &auth(opts))
         .await;
     let empty = b"{}".to_vec();
     let config = OciDescriptor {
@@ -151,45 +179,20 @@ pub(crate) async fn attach(
         });
     }
     // Listed already (the referrers API, or a tag schema index holding them all)?
-    let subject_ref = at_digest(reference, &subject.digest);
-    let listed = client
-        .pull_referrers(&subject_ref, None)
-        .await
-        .map_err(|e| format!("listing the referrers: {e}"))?;
-    let missing: Vec<&ImageIndexEntry> = pushed
-        .iter()
-        .filter(|p| !listed.manifests.iter().any(|l| l.digest == p.digest))
+    let (mut index, listing) = referrers_of(client, reference, opts, &subject.digest).await?;
+    let missing: Vec<ImageIndexEntry> = pushed
+        .into_iter()
+        .filter(|p| !index.manifests.iter().any(|l| l.digest == p.digest))
         .collect();
     if missing.is_empty() {
-        return Ok(if pushed.is_empty() {
-            Listing::Api
-        } else {
-            listing(client, reference, auth, &subject.digest).await
-        });
+        return Ok(listing);
     }
     // The referrers tag schema: the index at `sha256-<hex>`, with these added.
-    let tag = tag_of(reference, &subject.digest);
-    let mut index = match client
-        .pull_manifest_raw(&tag, auth, &[OCI_IMAGE_INDEX_MEDIA_TYPE])
-        .await
-    {
-        Ok((bytes, _)) => serde_json::from_slice::<OciImageIndex>(&bytes).map_err(|e| {
-            format!(
-                "the referrers tag {} holds no image index: {e}",
-                tag.whole()
-            )
-        })?,
-        Err(_) => OciImageIndex {
-            schema_version: 2,
-            media_type: Some(OCI_IMAGE_INDEX_MEDIA_TYPE.into()),
-            manifests: Vec::new(),
-            artifact_type: None,
-            annotations: None,
-        },
-    };
-    for m in missing {
-        index.manifests.push(m.clone());
+    if listing == Listing::Api {
+        index = referrers_of_tag(client, reference, opts, &subject.digest).await?;
     }
+    let tag = tag_of(reference, &subject.digest);
+    index.manifests.extend(missing);
     let body = serde_json::to_vec(&index).map_err(|e| e.to_string())?;
     client
         .push_manifest_raw(
@@ -211,25 +214,22 @@ fn tag_of(reference: &Reference, digest: &str) -> Reference {
     )
 }
 
-/// Whether the registry listed the referrers through its API (its tag schema index holds
-/// none of ours) or through the tag.
-async fn listing(
+/// The referrers tag schema's index of `digest` (empty when there is no such tag).
+async fn referrers_of_tag(
     client: &Client,
     reference: &Reference,
-    auth: &RegistryAuth,
+    opts: &OciOptions,
     digest: &str,
-) -> Listing {
-    match client
-        .pull_manifest_raw(
-            &tag_of(reference, digest),
-            auth,
-            &[OCI_IMAGE_INDEX_MEDIA_TYPE],
-        )
-        .await
-    {
-        Ok(_) => Listing::TagSchema,
-        Err(_) => Listing::Api,
-    }
+) -> Result<OciImageIndex, Failure> {
+    Ok(index_at(client, reference, opts, &tag_path(digest))
+        .await?
+        .unwrap_or(OciImageIndex {
+            schema_version: 2,
+            media_type: Some(OCI_IMAGE_INDEX_MEDIA_TYPE.into()),
+            manifests: Vec::new(),
+            artifact_type: None,
+            annotations: None,
+        }))
 }
 
 /// Every referrer of the manifest `subject` in `reference`'s repository whose artifact
@@ -238,16 +238,14 @@ async fn listing(
 pub(crate) async fn read(
     client: &Client,
     reference: &Reference,
-    auth: &RegistryAuth,
+    opts: &OciOptions,
     subject: &str,
     cap: u64,
 ) -> Result<(Vec<Referrer>, Listing), Failure> {
     client
-        .store_auth_if_needed(reference.resolve_registry(), auth)
+        .store_auth_if_needed(reference.resolve_registry(), &auth(opts))
         .await;
-    let listing = listing(client, reference, auth, subject).await;
-    let index = client
-        .pull_referrers(&at_digest(reference, subject), None)
+    let (index, listing) = referrers_of(client, reference, opts, subject)
         .await
         .map_err(|e| format!("listing the referrers: {e}"))?;
     let mut out = Vec::new();
@@ -256,22 +254,17 @@ pub(crate) async fn read(
         if kind != IN_TOTO && kind != PROMOTION {
             continue;
         }
-        let (body, _) = client
-            .pull_manifest_raw(
-                &at_digest(reference, &entry.digest),
-                auth,
-                &[OCI_IMAGE_MEDIA_TYPE],
-            )
-            .await
-            .map_err(|e| format!("reading referrer {}: {e}", entry.digest))?;
-        if body.len() as u64 > cap {
-            return Err(format!(
-                "referrer {} is larger than {cap} bytes",
-                entry.digest
-            ));
-        }
-        let manifest: OciImageManifest = serde_json::from_slice(&body)
-            .map_err(|e| format!("referrer {} is not an image manifest: {e}", entry.digest))?;
+        let manifest =
+            crate::oci::pull_manifest(client, &at_digest(reference, &entry.digest), opts)
+                .await
+                .map_err(|e| format!("reading referrer {}: {}", entry.digest, reason(e)))?
+                .ok_or_else(|| {
+                    format!(
+                        "referrer {} is listed but not in the registry",
+                        entry.digest
+                    )
+                })?
+                .0;
         if manifest.subject.as_ref().map(|s| s.digest.as_str()) != Some(subject)
             || manifest.artifact_type.as_deref() != Some(kind.as_str())
             || manifest.layers.len() != 1

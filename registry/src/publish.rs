@@ -172,6 +172,9 @@ pub enum Step {
     Index,
     /// `timestamp.json` names the new index: the release is visible.
     Timestamp,
+    /// OCI only: the artifact's manifest is on its tag, its attestations are not attached
+    /// yet (another publisher may move the tag in between).
+    Pushed,
 }
 
 impl Step {
@@ -183,6 +186,7 @@ impl Step {
             Step::Locked => "locked",
             Step::Index => "index",
             Step::Timestamp => "timestamp",
+            Step::Pushed => "pushed",
         }
     }
 }

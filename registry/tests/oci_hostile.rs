@@ -1,7 +1,8 @@
 //! A hostile OCI registry (a small HTTP server of its own on loopback: the real registry
 //! the network tests run cannot be made to misbehave): the pull refuses a manifest that
 //! redirects to another host (which then sees no request), a manifest past the size cap
-//! (read no further than the cap), and layers that name foreign URLs; the shared build
+//! (read no further than the cap), a referrers listing or referrer manifest past it, and
+//! layers that name foreign URLs; the shared build
 //! cache (`oci_cache`) refuses a layer declared too large before asking for it, and bytes
 //! that do not match their layer's digest.
 
@@ -146,6 +147,73 @@ fn issue_18_layers_naming_foreign_urls_are_refused() {
     let reg = registry(|| response("200 OK", &[], &manifest_json(true)));
     let err = open(reg.port).err().expect("refused");
     assert!(err.to_string().contains("foreign URLs"), "{err}");
+}
+
+/// Issue 46: the referrers a sync reads back are capped like the artifact manifest. A
+/// referrers listing past the cap (the referrers API's answer), and a referrer manifest past
+/// it (listed through the tag schema), are each refused, read no further than the cap; the
+/// same listing at its size is read.
+#[test]
+fn issue_46_a_referrers_listing_or_a_referrer_past_the_cap_is_refused() {
+    let big = MAX_MANIFEST as usize + 1024;
+    let padded = move |body: Vec<u8>, to: usize| {
+        let mut body = body;
+        body.resize(to, b' ');
+        body
+    };
+    let empty = br#"{"schemaVersion":2,"manifests":[]}"#.to_vec();
+    let listing = move |size: usize| {
+        let empty = empty.clone();
+        Fake::start(move |line| {
+            if line.starts_with("GET /v2/ ") {
+                response("200 OK", &[], b"{}")
+            } else if line.contains("/manifests/v1 ") {
+                response("200 OK", &[], &manifest_json(false))
+            } else if line.contains("/referrers/") {
+                response("200 OK", &[], &padded(empty.clone(), size))
+            } else {
+                response("404 Not Found", &[], b"")
+            }
+        })
+    };
+    let reg = listing(big);
+    let err = open(reg.port).unwrap().attestations().expect_err("refused");
+    assert!(err.to_string().contains("larger than"), "{err}");
+    let reg = listing(1024);
+    let (found, how) = open(reg.port).unwrap().attestations().unwrap();
+    assert!(found.is_empty());
+    assert_eq!(how, cuda_aot_registry::oci_referrers::Listing::Api);
+
+    let referrer = format!("sha256:{}", "1".repeat(64));
+    let index = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": referrer,
+            "size": 100,
+            "artifactType": cuda_aot_registry::oci_referrers::IN_TOTO,
+        }],
+    }))
+    .unwrap();
+    let reg = Fake::start(move |line| {
+        if line.starts_with("GET /v2/ ") {
+            response("200 OK", &[], b"{}")
+        } else if line.contains("/manifests/v1 ") {
+            response("200 OK", &[], &manifest_json(false))
+        } else if line.contains("/manifests/sha256-") {
+            response("200 OK", &[], &index)
+        } else if line.contains(&format!("/manifests/{referrer} ")) {
+            response("200 OK", &[], &padded(b"{}".to_vec(), big))
+        } else {
+            response("404 Not Found", &[], b"")
+        }
+    });
+    let err = open(reg.port).unwrap().attestations().expect_err("refused");
+    assert!(
+        err.to_string().contains("larger than") && err.to_string().contains("reading referrer"),
+        "{err}"
+    );
 }
 
 /// The fake server reads requests fully before answering (no half-read connections).

@@ -220,15 +220,19 @@ impl Setup {
     /// `sync` of the folder `registry`, served over HTTP by `serve`, into `to`.
     fn sync(&self, registry: &Path, to: &str) -> Out {
         let serve = Server::start(&["serve", "--addr", "127.0.0.1:0", "--root"], &[registry]);
-        Out::of(
-            xtask()
-                .args(["sync", "--from", &serve.url(), "--to"])
-                .arg(self.path(to))
-                .arg("--trust")
-                .arg(self.trust())
-                .arg("--state")
-                .arg(self.path(&format!("{to}.sync-state.json"))),
-        )
+        Out::of(&mut self.sync_from(xtask(), &serve.url(), to))
+    }
+
+    /// `cmd` (an xtask command, with whatever environment its store needs) set up to `sync`
+    /// from `from` into `to` under the trust root, with its own state file.
+    fn sync_from(&self, mut cmd: Command, from: &str, to: &str) -> Command {
+        cmd.args(["sync", "--from", from, "--to"])
+            .arg(self.path(to))
+            .arg("--trust")
+            .arg(self.trust())
+            .arg("--state")
+            .arg(self.path(&format!("{to}.sync-state.json")));
+        cmd
     }
 
     /// `verify` of `registry` passes and lists the root's and both teams' modules.
@@ -400,18 +404,8 @@ fn two_teams_publishing_at_once_both_land_in_a_folder_and_in_s3() {
         text.contains("another publisher committed first 1 time(s)"),
         "{text}"
     );
-    let mirror = s.path("from-s3");
-    Out::of(
-        s3.xtask()
-            .args(["sync", "--from", url, "--to"])
-            .arg(&mirror)
-            .arg("--trust")
-            .arg(s.trust())
-            .arg("--state")
-            .arg(s.path("sync-state.json")),
-    )
-    .ok();
-    s.holds_every_module(&mirror, "state-s3");
+    Out::of(&mut s.sync_from(s3.xtask(), url, "from-s3")).ok();
+    s.holds_every_module(&s.path("from-s3"), "state-s3");
 }
 
 /// Issue 46: two teams publishing at once through a publishing HTTP server (its
@@ -461,18 +455,61 @@ fn two_teams_publishing_at_once_both_land_over_http_and_in_an_oci_tag() {
         text.contains("another publisher committed first 1 time(s)"),
         "{text}"
     );
-    let mirror = s.path("from-oci");
-    Out::of(
-        xtask()
-            .args(["sync", "--from", &reference, "--to"])
-            .arg(&mirror)
-            .arg("--trust")
-            .arg(s.trust())
-            .arg("--state")
-            .arg(s.path("oci-sync-state.json")),
-    )
-    .ok();
-    s.holds_every_module(&mirror, "state-oci");
+    Out::of(&mut s.sync_from(xtask(), &reference, "from-oci")).ok();
+    s.holds_every_module(&s.path("from-oci"), "state-oci");
+}
+
+/// An OCI tag has no compare-and-swap, so it can move between a team's push and the
+/// attaching of its statement (CI saw it in the race above). The statement must be attached
+/// to the team's own release, never to whatever the tag holds by then: attached to another
+/// release it is foreign to that release's index, and every later sync of the tag (the
+/// team's own retry first) refuses it. Here the tag is moved back to the root's release
+/// while risc0's publisher waits between its push and its attestations, as a publisher
+/// that started from that release would do; risc0's publish sees the conflict, builds again
+/// and lands, and the tag syncs.
+#[test]
+fn a_team_whose_oci_tag_moves_during_its_push_attaches_its_statement_to_its_own_release() {
+    use common::oci::{MANIFEST, get, put};
+    let s = Setup::new();
+    let d1 = s.path("d1.json").display().to_string();
+    let oci = common::server::oci_server(s.dir.path());
+    let reference = format!("oci://{}/teams/registry:v1", oci.addr);
+    Out::of(&mut s.publish(&reference, "core", &["--delegations", &d1])).ok();
+    let tag = format!("http://{}/v2/teams/registry/manifests/v1", oci.addr);
+    let (status, root_release) = get(&tag, MANIFEST);
+    assert_eq!(status, 200);
+    let pause = s.path("pause-pushed");
+    std::fs::create_dir_all(&pause).unwrap();
+    let risc0 = common::paused(
+        &mut s.publish_team(&reference, "risc0", "risc0", "risc0-publisher"),
+        "pushed",
+        &pause,
+    );
+    common::wait_for_pauses(&pause, 1);
+    put(&tag, MANIFEST, root_release);
+    std::fs::write(pause.join("go"), b"").unwrap();
+    let out = risc0.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "risc0's publish failed:\n{err}");
+    assert!(
+        err.contains("another publisher committed first 1 time(s)"),
+        "{err}"
+    );
+    let synced = Out::of(&mut s.sync_from(xtask(), &reference, "from-oci")).ok();
+    assert!(
+        synced
+            .stdout
+            .contains("attestation(s) attached as OCI referrers"),
+        "{}",
+        synced.stdout
+    );
+    let table = s.verify(&s.path("from-oci"), "state-mirror").ok().stdout;
+    for module in ["core_mix", "risc0_ntt", "risc0_hash"] {
+        assert!(
+            table.contains(&format!("\n{module} ")),
+            "{module}:\n{table}"
+        );
+    }
 }
 
 /// Issue 46, "Must show": team airbender's key signing a `risc0_*` module is refused

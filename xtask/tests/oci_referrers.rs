@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::oci::{INDEX, MANIFEST, sha256, through_api, through_tag_schema};
+use common::oci::{INDEX, MANIFEST, put, sha256, through_api, through_tag_schema};
 use common::server::{Server, oci_server};
 use common::{Out, Ws, xtask};
 
@@ -193,16 +193,6 @@ fn push_blob(base: &str, bytes: &[u8]) {
         .send()
         .unwrap();
     assert_eq!(r.status().as_u16(), 201, "{:?}", r.text());
-}
-
-fn put(url: &str, content_type: &str, body: Vec<u8>) {
-    let r = reqwest::blocking::Client::new()
-        .put(url)
-        .header("Content-Type", content_type)
-        .body(body)
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201, "{url}: {:?}", r.text());
 }
 
 #[test]

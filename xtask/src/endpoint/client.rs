@@ -54,13 +54,14 @@ impl RemoteArgs {
     /// holds pushes nothing (`None`).
     ///
     /// OCI tags have no compare-and-swap (the distribution spec has no conditional
-    /// manifest PUT), so this does the safest thing it allows: just before pushing, it reads
-    /// the tag again and refuses to push (a publish conflict, told to retry) when another
-    /// release was pushed since this publish read it; after pushing it reads the tag back
+    /// manifest PUT), so this does the safest thing it allows: just before the manifest
+    /// replaces the tag ([`push`], after the blobs are up), the tag is read again, and a push
+    /// is refused (a publish conflict, told to retry) when another release was pushed since
+    /// this publish read it; after pushing it reads the tag back
     /// and reports a conflict when it no longer holds this release (another publisher
     /// pushed in between: the tag holds theirs, a complete release that verifies on its
-    /// own, and rollback protection keeps clients from going back). Two pushes in the same
-    /// instant can still both pass: serialize publishers per repository.
+    /// own, and rollback protection keeps clients from going back). Two pushes within one read and
+    /// one write of each other can still both pass: serialize publishers per repository.
     pub fn publish_oci(
         &self,
         reference: &str,
@@ -94,10 +95,14 @@ impl RemoteArgs {
             version: published.index_version,
             base: published.index_version.saturating_sub(1),
         };
-        if tag_now()? != based_on {
-            return Err(conflict().into());
-        }
-        let pushed = push(work, anchor, reference, &Options::default(), &oci)?;
+        let pushed = push(
+            work,
+            anchor,
+            reference,
+            based_on.as_deref(),
+            &Options::default(),
+            &oci,
+        )?;
         let ours = format!(
             "sha256:{}",
             hex::encode(<sha2::Sha256 as sha2::Digest>::digest(

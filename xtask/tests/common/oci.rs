@@ -96,3 +96,14 @@ fn first(base: &str, subject: String, index: &[u8]) -> Attested {
         bytes,
     }
 }
+
+/// `PUT url` with `body` as `content_type`; the registry must answer 201 Created.
+pub fn put(url: &str, content_type: &str, body: Vec<u8>) {
+    let r = reqwest::blocking::Client::new()
+        .put(url)
+        .header("Content-Type", content_type)
+        .body(body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{url}: {:?}", r.text());
+}
