@@ -24,10 +24,11 @@ pub fn read(path: &std::path::Path) -> Result<Vec<Delegation>> {
         )
     })?;
     let spec: Spec = toml::from_str(&text).map_err(|e| {
-        fail(
-            format!("{}: {e}", path.display()),
-            "write the spec as `[[delegation]]` tables (see cargo xtask delegations --help)",
-        )
+        let fix = match e.message().contains("public key") {
+            true => "write each key as the one line of its `.pub` file (`ed25519:` and 64 hex digits), as cargo xtask keygen writes it",
+            false => "write the spec as `[[delegation]]` tables, each with name, paths, publisher, builder and reviewer (terminating is optional; see the example in cargo xtask delegations --help)",
+        };
+        fail(format!("{}: {e}", path.display()), fix)
     })?;
     Ok(spec.delegation)
 }

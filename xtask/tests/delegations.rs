@@ -821,6 +821,15 @@ fn delegations_that_cannot_decide_an_owner_are_refused_when_signed() {
             team("root", "[\"x_*\"]", false),
             "delegated role name \"root\": is the name of a role of the trust root",
         ),
+        (
+            5,
+            team("a", "[\"risc0_*\"]", false).replacen(
+                &s.public("risc0-publisher"),
+                "ed25519:0000",
+                1,
+            ),
+            "public key \"ed25519:0000\": bad key or signature: expected ed25519:<64 hex>\n\nFix: write each key as the one line of its `.pub` file",
+        ),
     ] {
         let out = s
             .sign_delegations(&format!("bad-{n}.json"), 1, &spec)
