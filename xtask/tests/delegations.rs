@@ -246,6 +246,42 @@ impl Setup {
         }
     }
 
+    /// Signs `out/<build>` with `builder`'s key, then publishes it into `registry` as
+    /// `team` with `publisher`'s key: the publish, to be checked.
+    fn publish_signed(
+        &self,
+        registry: &str,
+        build: &str,
+        (team, publisher, builder): (&str, &str, &str),
+    ) -> Out {
+        self.sign(build, builder);
+        Out::of(&mut self.publish_team(registry, build, team, publisher))
+    }
+
+    /// Like [`Setup::publish_signed`], which must be refused: `builder` is not a builder
+    /// key of `team`.
+    fn publish_refused_signed(&self, registry: &str, build: &str, who: (&str, &str, &str)) {
+        let refused = self.publish_signed(registry, build, who).failed();
+        assert!(
+            refused
+                .stderr
+                .contains("signed by 0 of the 1 required builder key(s)"),
+            "{}",
+            refused.stderr
+        );
+    }
+
+    /// The `verify` table's row of `module`, which must name `builder`'s key.
+    fn row_signed_by(&self, table: &str, module: &str, builder: &str) -> String {
+        let id = read_key(&self.key(builder)).public().key_id().short();
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{module} ")))
+            .unwrap_or_else(|| panic!("no {module}:\n{table}"));
+        assert!(row.contains(&format!("builder {id}")), "{row}");
+        row.to_string()
+    }
+
     fn verify(&self, registry: &Path, state: &str) -> Out {
         Out::of(
             xtask()
@@ -911,30 +947,21 @@ fn a_team_delegates_to_a_sub_team_one_level_down() {
     .ok();
     s.build("gpu", &["risc0_gpu_ntt"]);
     // risc0's builder key is not the sub-team's.
-    s.sign("gpu", "risc0-builder");
-    let refused =
-        Out::of(&mut s.publish_team(&folder, "gpu", "risc0-gpu", "risc0-gpu-publisher")).failed();
-    assert!(
-        refused
-            .stderr
-            .contains("signed by 0 of the 1 required builder key(s)"),
-        "{}",
-        refused.stderr
+    s.publish_refused_signed(
+        &folder,
+        "gpu",
+        ("risc0-gpu", "risc0-gpu-publisher", "risc0-builder"),
     );
-    s.sign("gpu", "risc0-gpu-builder");
-    Out::of(&mut s.publish_team(&folder, "gpu", "risc0-gpu", "risc0-gpu-publisher")).ok();
+    s.publish_signed(
+        &folder,
+        "gpu",
+        ("risc0-gpu", "risc0-gpu-publisher", "risc0-gpu-builder"),
+    )
+    .ok();
     // risc0 publishes again: the sub-team's module stays.
     Out::of(&mut s.publish_team(&folder, "risc0", "risc0", "risc0-publisher")).ok();
     let table = s.verify(&reg, "state").ok().stdout;
-    let id = read_key(&s.key("risc0-gpu-builder"))
-        .public()
-        .key_id()
-        .short();
-    let line = table
-        .lines()
-        .find(|l| l.starts_with("risc0_gpu_ntt"))
-        .unwrap_or_else(|| panic!("{table}"));
-    assert!(line.contains(&format!("builder {id}")), "{line}");
+    s.row_signed_by(&table, "risc0_gpu_ntt", "risc0-gpu-builder");
     let (_, risc0) = team_metadata(&reg, "risc0");
     assert_eq!(risc0.delegations.len(), 1);
     let (_, gpu) = team_metadata(&reg, "risc0-gpu");
@@ -942,4 +969,64 @@ fn a_team_delegates_to_a_sub_team_one_level_down() {
         gpu.modules.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
         ["risc0_gpu_ntt"]
     );
+}
+
+/// A real prover's kind of module, published by a team: `foreign_ntt` of the foreign corpus
+/// is three files compiled as relocatable device code and device-linked (extern
+/// `__constant__` tables defined in another file, a template kernel, a `__device__`
+/// function defined elsewhere). A team owning `foreign_*` signs and publishes it with its
+/// own keys beside the root's and risc0's modules; its module files verify (blobs and their
+/// signed launch ABI included) after a sync over HTTP, under the team's builder key; the
+/// root's builder key is refused on it.
+#[test]
+fn a_team_publishes_a_device_linked_module_of_several_files() {
+    let s = Setup::new();
+    let key = |k: &str| format!("{{ keys = [\"{}\"], threshold = 1 }}", s.public(k));
+    let spec = s.spec("airbender-publisher", "airbender-builder")
+        + &format!(
+            "\n[[delegation]]\nname = \"provers\"\npaths = [\"foreign_*\"]\npublisher = {}\nbuilder = {}\nreviewer = {}\n",
+            key("risc0-gpu-publisher"),
+            key("risc0-gpu-builder"),
+            key("risc0-gpu-reviewer")
+        );
+    s.sign_delegations("d3.json", 1, &spec).ok();
+    let reg = s.path("reg");
+    let folder = reg.display().to_string();
+    let d3 = s.path("d3.json").display().to_string();
+    Out::of(&mut s.publish(&folder, "core", &["--delegations", &d3])).ok();
+    Out::of(&mut s.publish_team(&folder, "risc0", "risc0", "risc0-publisher")).ok();
+    Out::of(
+        xtask()
+            .args(["build", "--spec"])
+            .arg(common::repo().join("kernels/foreign/foreign.toml"))
+            .args([
+                "--module",
+                "foreign_ntt",
+                "--target",
+                "sm_90",
+                "--cache-dir",
+            ])
+            .arg(s.path("cache"))
+            .arg("--out")
+            .arg(s.out("linked")),
+    )
+    .ok();
+    // The root's builder key signs for no module a team owns.
+    let provers = |builder| ("provers", "risc0-gpu-publisher", builder);
+    s.publish_refused_signed(&folder, "linked", provers("builder"));
+    s.publish_signed(&folder, "linked", provers("risc0-gpu-builder"))
+        .ok();
+    s.sync(&reg, "mirror").ok();
+    let table = s.verify(&s.path("mirror"), "state-mirror").ok().stdout;
+    let row = s.row_signed_by(&table, "foreign_ntt", "risc0-gpu-builder");
+    assert!(row.contains("team provers"), "{row}");
+    for kernel in ["ntt_dit_stage", "ntt_scale", "ntt_pow", "bit_reverse<"] {
+        assert!(table.contains(kernel), "{kernel}:\n{table}");
+    }
+    for module in ["core_mix", "risc0_ntt", "risc0_hash"] {
+        assert!(
+            table.contains(&format!("\n{module} ")),
+            "{module}:\n{table}"
+        );
+    }
 }
