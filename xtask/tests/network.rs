@@ -8,7 +8,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use common::s3::S3;
 use common::server::{Server, oci_server};
@@ -369,7 +368,7 @@ fn publishers_racing_over_http_one_wins_and_the_other_is_told_to_retry() {
     };
     let a = spawn(&out);
     let b = spawn(&out2);
-    wait_paused(&pause, 2);
+    common::wait_for_pauses(&pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let won: Vec<bool> = results.iter().map(|r| r.status.success()).collect();
@@ -518,24 +517,6 @@ fn published_s3(s3: &S3, url: &str, out: &Path) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// Waits until `n` publishers announced the pause in `dir`.
-fn wait_paused(dir: &Path, n: usize) {
-    let t = Instant::now();
-    while std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".reached"))
-        .count()
-        < n
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "publishers did not reach the pause"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Issue 20, item 4: a registry in a bucket of the S3 test server. A release published to
 /// `s3://` is mirrored by `sync` and accepted by `verify`; publishing it again commits
 /// nothing. Two publishers prepared on the same index commit at once: exactly one wins
@@ -590,7 +571,7 @@ fn a_release_published_to_s3_syncs_verifies_and_racing_publishers_get_one_winner
     };
     let a = spawn(&merkle);
     let b = spawn(&ntt);
-    wait_paused(&pause, 2);
+    common::wait_for_pauses(&pause, 2);
     std::fs::write(pause.join("go"), b"").unwrap();
     let results = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let said: Vec<String> = results
@@ -633,7 +614,7 @@ fn a_release_published_to_s3_syncs_verifies_and_racing_publishers_get_one_winner
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
-    wait_paused(&dead, 1);
+    common::wait_for_pauses(&dead, 1);
     killed.kill().unwrap();
     killed.wait().unwrap();
     let orphaned = highest(&bucket);
@@ -726,7 +707,7 @@ fn an_oci_publisher_whose_tag_moved_while_it_prepared_pushes_nothing() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_paused(&pause, 1);
+    common::wait_for_pauses(&pause, 1);
     let b = publish(&ntt);
     assert!(b.contains("published index v2 "), "{b}");
     std::fs::write(pause.join("go"), b"").unwrap();

@@ -716,7 +716,7 @@ pub fn paused(cmd: &mut Command, step: &str, dir: &Path) -> std::process::Child 
     .unwrap()
 }
 
-/// Waits (a minute at most) until `count` publishers announced their pause in `dir`.
+/// Waits (two minutes at most) until `count` publishers announced their pause in `dir`.
 pub fn wait_for_pauses(dir: &Path, count: usize) {
     let start = std::time::Instant::now();
     loop {
@@ -734,7 +734,7 @@ pub fn wait_for_pauses(dir: &Path, count: usize) {
             return;
         }
         assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
+            start.elapsed() < std::time::Duration::from_secs(120),
             "publishers did not reach the pause point"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
