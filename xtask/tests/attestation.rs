@@ -3,7 +3,9 @@
 //! `docs/attestation/requirements.txt`) into a throwaway venv and verify a fresh release
 //! with the builder key `keygen --export-public` exported; one byte of a subject, of the
 //! payload or another key makes it fail. OpenSSL checks the release's signature with the
-//! PEM export. Needs the network (PyPI) and `python3` with `venv`, as the toolkit does.
+//! PEM export. The same statement fetched from OCI registries, through the referrers tag
+//! schema and through the referrers API (issue 46), verifies the same way. Needs the
+//! network (PyPI) and `python3` with `venv`, as the toolkit does.
 
 mod common;
 
@@ -144,33 +146,53 @@ fn a_release_statement_verifies_with_securesystemslib_and_fails_after_one_byte_c
     sh(&project, &in_registry).ok();
 
     // The statement as OCI tools find it (issue 46): the release published to the pinned
-    // OCI registry, the statement fetched through the referrers tag schema, checked by the
-    // same third-party verifier.
+    // OCI registry, the statement fetched through the referrers tag schema, and to a
+    // registry with the referrers API (`servers oci-referrers`), fetched through the API;
+    // each checked by the same third-party verifier.
     let tmp = tempfile::tempdir().unwrap();
-    let oci = common::server::oci_server(tmp.path());
     let keys = project.join(".cuda-aot/dev-keys");
-    Out::of(
-        xtask()
-            .args(["publish", "--registry"])
-            .arg(format!("oci://{}/cuda-aot/att:v1", oci.addr))
-            .arg("--trust")
-            .arg(keys.join("root.json"))
-            .arg("--publisher-key")
-            .arg(keys.join("publisher.key"))
-            .arg(&out),
-    )
-    .ok();
-    let found =
-        common::oci::through_tag_schema(&format!("http://{}/v2/cuda-aot/att", oci.addr), "v1");
-    let fetched = ws.path("referrer.statement.json");
-    std::fs::write(&fetched, &found.bytes).unwrap();
-    let through_oci = with(
-        &in_registry,
-        &envelope.display().to_string(),
-        &fetched.display().to_string(),
+    let publish_to = |addr: std::net::SocketAddr| {
+        Out::of(
+            xtask()
+                .args(["publish", "--registry"])
+                .arg(format!("oci://{addr}/cuda-aot/att:v1"))
+                .arg("--trust")
+                .arg(keys.join("root.json"))
+                .arg("--publisher-key")
+                .arg(keys.join("publisher.key"))
+                .arg(&out),
+        )
+        .ok();
+        format!("http://{addr}/v2/cuda-aot/att")
+    };
+    let oci = common::server::oci_server(tmp.path());
+    let storage = tmp.path().join("referrers-api");
+    let api = common::server::Server::start(
+        &[
+            "servers",
+            "oci-referrers",
+            "--storage",
+            storage.to_str().unwrap(),
+        ],
+        &[],
     );
-    let ok = sh(&project, &through_oci).ok();
-    assert!(ok.stdout.starts_with("ok: "), "{}", ok.stdout);
+    for (how, found) in [
+        (
+            "tag-schema",
+            common::oci::through_tag_schema(&publish_to(oci.addr), "v1"),
+        ),
+        ("api", common::oci::through_api(&publish_to(api.addr), "v1")),
+    ] {
+        let fetched = ws.path(&format!("referrer-{how}.statement.json"));
+        std::fs::write(&fetched, &found.bytes).unwrap();
+        let through_oci = with(
+            &in_registry,
+            &envelope.display().to_string(),
+            &fetched.display().to_string(),
+        );
+        let ok = sh(&project, &through_oci).ok();
+        assert!(ok.stdout.starts_with("ok: "), "{how}: {}", ok.stdout);
+    }
 
     // One byte of the signed payload (the statement says another digest), or a key that
     // did not sign: the signature check fails.
