@@ -159,7 +159,8 @@ pub struct Published {
 }
 
 /// The steps of a publish, in order. A publisher killed after any of them leaves a
-/// registry that still verifies at the previous version.
+/// registry that still verifies: at the previous version, or after [`Step::Timestamp`] or
+/// [`Step::Pushed`] at the new one (after `Pushed`, without its OCI referrers yet).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// Every blob is stored.
