@@ -7,8 +7,9 @@
 //! one layer. A registry with the referrers API lists them at
 //! `GET /v2/<name>/referrers/<digest>`; for one without (the CNCF distribution registry,
 //! `docker-registry` 2.8.2), the publisher also keeps the referrers tag schema's index at
-//! the tag `sha256-<hex>`. Reading them back ([`crate::oci::OciRemote::attestations`]) goes through whichever the registry
-//! has, and a sync checks that each is byte for byte a document of the release it verified.
+//! the tag `sha256-<hex>`. Reading them back
+//! ([`crate::oci::OciRemote::attestations`]) goes through whichever the registry has, and
+//! a sync checks that each is byte for byte a document of the release it verified.
 
 use std::collections::BTreeMap;
 
