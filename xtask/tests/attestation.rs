@@ -145,54 +145,13 @@ fn a_release_statement_verifies_with_securesystemslib_and_fails_after_one_byte_c
     );
     sh(&project, &in_registry).ok();
 
-    // The statement as OCI tools find it (issue 46): the release published to the pinned
-    // OCI registry, the statement fetched through the referrers tag schema, and to a
-    // registry with the referrers API (`servers oci-referrers`), fetched through the API;
-    // each checked by the same third-party verifier.
-    let tmp = tempfile::tempdir().unwrap();
-    let keys = project.join(".cuda-aot/dev-keys");
-    let publish_to = |addr: std::net::SocketAddr| {
-        Out::of(
-            xtask()
-                .args(["publish", "--registry"])
-                .arg(format!("oci://{addr}/cuda-aot/att:v1"))
-                .arg("--trust")
-                .arg(keys.join("root.json"))
-                .arg("--publisher-key")
-                .arg(keys.join("publisher.key"))
-                .arg(&out),
-        )
-        .ok();
-        format!("http://{addr}/v2/cuda-aot/att")
-    };
-    let oci = common::server::oci_server(tmp.path());
-    let storage = tmp.path().join("referrers-api");
-    let api = common::server::Server::start(
-        &[
-            "servers",
-            "oci-referrers",
-            "--storage",
-            storage.to_str().unwrap(),
-        ],
-        &[],
+    // The statement as OCI tools find it (issue 46).
+    through_oci_registries(
+        &ws,
+        &project,
+        &out,
+        &with(&in_registry, &envelope.display().to_string(), "STATEMENT"),
     );
-    for (how, found) in [
-        (
-            "tag-schema",
-            common::oci::through_tag_schema(&publish_to(oci.addr), "v1"),
-        ),
-        ("api", common::oci::through_api(&publish_to(api.addr), "v1")),
-    ] {
-        let fetched = ws.path(&format!("referrer-{how}.statement.json"));
-        std::fs::write(&fetched, &found.bytes).unwrap();
-        let through_oci = with(
-            &in_registry,
-            &envelope.display().to_string(),
-            &fetched.display().to_string(),
-        );
-        let ok = sh(&project, &through_oci).ok();
-        assert!(ok.stdout.starts_with("ok: "), "{how}: {}", ok.stdout);
-    }
 
     // One byte of the signed payload (the statement says another digest), or a key that
     // did not sign: the signature check fails.
@@ -247,6 +206,53 @@ fn a_release_statement_verifies_with_securesystemslib_and_fails_after_one_byte_c
         .display()
         .to_string());
     openssl_checks(ws.dir.path(), &pem, &statement);
+}
+
+/// The release in `out` published to the pinned OCI registry, its statement fetched through
+/// the referrers tag schema, and to a registry with the referrers API (`servers
+/// oci-referrers`), fetched through the API; each copy checked by `verify` (the doc's
+/// verify line with `STATEMENT` where the statement's path goes).
+fn through_oci_registries(ws: &Ws, project: &Path, out: &Path, verify: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = project.join(".cuda-aot/dev-keys");
+    let publish_to = |addr: std::net::SocketAddr| {
+        Out::of(
+            xtask()
+                .args(["publish", "--registry"])
+                .arg(format!("oci://{addr}/cuda-aot/att:v1"))
+                .arg("--trust")
+                .arg(keys.join("root.json"))
+                .arg("--publisher-key")
+                .arg(keys.join("publisher.key"))
+                .arg(out),
+        )
+        .ok();
+        format!("http://{addr}/v2/cuda-aot/att")
+    };
+    let oci = common::server::oci_server(tmp.path());
+    let storage = tmp.path().join("referrers-api");
+    let api = common::server::Server::start(
+        &[
+            "servers",
+            "oci-referrers",
+            "--storage",
+            storage.to_str().unwrap(),
+        ],
+        &[],
+    );
+    for (how, found) in [
+        (
+            "tag-schema",
+            common::oci::through_tag_schema(&publish_to(oci.addr), "v1"),
+        ),
+        ("api", common::oci::through_api(&publish_to(api.addr), "v1")),
+    ] {
+        let fetched = ws.path(&format!("referrer-{how}.statement.json"));
+        std::fs::write(&fetched, &found.bytes).unwrap();
+        let through_oci = with(verify, "STATEMENT", &fetched.display().to_string());
+        let ok = sh(project, &through_oci).ok();
+        assert!(ok.stdout.starts_with("ok: "), "{how}: {}", ok.stdout);
+    }
 }
 
 /// OpenSSL verifies `envelope`'s (first) signature over DSSE's PAE with `pem`, and refuses
