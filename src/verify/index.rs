@@ -229,6 +229,13 @@ impl VerifiedIndex {
         self.discarded.clone()
     }
 
+    /// The earliest expiry of the delegated metadata (the delegations and each team's
+    /// metadata) through which the modules' owners were found; `None` when nothing is
+    /// delegated. [`VerifiedIndex::loadable_until`] counts it.
+    pub fn delegated_expiry(&self) -> Option<Time> {
+        self.delegated_expiry
+    }
+
     /// Until when this registry stays loadable for a verifier with `grace` offline grace
     /// and this verification's skew, if nothing is republished: the earliest of the root's
     /// and the index's expiry, the delegated metadata's the modules' owners were found

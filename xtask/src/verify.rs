@@ -243,6 +243,7 @@ pub fn json_fields(v: &Verified, registry: &Path) -> serde_json::Value {
         "root_expires": root.expires.to_string(),
         "channel": root.channel.to_string(),
         "loadable_until": v.loadable_until.to_string(),
+        "delegated_expires": v.index.delegated_expiry().map(|t| t.to_string()),
         "signature_checks": v.index.signature_checks(),
         "modules": modules,
     })
@@ -265,8 +266,17 @@ pub fn render_table(v: &Verified) -> String {
         idx.entries.len(),
         v.index.signature_checks()
     );
+    // Under delegations the teams' metadata expires too, and --refresh-timestamp does not
+    // re-sign it: the line says which re-signs what.
+    let delegated = match v.index.delegated_expiry() {
+        Some(t) => format!(
+            ", delegated metadata {t}; a team's metadata is re-signed by its next {tool} publish --team, the delegations by {tool} delegations publish",
+            tool = crate::advice::tool()
+        ),
+        None => String::new(),
+    };
     s += &format!(
-        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with {} publish --refresh-timestamp\n",
+        "loadable until {} (timestamp expires {}, index {}, trust root {}); refresh with {} publish --refresh-timestamp{delegated}\n",
         v.loadable_until,
         v.index.timestamp().expires,
         idx.expires,

@@ -1020,6 +1020,30 @@ fn a_team_publishes_a_device_linked_module_of_several_files() {
     let table = s.verify(&s.path("mirror"), "state-mirror").ok().stdout;
     let row = s.row_signed_by(&table, "foreign_ntt", "risc0-gpu-builder");
     assert!(row.contains("team provers"), "{row}");
+    // The teams' metadata expires too, and `--refresh-timestamp` does not re-sign it: the
+    // table says when it expires and what re-signs it; `--json` gives the time.
+    assert!(
+        table.contains(", delegated metadata 20") && table.contains("publish --team"),
+        "{table}"
+    );
+    let json = Out::of(
+        xtask()
+            .args(["verify", "--json", "--registry"])
+            .arg(s.path("mirror"))
+            .arg("--trust")
+            .arg(s.trust())
+            .arg("--state")
+            .arg(s.path("state-json")),
+    )
+    .ok()
+    .messages()
+    .pop()
+    .unwrap();
+    let delegated = json["delegated_expires"].as_str().unwrap();
+    assert!(
+        table.contains(&format!(", delegated metadata {delegated};")),
+        "{delegated}:\n{table}"
+    );
     for kernel in ["ntt_dit_stage", "ntt_scale", "ntt_pow", "bit_reverse<"] {
         assert!(table.contains(kernel), "{kernel}:\n{table}");
     }
