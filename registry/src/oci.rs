@@ -18,10 +18,10 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use crate::error::{Error, Failure, Result};
-
-mod push;
 use crate::oci_referrers as referrers;
 use crate::remote::{Attempt, Fetched, GaveUp, HttpOptions, Remote};
+
+mod push;
 pub use push::{Pushed, push};
 
 /// The artifact type of a cuda-aot registry snapshot.
