@@ -18,6 +18,7 @@ use cuda_aot::metadata::{
 use cuda_aot::provenance::open_build;
 use cuda_aot::source::{RegistrySource, layout};
 use cuda_aot::state::TrustState;
+use cuda_aot::trust::VerifiedRoot;
 use cuda_aot::{Channel, Digest, Limits, SecretKey};
 
 use crate::error::{Error, Result};
@@ -243,22 +244,32 @@ pub fn publish_as(
     delegated: &Delegated<'_>,
     opts: &PublishOptions,
 ) -> Result<Published> {
-    let mut attempt = 0;
+    let team = delegated.team.is_some();
+    let (r, retries) = retry_lost_races(
+        || publish_once(store, anchor, release, publisher, delegated, opts),
+        |e| team && matches!(e, Error::Conflict { .. }),
+    );
+    r.map(|p| Published { retries, ..p })
+}
+
+/// Runs `attempt` again while it fails with a lost race (`lost`), up to [`TEAM_RETRIES`]
+/// times, apart in time (longer each try, and by process) so two publishers retrying do
+/// not collide again. Returns the last result and the retries made. The one retry loop of a
+/// team's publish, on every store (an OCI tag's, which has no compare-and-swap, included).
+pub fn retry_lost_races<T, E>(
+    mut attempt: impl FnMut() -> std::result::Result<T, E>,
+    lost: impl Fn(&E) -> bool,
+) -> (std::result::Result<T, E>, u64) {
+    let mut retries = 0;
     loop {
-        match publish_once(store, anchor, release, publisher, delegated, opts) {
-            Err(Error::Conflict { .. }) if delegated.team.is_some() && attempt < TEAM_RETRIES => {
-                attempt += 1;
-                // Apart in time, so two teams retrying do not collide again.
+        match attempt() {
+            Err(e) if lost(&e) && retries < TEAM_RETRIES => {
+                retries += 1;
                 std::thread::sleep(Duration::from_millis(
-                    50 * attempt + u64::from(std::process::id() % 50),
+                    50 * retries + u64::from(std::process::id() % 50),
                 ));
             }
-            r => {
-                return r.map(|p| Published {
-                    retries: attempt,
-                    ..p
-                });
-            }
+            r => return (r, retries),
         }
     }
 }
@@ -275,7 +286,7 @@ fn publish_once(
     opts: &PublishOptions,
 ) -> Result<Published> {
     // 1. The registry has a trust root; its current state verifies for this publisher.
-    let mut base = read_base(store, anchor, publisher, opts)?;
+    let base = read_base(store, anchor, publisher, opts)?;
     let build = &release.build;
     let channel = base.root.root().channel;
     // The delegations this publish leaves in force, and the team it is for.
@@ -285,13 +296,13 @@ fn publish_once(
         .map(|m| m.manifest.identity.module.to_string())
         .collect();
     let teams = Teams::prepare(store, &base, delegated, &modules, opts)?;
-    let owner_root = base.root.clone();
-    if let Some(d) = teams.as_ref().and_then(|t| t.team.as_ref()) {
-        base.root = base.root.for_team(&d.builder, &d.reviewer);
-    }
-    // 2. The release fits the registry: channel, newest builders, sources, promotions.
-    let promotions = check_release(store, &base, release, channel, opts)?;
-    base.root = owner_root;
+    // 2. The release fits the registry: channel, newest builders (a team's own, for a
+    //    team's release), sources, promotions.
+    let signers = match teams.as_ref().and_then(|t| t.team.as_ref()) {
+        Some(d) => &base.root.for_team(&d.builder, &d.reviewer),
+        None => &base.root,
+    };
+    let promotions = check_release(store, signers, release, channel, opts)?;
     // 3. Blobs and sources are stored (pause point `blobs`).
     let (written, reused) = store_blobs(store, build)?;
     // 4. Manifests, the statement and promotion records are stored (pause `manifests`),
@@ -397,11 +408,12 @@ fn read_base(
 }
 
 /// Step 2 of [`publish`]: the build is of the registry's `channel`, its statement meets the
-/// newest root's builders, every source it names comes with it; returns the release's
-/// promotion records, opened against the newest root.
+/// builders of `root` (the newest trust root, or its view for the publishing team), every
+/// source it names comes with it; returns the release's promotion records, opened against
+/// `root`.
 fn check_release<'r>(
     store: &dyn Store,
-    base: &Base,
+    root: &VerifiedRoot,
     release: &'r Release,
     channel: Channel,
     opts: &PublishOptions,
@@ -417,8 +429,8 @@ fn check_release<'r>(
     }
     // The statement was checked against the caller's root; check it against the newest.
     let builders = match opts.awaiting_rebuild {
-        false => base.root.clone(),
-        true => base.root.awaiting_builders(),
+        false => root.clone(),
+        true => root.awaiting_builders(),
     };
     open_build(
         &builders,
@@ -437,8 +449,7 @@ fn check_release<'r>(
         .promotions
         .iter()
         .map(|file| {
-            let p = base
-                .root
+            let p = root
                 .open::<Promotion>(file, limits.promotion, "promotion record")?
                 .doc;
             Ok((file.as_slice(), p))

@@ -222,28 +222,19 @@ impl Args {
         team: bool,
         publish: impl Fn(&Path) -> Result<Published>,
     ) -> Result<Published> {
-        let mut retries = 0;
-        let (p, pushed) = loop {
-            let attempt = self.remote.publish_oci(reference, anchor, &publish);
-            let lost = attempt.as_ref().err().is_some_and(|e| {
-                matches!(
+        let (attempt, retries) = cuda_aot_registry::publish::retry_lost_races(
+            || self.remote.publish_oci(reference, anchor, &publish),
+            |e| {
+                team && matches!(
                     e.downcast_ref::<cuda_aot_registry::Error>(),
                     Some(cuda_aot_registry::Error::Conflict { .. })
                 )
-            });
-            if lost && team && retries < cuda_aot_registry::publish::TEAM_RETRIES {
-                retries += 1;
-                std::thread::sleep(Duration::from_millis(100 * retries));
-                continue;
-            }
-            let (p, pushed) = attempt?;
-            break (
-                Published {
-                    retries: p.retries + retries,
-                    ..p
-                },
-                pushed,
-            );
+            },
+        );
+        let (p, pushed) = attempt?;
+        let p = Published {
+            retries: p.retries + retries,
+            ..p
         };
         if let Some(o) = pushed {
             eprintln!(
@@ -447,9 +438,9 @@ fn seen_here(registry: &Path) -> Result<TrustState> {
 
 /// Checks the build statement of `out` against the trust root and publishes the build, with
 /// the promotion records in `<out>/promotions/` and `extra`, through `store` (a folder, a
-/// publishing HTTP server, S3, an OCI work folder); for the team `team` names (its build statement checked against
-/// the team's builder keys as the registry's delegations give them), with the delegations
-/// file it carries.
+/// publishing HTTP server, S3, an OCI work folder); for the team `team` names (its build
+/// statement checked against the team's builder keys as the registry's delegations give
+/// them), with the delegations file it carries.
 pub fn publish_output_as(
     store: &dyn Store,
     out: &Path,

@@ -64,61 +64,45 @@ fn a_teams_reviewers_promote_its_module_and_production_requires_them() {
     build_step(&env, &research);
     let report = write_report(&env, "r.json", &report_for(&research, &env.build_out()));
     let report = report.to_str().unwrap();
+    // `promote` of the research module with its parity report, by `reviewer`, plus `more`.
+    let promote = |reviewer: &str, more: &[&str]| {
+        let mut args = vec!["--parity-report", report, "--reviewer-key", reviewer];
+        args.extend_from_slice(more);
+        env.promote(&research, &args)
+    };
     // The trust root's reviewer is not the team's.
     let root_reviewer = env.reviewers[0].to_str().unwrap();
-    let out = refused(env.promote(
-        &research,
-        &[
-            "--parity-report",
-            report,
-            "--reviewer-key",
-            root_reviewer,
-            "--team",
-            "ntt",
-        ],
-    ));
+    let out = refused(promote(root_reviewer, &["--team", "ntt"]));
     assert!(
         out.contains("is not a reviewer key of delegated role \"ntt\""),
         "{out}"
     );
     // Promoted under the root's reviewer without --team: the publish is refused, the module
     // is the team's.
-    let out = refused(env.promote(
-        &research,
-        &[
-            "--parity-report",
-            report,
-            "--reviewer-key",
-            root_reviewer,
+    let root_builder = env.key("builder");
+    let root_publisher = env.key("publisher");
+    let publish_with = |builder| {
+        [
             "--publish",
             "--builder-key",
-            env.key("builder").to_str().unwrap(),
+            builder,
             "--publisher-key",
-            env.key("publisher").to_str().unwrap(),
-        ],
+            root_publisher.to_str().unwrap(),
+        ]
+    };
+    let out = refused(promote(
+        root_reviewer,
+        &publish_with(root_builder.to_str().unwrap()),
     ));
     assert!(out.contains("delegated role \"ntt\""), "{out}");
     // The refused run left its record (the root reviewer's) with the build; it is not the
     // team's, and would be published with the next run's.
     std::fs::remove_dir_all(env.build_out().join("promotions")).unwrap();
     // The team's reviewer promotes, its builder signs, its publisher key signs its metadata.
-    let out = ok(env.promote(
-        &research,
-        &[
-            "--parity-report",
-            report,
-            "--reviewer-key",
-            &reviewer,
-            "--team",
-            "ntt",
-            "--team-key",
-            &publisher,
-            "--publish",
-            "--builder-key",
-            &builder,
-            "--publisher-key",
-            env.key("publisher").to_str().unwrap(),
-        ],
+    let team = ["--team", "ntt", "--team-key", &publisher];
+    let out = ok(promote(
+        &reviewer,
+        &[&team[..], &publish_with(&builder)[..]].concat(),
     ));
     assert!(out.contains("joined the release set"), "{out}");
     let out = ok(env.verify_production());
