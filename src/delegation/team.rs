@@ -154,6 +154,24 @@ impl Repository for RegistryTeams<'_> {
     }
 }
 
+/// A signature refusal of `what` against the builder (reviewer) keys of the delegated role
+/// `d`, with the team named and its own `Fix:` (the shared message would blame another
+/// trust root). Other errors are returned as they are.
+pub fn refused_by_team(
+    e: crate::error::Error,
+    d: &super::Delegation,
+    what: &str,
+) -> crate::error::Error {
+    match e {
+        e @ crate::error::Error::Threshold { .. } => crate::error::Error::Delegation {
+            what: what.to_string(),
+            team: Some(d.name.clone()),
+            reason: describe(e, &format!("that delegated role {:?} has for it", d.name)),
+        },
+        e => e,
+    }
+}
+
 /// A refusal of a role's metadata, in the delegator's terms: a signature count names the
 /// keys `whose` (as "its delegator lists") for the role, not a trust root's publisher
 /// keys, as the shared message would.

@@ -287,23 +287,24 @@ fn verify_statements(
         .map_err(|e| for_team(e, owner.as_ref(), &what))?;
         let a = opened.attestation;
         // Nothing it attests belongs to another owner.
-        if let Some(o) = owners {
-            statement_owner(o, a.manifests.iter().map(|m| m.module.as_str()), &what)?
-                .filter(|d| Some(&d.name) != owner.as_ref().map(|o| &o.name))
-                .map_or(Ok(()), |d| {
-                    Err(Error::Delegation {
-                        what: what.clone(),
-                        team: Some(d.name.clone()),
-                        reason: format!(
-                            "it attests modules of delegated role {:?} but is signed for {}",
-                            d.name,
-                            owner.as_ref().map_or(
-                                "the trust root's builders".to_string(),
-                                |o| format!("{:?}", o.name)
-                            )
-                        ),
-                    })
-                })?;
+        if let Some(o) = owners
+            && let Some(d) =
+                statement_owner(o, a.manifests.iter().map(|m| m.module.as_str()), &what)?
+            && Some(&d.name) != owner.as_ref().map(|o| &o.name)
+        {
+            let signed_for = owner
+                .as_ref()
+                .map_or("the trust root's builders".to_string(), |o| {
+                    format!("{:?}", o.name)
+                });
+            return Err(Error::Delegation {
+                what,
+                team: Some(d.name.clone()),
+                reason: format!(
+                    "it attests modules of delegated role {:?} but is signed for {signed_for}",
+                    d.name
+                ),
+            });
         }
         if a.channel != index.channel {
             return Err(Error::Channel {
@@ -404,18 +405,11 @@ fn statement_owner<'m>(
     Ok(found.and_then(|(_, o)| o))
 }
 
-/// A signature refusal against a team's keys, with the team named (and its own `Fix:`).
+/// A signature refusal against the keys of `owner`, if a team owns what was checked.
 fn for_team(e: Error, owner: Option<&Delegation>, what: &str) -> Error {
-    match (owner, e) {
-        (Some(d), e @ Error::Threshold { .. }) => Error::Delegation {
-            what: what.to_string(),
-            team: Some(d.name.clone()),
-            reason: crate::delegation::team::describe(
-                e,
-                &format!("that delegated role {:?} has for it", d.name),
-            ),
-        },
-        (_, e) => e,
+    match owner {
+        Some(d) => crate::delegation::team::refused_by_team(e, d, what),
+        None => e,
     }
 }
 

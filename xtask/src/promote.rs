@@ -179,13 +179,16 @@ impl Args {
         // A team's promotion: its keys, as the registry's delegations list them.
         let root = match &self.team {
             None => root,
-            Some(name) => cuda_aot_registry::publish::team_root(
-                &cuda_aot_registry::DirRegistry::new(&registry),
-                &anchor,
-                name,
-                None,
-                &crate::limits::limits(),
-            )?,
+            Some(name) => {
+                cuda_aot_registry::publish::team_root(
+                    &cuda_aot_registry::DirRegistry::new(&registry),
+                    &anchor,
+                    name,
+                    None,
+                    &crate::limits::limits(),
+                )?
+                .0
+            }
         };
 
         // Before any build: the module must exist in the spec and have a parity spec.

@@ -468,21 +468,33 @@ pub fn publish_output_as(
         .into_iter()
         .map(|(_, manifest, blob)| (manifest, blob))
         .collect();
-    let root = match &team.name {
-        None => root,
-        Some(name) => cuda_aot_registry::publish::team_root(
-            store,
-            &anchor,
-            name,
-            team.delegations.as_deref(),
-            &limits,
-        )?,
+    let (root, delegation) = match &team.name {
+        None => (root, None),
+        Some(name) => {
+            let (root, d) = cuda_aot_registry::publish::team_root(
+                store,
+                &anchor,
+                name,
+                team.delegations.as_deref(),
+                &limits,
+            )?;
+            (root, Some(d))
+        }
     };
     let builders = match opts.awaiting_rebuild {
         false => root,
         true => root.awaiting_builders(),
     };
-    let mut build = SignedBuild::new(&builders, statement, files, &limits).map_err(|e| {
+    // Under a team's keys, a refusal names the team (not another trust root).
+    let signed = SignedBuild::new(&builders, statement, files, &limits).map_err(|e| {
+        match (&delegation, e) {
+            (Some(d), cuda_aot_registry::Error::Core(e)) => cuda_aot_registry::Error::Core(
+                cuda_aot::delegation::team::refused_by_team(e, d, "build statement"),
+            ),
+            (_, e) => e,
+        }
+    });
+    let mut build = signed.map_err(|e| {
         let fix = format!(
             "{}; if the build output changed since it was signed, run cargo xtask sign again",
             e.fix()

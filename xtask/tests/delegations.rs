@@ -263,9 +263,10 @@ impl Setup {
     fn publish_refused_signed(&self, registry: &str, build: &str, who: (&str, &str, &str)) {
         let refused = self.publish_signed(registry, build, who).failed();
         assert!(
-            refused
-                .stderr
-                .contains("signed by 0 of the 1 required builder key(s)"),
+            refused.stderr.contains(&format!(
+                "signed by 0 of the 1 required key(s) that delegated role {:?} has for it",
+                who.0
+            )),
             "{}",
             refused.stderr
         );
@@ -576,9 +577,9 @@ fn a_teams_key_signing_another_teams_module_is_refused_everywhere() {
     let under_risc0 =
         Out::of(&mut s.publish_team(&folder, "evil", "risc0", "risc0-publisher")).failed();
     assert!(
-        under_risc0
-            .stderr
-            .contains("signed by 0 of the 1 required builder key(s)"),
+        under_risc0.stderr.contains(
+            "signed by 0 of the 1 required key(s) that delegated role \"risc0\" has for it"
+        ),
         "{}",
         under_risc0.stderr
     );
@@ -687,9 +688,9 @@ fn a_team_rotates_its_keys_without_a_new_trust_root() {
     )
     .failed();
     assert!(
-        revoked
-            .stderr
-            .contains("signed by 0 of the 1 required builder key(s)"),
+        revoked.stderr.contains(
+            "signed by 0 of the 1 required key(s) that delegated role \"airbender\" has for it"
+        ),
         "{}",
         revoked.stderr
     );

@@ -295,18 +295,20 @@ impl Teams {
 
 /// A team's view of the registry's trust root (issue 46): its builder and reviewer keys as
 /// the delegations in force (or `delegations`, a new file about to be published) give team
-/// `name`. What a team's publisher checks its build statement against before publishing.
+/// `name`, with that delegation. What a team's publisher checks its build statement (a
+/// team's reviewer its promotion) against before publishing; a refusal under it is named
+/// for the team by [`cuda_aot::delegation::team::refused_by_team`].
 pub fn team_root(
     store: &dyn Store,
     anchor: &[u8],
     name: &str,
     delegations: Option<&[u8]>,
     limits: &Limits,
-) -> Result<VerifiedRoot> {
+) -> Result<(VerifiedRoot, Delegation)> {
     let base = super::base::base(store, anchor, &[], limits)?;
     let teams = Teams::read(store, &base, delegations, Time::now(), limits)?;
     let (d, _) = teams.find(name)?;
-    Ok(base.root.for_team(&d.builder, &d.reviewer))
+    Ok((base.root.for_team(&d.builder, &d.reviewer), d))
 }
 
 /// Puts the delegations file `file` (signed by the trust root's delegations role) in force:
